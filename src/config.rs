@@ -1,0 +1,53 @@
+//! Policy settings shared by the webhook, `inject` and the controller.
+
+use clap::ValueEnum;
+
+/// Who runs the hooks of Velero's own sources (pod annotations and Velero `Restore` objects).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum VeleroHooksMode {
+    /// Pods Velero created (restore pod label) keep Velero's own hooks; only RestoreHook hooks
+    /// apply to them. Every other in-scope pod gets all three sources.
+    #[default]
+    Defer,
+    /// All three sources for every in-scope pod: Velero without a hook engine, or another tool.
+    Own,
+}
+
+/// What to do with a pod whose hook definitions are invalid.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum OnInvalid {
+    /// Deny the pod with a message naming the pod, the hook source and the problem.
+    #[default]
+    Deny,
+    /// Admit the pod without the invalid hooks, with an admission warning for each.
+    Warn,
+}
+
+/// Everything the hook rules need to know about the installation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Pod label whose value names the restore (Velero sets `velero.io/restore-name`).
+    pub restore_label: String,
+    /// Namespace label whose value names the restore.
+    pub restore_namespace_label: String,
+    /// Namespace holding Velero `Restore` objects.
+    pub velero_namespace: String,
+    pub velero_hooks: VeleroHooksMode,
+    pub on_invalid: OnInvalid,
+}
+
+pub const DEFAULT_RESTORE_LABEL: &str = "velero.io/restore-name";
+pub const DEFAULT_RESTORE_NAMESPACE_LABEL: &str = "restore-hooks.dev/restore";
+pub const DEFAULT_VELERO_NAMESPACE: &str = "velero";
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            restore_label: DEFAULT_RESTORE_LABEL.to_string(),
+            restore_namespace_label: DEFAULT_RESTORE_NAMESPACE_LABEL.to_string(),
+            velero_namespace: DEFAULT_VELERO_NAMESPACE.to_string(),
+            velero_hooks: VeleroHooksMode::Defer,
+            on_invalid: OnInvalid::Deny,
+        }
+    }
+}

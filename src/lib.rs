@@ -1,0 +1,20 @@
+//! restore-hooks: Velero-style restore hooks for any Kubernetes restore.
+#![forbid(unsafe_code)]
+
+pub mod catalog;
+pub mod cli;
+pub mod config;
+pub mod controller;
+pub mod crd;
+pub mod demo;
+pub mod hooks;
+pub mod inject_cli;
+pub mod metrics;
+pub mod runtime;
+pub mod webhook;
+
+/// Installs ring as rustls' process-wide crypto provider. Exactly one provider is compiled in;
+/// installing it explicitly keeps rustls from guessing. Safe to call more than once (tests).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

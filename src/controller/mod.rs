@@ -1,5 +1,7 @@
 //! The post-restore exec controller (product.md §5).
 
+pub mod state;
+
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::ControllerArgs;

@@ -1,5 +1,6 @@
 //! The post-restore exec controller (product.md §5).
 
+pub mod exec;
 pub mod state;
 
 use tokio_util::sync::CancellationToken;

@@ -1,0 +1,366 @@
+//! Running one command in a container: the [`Exec`] trait, its Kubernetes implementation
+//! (`pods/exec` over WebSocket) and a scripted fake for tests.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
+use kube::api::{Api, AttachParams};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use super::state::go_duration;
+
+/// How much of each output stream is kept (product.md §5: "the last 1 KiB").
+pub const TAIL_BYTES: usize = 1024;
+
+/// What happened to one exec.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExecOutcome {
+    /// The process' exit code, when the API server reported one.
+    pub exit_code: Option<i32>,
+    /// The last [`TAIL_BYTES`] of stdout, cut on a UTF-8 character boundary.
+    pub stdout_tail: String,
+    pub stderr_tail: String,
+    /// Why the exec did not complete normally (could not start, broken stream, timeout). A
+    /// non-zero exit is not an error here: `exit_code` says it.
+    pub error: Option<String>,
+    pub timed_out: bool,
+}
+
+impl ExecOutcome {
+    pub fn succeeded(&self) -> bool {
+        self.error.is_none() && self.exit_code == Some(0)
+    }
+
+    /// The operator-facing message for the hook status: empty on success.
+    pub fn message(&self) -> String {
+        match (&self.error, self.exit_code) {
+            (Some(e), _) => e.clone(),
+            (None, Some(0)) => String::new(),
+            (None, Some(code)) => format!("command terminated with exit code {code}"),
+            (None, None) => "the exec ended without an exit status".to_string(),
+        }
+    }
+
+    fn failed(error: impl Into<String>) -> Self {
+        ExecOutcome {
+            error: Some(error.into()),
+            ..Default::default()
+        }
+    }
+}
+
+/// Runs a command in a container of a pod and waits for it, at most `timeout`.
+pub trait Exec: Send + Sync {
+    fn exec<'a>(
+        &'a self,
+        namespace: &'a str,
+        pod: &'a str,
+        container: &'a str,
+        command: &'a [String],
+        timeout: Duration,
+    ) -> BoxFuture<'a, ExecOutcome>;
+}
+
+/// `pods/{name}/exec` through the kube client (WebSocket, `v5.channel.k8s.io` preferred).
+#[derive(Clone)]
+pub struct KubeExec {
+    client: kube::Client,
+}
+
+impl KubeExec {
+    pub fn new(client: kube::Client) -> Self {
+        Self { client }
+    }
+
+    async fn run(&self, ns: &str, pod: &str, container: &str, command: &[String]) -> ExecOutcome {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        // No stdin and no TTY: hooks get argv only, as in Velero.
+        let params = AttachParams::default()
+            .container(container)
+            .stdin(false)
+            .stdout(true)
+            .stderr(true)
+            .tty(false);
+        let mut attached = match api.exec(pod, command.to_vec(), &params).await {
+            Ok(a) => a,
+            Err(e) => return ExecOutcome::failed(format!("exec could not start: {e}")),
+        };
+        let stdout = attached.stdout();
+        let stderr = attached.stderr();
+        let status = attached.take_status();
+        // The client demultiplexes both streams in one task into small pipes: reading one stream
+        // to the end before the other would block that task once the other pipe fills, so both
+        // are drained concurrently with waiting for the status.
+        let (stdout_tail, stderr_tail, status) =
+            tokio::join!(read_tail(stdout), read_tail(stderr), async {
+                match status {
+                    Some(s) => s.await,
+                    None => None,
+                }
+            });
+        let joined = attached.join().await;
+        let mut outcome = ExecOutcome {
+            stdout_tail,
+            stderr_tail,
+            ..Default::default()
+        };
+        match status {
+            Some(s) => match exit_code(&s) {
+                Ok(code) => outcome.exit_code = Some(code),
+                Err(msg) => outcome.error = Some(msg),
+            },
+            None => {
+                outcome.error = Some(match joined {
+                    Err(e) => format!("the exec stream broke before an exit status: {e}"),
+                    Ok(()) => "the exec stream ended without an exit status".to_string(),
+                })
+            }
+        }
+        outcome
+    }
+}
+
+impl Exec for KubeExec {
+    fn exec<'a>(
+        &'a self,
+        namespace: &'a str,
+        pod: &'a str,
+        container: &'a str,
+        command: &'a [String],
+        timeout: Duration,
+    ) -> BoxFuture<'a, ExecOutcome> {
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, self.run(namespace, pod, container, command)).await
+            {
+                Ok(outcome) => outcome,
+                // Dropping the WebSocket does not kill the remote process (the API server has no
+                // way to): the hook may still be running in the container.
+                Err(_) => ExecOutcome {
+                    error: Some(format!(
+                        "timed out after {}",
+                        go_duration(timeout.as_millis() as u64)
+                    )),
+                    timed_out: true,
+                    ..Default::default()
+                },
+            }
+        })
+    }
+}
+
+/// The exit code from the final `Status` of an exec: `Success` is 0; `NonZeroExitCode` carries the
+/// code in `details.causes[reason=ExitCode].message`. Anything else is an error message.
+pub fn exit_code(status: &Status) -> Result<i32, String> {
+    if status.status.as_deref() == Some("Success") {
+        return Ok(0);
+    }
+    let message = status.message.as_deref().unwrap_or_default();
+    let reason = status.reason.as_deref().unwrap_or_default();
+    if reason == "NonZeroExitCode" {
+        let code = status
+            .details
+            .iter()
+            .flat_map(|d| d.causes.iter().flatten())
+            .find(|c| c.reason.as_deref() == Some("ExitCode"))
+            .and_then(|c| c.message.as_deref()?.trim().parse::<i32>().ok());
+        return code
+            .ok_or_else(|| format!("command failed with an unreadable exit code: {message}"));
+    }
+    Err(if message.is_empty() {
+        format!("exec failed: {reason}")
+    } else {
+        format!("exec failed: {message}")
+    })
+}
+
+async fn read_tail(reader: Option<impl AsyncRead + Unpin>) -> String {
+    let Some(mut reader) = reader else {
+        return String::new();
+    };
+    let mut tail = Tail::default();
+    let mut buf = [0u8; 8192];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => tail.push(&buf[..n]),
+        }
+    }
+    tail.into_string()
+}
+
+/// The last [`TAIL_BYTES`] bytes of a stream.
+#[derive(Default)]
+pub struct Tail {
+    bytes: VecDeque<u8>,
+}
+
+impl Tail {
+    pub fn push(&mut self, chunk: &[u8]) {
+        let chunk = &chunk[chunk.len().saturating_sub(TAIL_BYTES)..];
+        let overflow = (self.bytes.len() + chunk.len()).saturating_sub(TAIL_BYTES);
+        self.bytes.drain(..overflow);
+        self.bytes.extend(chunk);
+    }
+
+    /// The tail as text. A cut in the middle of a multi-byte character drops that character's
+    /// leading fragment; other invalid bytes become U+FFFD.
+    pub fn into_string(self) -> String {
+        let bytes: Vec<u8> = self.bytes.into();
+        let start = bytes
+            .iter()
+            .take(3)
+            .take_while(|b| (**b & 0b1100_0000) == 0b1000_0000)
+            .count();
+        String::from_utf8_lossy(&bytes[start..]).into_owned()
+    }
+}
+
+/// A scripted [`Exec`]: answers each call with the next outcome for its container (default:
+/// success) and records every call.
+#[derive(Default)]
+pub struct FakeExec {
+    script: Mutex<Vec<(String, ExecOutcome)>>,
+    calls: Mutex<Vec<FakeCall>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FakeCall {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    pub command: Vec<String>,
+}
+
+impl FakeExec {
+    /// The next exec in `container` returns `outcome`.
+    pub fn script(&self, container: &str, outcome: ExecOutcome) {
+        self.script
+            .lock()
+            .unwrap()
+            .push((container.to_string(), outcome));
+    }
+
+    pub fn calls(&self) -> Vec<FakeCall> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl Exec for FakeExec {
+    fn exec<'a>(
+        &'a self,
+        namespace: &'a str,
+        pod: &'a str,
+        container: &'a str,
+        command: &'a [String],
+        _timeout: Duration,
+    ) -> BoxFuture<'a, ExecOutcome> {
+        self.calls.lock().unwrap().push(FakeCall {
+            namespace: namespace.to_string(),
+            pod: pod.to_string(),
+            container: container.to_string(),
+            command: command.to_vec(),
+        });
+        let mut script = self.script.lock().unwrap();
+        let outcome = match script.iter().position(|(c, _)| c == container) {
+            Some(i) => script.remove(i).1,
+            None => ExecOutcome {
+                exit_code: Some(0),
+                ..Default::default()
+            },
+        };
+        Box::pin(async move { outcome })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tails_keep_the_last_kib_on_a_character_boundary() {
+        let mut t = Tail::default();
+        t.push(b"x");
+        // 'é' is two bytes: 600 of them push the cut into the middle of one.
+        t.push("é".repeat(600).as_bytes());
+        t.push(b"end");
+        let s = t.into_string();
+        assert!(s.len() <= TAIL_BYTES);
+        assert!(s.ends_with("end"));
+        assert!(
+            !s.contains('\u{FFFD}'),
+            "no replacement character at the cut"
+        );
+        assert!(s.starts_with('é'));
+
+        let mut big = Tail::default();
+        big.push(&vec![b'a'; 5000]);
+        assert_eq!(big.into_string().len(), TAIL_BYTES);
+    }
+
+    fn status(json: serde_json::Value) -> Status {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn exit_codes_come_from_the_final_status() {
+        assert_eq!(
+            exit_code(&status(serde_json::json!({"status": "Success"}))),
+            Ok(0)
+        );
+        let non_zero = status(serde_json::json!({
+            "status": "Failure", "reason": "NonZeroExitCode",
+            "message": "command terminated with non-zero exit code: error executing command [sh -c exit 3], exit code 3",
+            "details": {"causes": [{"reason": "ExitCode", "message": "3"}]}
+        }));
+        assert_eq!(exit_code(&non_zero), Ok(3));
+        let internal = status(serde_json::json!({
+            "status": "Failure", "reason": "InternalError", "message": "container not found (\"db\")"
+        }));
+        assert_eq!(
+            exit_code(&internal),
+            Err("exec failed: container not found (\"db\")".to_string())
+        );
+    }
+
+    #[test]
+    fn outcome_messages() {
+        let ok = ExecOutcome {
+            exit_code: Some(0),
+            ..Default::default()
+        };
+        assert!(ok.succeeded());
+        assert_eq!(ok.message(), "");
+        let bad = ExecOutcome {
+            exit_code: Some(2),
+            ..Default::default()
+        };
+        assert!(!bad.succeeded());
+        assert_eq!(bad.message(), "command terminated with exit code 2");
+    }
+
+    #[tokio::test]
+    async fn the_fake_follows_its_script() {
+        let fake = FakeExec::default();
+        fake.script(
+            "db",
+            ExecOutcome {
+                exit_code: Some(7),
+                ..Default::default()
+            },
+        );
+        let cmd = vec!["true".to_string()];
+        let first = fake
+            .exec("ns", "p", "db", &cmd, Duration::from_secs(1))
+            .await;
+        let second = fake
+            .exec("ns", "p", "db", &cmd, Duration::from_secs(1))
+            .await;
+        assert_eq!(first.exit_code, Some(7));
+        assert_eq!(second.exit_code, Some(0));
+        assert_eq!(fake.calls().len(), 2);
+    }
+}

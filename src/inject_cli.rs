@@ -1,10 +1,121 @@
-//! `restore-hooks inject`: the webhook's decision, offline.
+//! `restore-hooks inject`: the webhook's decision, offline (like `istioctl kube-inject`).
 
+use std::io::{Read, Write};
+use std::path::Path;
 use std::process::ExitCode;
 
-use crate::cli::InjectArgs;
+use serde_json::Value;
 
-pub fn run(_args: &InjectArgs) -> ExitCode {
-    eprintln!("inject is not implemented yet");
-    ExitCode::FAILURE
+use crate::catalog::static_files::{DocumentDefaults, load_with_defaults};
+use crate::cli::{InjectArgs, OutputFormat};
+use crate::inject::{Decision, evaluate};
+
+/// Exit codes: 0 admitted, 1 denied (the webhook's message on stderr), 2 unusable input.
+pub fn run(args: &InjectArgs) -> ExitCode {
+    match preview(args) {
+        Ok(Preview {
+            output,
+            warnings,
+            denied,
+        }) => {
+            for w in warnings {
+                eprintln!("Warning: {w}");
+            }
+            if let Some(message) = denied {
+                eprintln!("Error: admission webhook denied the pod: {message}");
+                return ExitCode::from(1);
+            }
+            let mut stdout = std::io::stdout().lock();
+            if stdout.write_all(output.as_bytes()).is_err() {
+                return ExitCode::from(2);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("restore-hooks inject: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// What `inject` prints: the output document, warnings, or the denial.
+pub struct Preview {
+    pub output: String,
+    pub warnings: Vec<String>,
+    pub denied: Option<String>,
+}
+
+pub fn preview(args: &InjectArgs) -> anyhow::Result<Preview> {
+    let text = read_input(&args.file)?;
+    let pod: Value = serde_yaml::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}: not valid YAML or JSON: {e}", args.file.display()))?;
+    let kind = pod.get("kind").and_then(Value::as_str).unwrap_or("");
+    if kind != "Pod" {
+        anyhow::bail!(
+            "{}: expected a Pod manifest (kind: Pod), got kind {kind:?}",
+            args.file.display()
+        );
+    }
+    let namespace = pod
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or(&args.namespace)
+        .to_string();
+    let config = args.engine.engine_config();
+    let defaults = DocumentDefaults {
+        namespace: namespace.clone(),
+        velero_namespace: config.velero_namespace.clone(),
+    };
+    let mut catalog = load_with_defaults(&args.hooks, &defaults)?;
+    let namespace_labels = catalog.namespaces.entry(namespace.clone()).or_default();
+    namespace_labels.extend(args.namespace_labels.iter().cloned());
+    if let Some(restore) = &args.restore {
+        namespace_labels.insert(config.restore_namespace_label.clone(), restore.clone());
+    }
+
+    let decision = evaluate(&pod, &namespace, &catalog, &config)?;
+    let (patch, warnings) = match decision {
+        Decision::Deny { message } => {
+            return Ok(Preview {
+                output: String::new(),
+                warnings: vec![],
+                denied: Some(message),
+            });
+        }
+        Decision::Unchanged { warnings } => (json_patch::Patch(vec![]), warnings),
+        Decision::Patch {
+            patch, warnings, ..
+        } => (patch, warnings),
+    };
+    let output = match args.output {
+        OutputFormat::Patch => serde_json::to_string_pretty(&patch)? + "\n",
+        OutputFormat::Json | OutputFormat::Yaml => {
+            let mut mutated = pod;
+            json_patch::patch(&mut mutated, &patch.0)
+                .map_err(|e| anyhow::anyhow!("internal error: the patch does not apply: {e}"))?;
+            if args.output == OutputFormat::Json {
+                serde_json::to_string_pretty(&mutated)? + "\n"
+            } else {
+                serde_yaml::to_string(&mutated)?
+            }
+        }
+    };
+    Ok(Preview {
+        output,
+        warnings,
+        denied: None,
+    })
+}
+
+fn read_input(path: &Path) -> anyhow::Result<String> {
+    if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| anyhow::anyhow!("cannot read the pod from standard input: {e}"))?;
+        return Ok(text);
+    }
+    std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read pod manifest {}: {e}", path.display()))
 }

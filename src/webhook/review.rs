@@ -1,11 +1,12 @@
-//! AdmissionReview in, AdmissionReview out: decoding, the decision (by the hook engine) and
+//! AdmissionReview in, AdmissionReview out: decoding, the decision (by [`crate::inject`]) and
 //! encoding. No sockets here; the server calls [`review`] with the request body.
 
 use kube::core::DynamicObject;
-use kube::core::admission::AdmissionReview;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 
 use crate::catalog::HookCatalog;
 use crate::config::EngineConfig;
+use crate::inject::{Decision, evaluate};
 
 /// What the webhook answered, for metrics and logs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,7 +17,7 @@ pub enum Outcome {
     Patched,
     /// Allowed (with or without a patch) carrying admission warnings.
     Warned,
-    /// Denied: invalid hook definitions under `--on-invalid deny`.
+    /// Denied: invalid hook definitions under `--on-invalid deny`, or an undecodable pod.
     Denied,
 }
 
@@ -37,6 +38,14 @@ pub struct Reviewed {
     pub outcome: Outcome,
     /// Init containers the patch adds.
     pub injected: usize,
+    /// Request uid (echoed in the response).
+    pub uid: String,
+    /// `namespace/name` of the object (or `namespace/generateName*`).
+    pub object: String,
+    /// Number of JSON Patch operations in the response.
+    pub patch_ops: usize,
+    /// The denial message, when denied.
+    pub message: Option<String>,
 }
 
 /// The body is not an AdmissionReview v1 request: answer HTTP 400 with this message.
@@ -44,10 +53,135 @@ pub struct Reviewed {
 #[error("{0}")]
 pub struct BadReview(pub String);
 
+const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
+
+/// Decides one AdmissionReview request body.
 pub fn review(
-    _body: &[u8],
-    _catalog: &dyn HookCatalog,
-    _config: &EngineConfig,
+    body: &[u8],
+    catalog: &dyn HookCatalog,
+    config: &EngineConfig,
 ) -> Result<Reviewed, BadReview> {
-    Err(BadReview("not implemented yet".into()))
+    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body).map_err(|e| {
+        BadReview(format!(
+            "request body is not an AdmissionReview: {e}; the webhook expects an \
+             admission.k8s.io/v1 AdmissionReview (admissionReviewVersions: [v1])"
+        ))
+    })?;
+    if review.types.api_version != REVIEW_API_VERSION || review.types.kind != "AdmissionReview" {
+        return Err(BadReview(format!(
+            "expected apiVersion {REVIEW_API_VERSION} kind AdmissionReview, got apiVersion {:?} \
+             kind {:?}; set admissionReviewVersions: [v1] in the webhook configuration",
+            review.types.api_version, review.types.kind
+        )));
+    }
+    let request: AdmissionRequest<DynamicObject> = review
+        .try_into()
+        .map_err(|e| BadReview(format!("AdmissionReview has no usable request: {e}")))?;
+    Ok(decide_request(&request, catalog, config))
+}
+
+fn decide_request(
+    request: &AdmissionRequest<DynamicObject>,
+    catalog: &dyn HookCatalog,
+    config: &EngineConfig,
+) -> Reviewed {
+    let namespace = request
+        .namespace
+        .clone()
+        .or_else(|| {
+            request
+                .object
+                .as_ref()
+                .and_then(|o| o.metadata.namespace.clone())
+        })
+        .unwrap_or_else(|| "default".to_string());
+    let object_name = request
+        .object
+        .as_ref()
+        .and_then(|o| {
+            o.metadata
+                .name
+                .clone()
+                .filter(|n| !n.is_empty())
+                .or_else(|| o.metadata.generate_name.clone().map(|g| format!("{g}*")))
+        })
+        .unwrap_or_else(|| request.name.clone());
+    let mut reviewed = Reviewed {
+        response: AdmissionResponse::from(request).into_review(),
+        outcome: Outcome::Unchanged,
+        injected: 0,
+        uid: request.uid.clone(),
+        object: format!("{namespace}/{object_name}"),
+        patch_ops: 0,
+        message: None,
+    };
+    let is_pod_create = request.operation == Operation::Create
+        && request.kind.group.is_empty()
+        && request.kind.kind == "Pod"
+        && request.sub_resource.as_deref().unwrap_or("").is_empty();
+    let Some(object) = request.object.as_ref().filter(|_| is_pod_create) else {
+        return reviewed;
+    };
+    let response = AdmissionResponse::from(request);
+    let pod_json = match serde_json::to_value(object) {
+        Ok(v) => v,
+        Err(e) => return deny(reviewed, response, format!("restore-hooks: {e}")),
+    };
+    let decision = match evaluate(&pod_json, &namespace, catalog, config) {
+        Ok(d) => d,
+        Err(e) => {
+            let message = format!("restore-hooks: pod {}: {e}", reviewed.object);
+            return deny(reviewed, response, message);
+        }
+    };
+    match decision {
+        Decision::Unchanged { warnings } => {
+            let outcome = with_warnings(Outcome::Unchanged, &warnings);
+            reviewed.response = attach_warnings(response, warnings).into_review();
+            reviewed.outcome = outcome;
+        }
+        Decision::Patch {
+            patch,
+            warnings,
+            injected,
+        } => {
+            let ops = patch.0.len();
+            match response.with_patch(patch) {
+                Ok(patched) => {
+                    reviewed.outcome = with_warnings(Outcome::Patched, &warnings);
+                    reviewed.response = attach_warnings(patched, warnings).into_review();
+                    reviewed.injected = injected.len();
+                    reviewed.patch_ops = ops;
+                }
+                Err(e) => {
+                    let message = format!("restore-hooks: could not encode the patch: {e}");
+                    return deny(reviewed, AdmissionResponse::from(request), message);
+                }
+            }
+        }
+        Decision::Deny { message } => return deny(reviewed, response, message),
+    }
+    reviewed
+}
+
+fn with_warnings(outcome: Outcome, warnings: &[String]) -> Outcome {
+    if warnings.is_empty() {
+        outcome
+    } else {
+        Outcome::Warned
+    }
+}
+
+fn attach_warnings(mut response: AdmissionResponse, warnings: Vec<String>) -> AdmissionResponse {
+    if !warnings.is_empty() {
+        response.warnings = Some(warnings);
+    }
+    response
+}
+
+fn deny(mut reviewed: Reviewed, response: AdmissionResponse, message: String) -> Reviewed {
+    reviewed.response = response.deny(message.clone()).into_review();
+    reviewed.outcome = Outcome::Denied;
+    reviewed.message = Some(message);
+    reviewed
 }

@@ -1,0 +1,262 @@
+//! Hook documents from files (`--hooks` of the servers and of `inject`): multi-document YAML or
+//! JSON holding RestoreHook and Velero Restore objects, optionally Namespaces (their labels) and
+//! `List`s of those.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::StaticCatalog;
+use crate::hooks::types::{Labels, RestoreHook, VeleroRestore};
+
+/// Namespaces for documents that do not name one.
+#[derive(Clone, Debug)]
+pub struct DocumentDefaults {
+    /// For RestoreHooks (kubectl's default is `default`; `inject` uses the pod's namespace).
+    pub namespace: String,
+    /// For Velero Restores.
+    pub velero_namespace: String,
+}
+
+impl Default for DocumentDefaults {
+    fn default() -> Self {
+        Self {
+            namespace: "default".to_string(),
+            velero_namespace: crate::config::DEFAULT_VELERO_NAMESPACE.to_string(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentError {
+    #[error("cannot read hooks file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("hooks file {path}, document {index}: not valid YAML or JSON: {reason}")]
+    Syntax {
+        path: PathBuf,
+        index: usize,
+        reason: String,
+    },
+    #[error(
+        "hooks file {path}, document {index}: {kind:?} ({api_version:?}) is not a hook document; expected RestoreHook (restore-hooks.dev/v1alpha1), Restore (velero.io/v1), Namespace (v1) or List"
+    )]
+    Kind {
+        path: PathBuf,
+        index: usize,
+        api_version: String,
+        kind: String,
+    },
+    #[error("hooks file {path}, document {index} ({kind} {name:?}): {reason}")]
+    Invalid {
+        path: PathBuf,
+        index: usize,
+        kind: String,
+        name: String,
+        reason: String,
+    },
+}
+
+/// Loads every file into one catalog, with kubectl's defaults for missing namespaces.
+pub fn load_static(paths: &[PathBuf]) -> Result<StaticCatalog, DocumentError> {
+    load_with_defaults(paths, &DocumentDefaults::default())
+}
+
+pub fn load_with_defaults(
+    paths: &[PathBuf],
+    defaults: &DocumentDefaults,
+) -> Result<StaticCatalog, DocumentError> {
+    let mut catalog = StaticCatalog::default();
+    for path in paths {
+        let text = std::fs::read_to_string(path).map_err(|source| DocumentError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        add_documents(&mut catalog, path, &text, defaults)?;
+    }
+    Ok(catalog)
+}
+
+/// Parses one (multi-document) text into `catalog`. `path` only names the source in errors.
+pub fn add_documents(
+    catalog: &mut StaticCatalog,
+    path: &Path,
+    text: &str,
+    defaults: &DocumentDefaults,
+) -> Result<(), DocumentError> {
+    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value = Value::deserialize(document).map_err(|e| DocumentError::Syntax {
+            path: path.to_path_buf(),
+            index,
+            reason: e.to_string(),
+        })?;
+        add_object(catalog, path, index, value, defaults)?;
+    }
+    Ok(())
+}
+
+fn add_object(
+    catalog: &mut StaticCatalog,
+    path: &Path,
+    index: usize,
+    value: Value,
+    defaults: &DocumentDefaults,
+) -> Result<(), DocumentError> {
+    if value.is_null() {
+        return Ok(()); // an empty document, e.g. a trailing `---`
+    }
+    let field = |k: &str| {
+        value
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let (api_version, kind) = (field("apiVersion"), field("kind"));
+    let name = value
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let invalid = |reason: String| DocumentError::Invalid {
+        path: path.to_path_buf(),
+        index,
+        kind: kind.clone(),
+        name: name.clone(),
+        reason,
+    };
+    match (api_version.as_str(), kind.as_str()) {
+        ("restore-hooks.dev/v1alpha1", "RestoreHook") => {
+            let mut hook: RestoreHook =
+                serde_json::from_value(value.clone()).map_err(|e| invalid(e.to_string()))?;
+            if name.is_empty() {
+                return Err(invalid("metadata.name is required".into()));
+            }
+            hook.metadata
+                .namespace
+                .get_or_insert_with(|| defaults.namespace.clone());
+            catalog.restore_hooks.push(Arc::new(hook));
+        }
+        ("velero.io/v1", "Restore") => {
+            let mut restore: VeleroRestore =
+                serde_json::from_value(value.clone()).map_err(|e| invalid(e.to_string()))?;
+            if name.is_empty() {
+                return Err(invalid("metadata.name is required".into()));
+            }
+            restore
+                .metadata
+                .namespace
+                .get_or_insert_with(|| defaults.velero_namespace.clone());
+            catalog.velero_restores.push(Arc::new(restore));
+        }
+        ("v1", "Namespace") => {
+            let labels: Labels = value
+                .pointer("/metadata/labels")
+                .cloned()
+                .map(serde_json::from_value)
+                .transpose()
+                .map_err(|e| invalid(format!("metadata.labels: {e}")))?
+                .unwrap_or_default();
+            catalog.namespaces.insert(name.clone(), labels);
+        }
+        ("v1", "List") => {
+            let items = value
+                .get("items")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            for item in items {
+                add_object(catalog, path, index, item, defaults)?;
+            }
+        }
+        _ => {
+            return Err(DocumentError::Kind {
+                path: path.to_path_buf(),
+                index,
+                api_version,
+                kind,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::HookCatalog;
+
+    fn load(text: &str) -> Result<StaticCatalog, DocumentError> {
+        let mut c = StaticCatalog::default();
+        add_documents(
+            &mut c,
+            Path::new("hooks.yaml"),
+            text,
+            &DocumentDefaults::default(),
+        )?;
+        Ok(c)
+    }
+
+    #[test]
+    fn loads_mixed_documents() {
+        let c = load(
+            r#"
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: a, namespace: shop}
+spec:
+  postHooks:
+  - exec: {command: [/bin/true]}
+---
+apiVersion: velero.io/v1
+kind: Restore
+metadata: {name: nightly}
+spec:
+  hooks:
+    resources:
+    - name: r
+      postHooks:
+      - exec: {command: [/bin/true], onError: Fail}
+---
+{"apiVersion": "v1", "kind": "List", "items": [
+  {"apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook", "metadata": {"name": "b"}, "spec": {}},
+  {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop", "labels": {"x": "y"}}}
+]}
+---
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.restore_hooks("shop").len(), 1);
+        assert_eq!(c.restore_hooks("default").len(), 1);
+        assert!(c.velero_restore("velero", "nightly").is_some());
+        assert_eq!(c.namespace_labels("shop").unwrap()["x"], "y");
+    }
+
+    #[test]
+    fn errors_name_file_document_and_problem() {
+        let cases = [
+            (
+                "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
+                "\"Pod\"",
+            ),
+            ("a: [\n", "not valid YAML"),
+            (
+                "apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {}\n",
+                "metadata.name is required",
+            ),
+            (
+                "---\napiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {name: x}\nspec: {postHooks: 3}\n",
+                "document 0 (RestoreHook \"x\")",
+            ),
+        ];
+        for (text, want) in cases {
+            let err = load(text).expect_err(text).to_string();
+            assert!(err.contains("hooks.yaml"), "{err}");
+            assert!(err.contains(want), "{err} should contain {want}");
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! Which pods are restored pods (product.md §2).
+
+use super::types::Labels;
+use crate::config::EngineConfig;
+
+/// How a pod came into scope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScopeVia {
+    /// The pod carries the restore pod label: the restore tool (Velero) created it.
+    PodLabel,
+    /// The pod was created in a namespace labelled as a restore namespace.
+    NamespaceLabel,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestoreScope {
+    pub restore: String,
+    pub via: ScopeVia,
+}
+
+/// The restore a pod belongs to, if any. The pod label wins over the namespace label; an empty
+/// label value names no restore.
+pub fn restore_scope(
+    pod_labels: Option<&Labels>,
+    namespace_labels: Option<&Labels>,
+    config: &EngineConfig,
+) -> Option<RestoreScope> {
+    let named = |labels: Option<&Labels>, key: &str| {
+        labels
+            .and_then(|l| l.get(key))
+            .filter(|v| !v.is_empty())
+            .cloned()
+    };
+    if let Some(restore) = named(pod_labels, &config.restore_label) {
+        return Some(RestoreScope {
+            restore,
+            via: ScopeVia::PodLabel,
+        });
+    }
+    named(namespace_labels, &config.restore_namespace_label).map(|restore| RestoreScope {
+        restore,
+        via: ScopeVia::NamespaceLabel,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l(pairs: &[(&str, &str)]) -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn scope_rules() {
+        let cfg = EngineConfig::default();
+        let pod_r1 = l(&[("velero.io/restore-name", "r1"), ("app", "db")]);
+        let ns_r2 = l(&[("restore-hooks.dev/restore", "r2")]);
+        let cases: Vec<(Option<Labels>, Option<Labels>, Option<(&str, ScopeVia)>)> = vec![
+            (None, None, None),
+            (Some(l(&[("app", "db")])), Some(l(&[("team", "x")])), None),
+            (Some(pod_r1.clone()), None, Some(("r1", ScopeVia::PodLabel))),
+            (
+                None,
+                Some(ns_r2.clone()),
+                Some(("r2", ScopeVia::NamespaceLabel)),
+            ),
+            (
+                Some(pod_r1.clone()),
+                Some(ns_r2.clone()),
+                Some(("r1", ScopeVia::PodLabel)),
+            ),
+            (
+                Some(l(&[("velero.io/restore-name", "")])),
+                Some(ns_r2.clone()),
+                Some(("r2", ScopeVia::NamespaceLabel)),
+            ),
+            (None, Some(l(&[("restore-hooks.dev/restore", "")])), None),
+        ];
+        for (pod, ns, want) in cases {
+            let got = restore_scope(pod.as_ref(), ns.as_ref(), &cfg);
+            let want = want.map(|(r, via)| RestoreScope {
+                restore: r.into(),
+                via,
+            });
+            assert_eq!(got, want, "pod {pod:?} ns {ns:?}");
+        }
+        let custom = EngineConfig {
+            restore_label: "example.com/restore".into(),
+            restore_namespace_label: "example.com/restore-ns".into(),
+            ..EngineConfig::default()
+        };
+        assert_eq!(restore_scope(Some(&pod_r1), Some(&ns_r2), &custom), None);
+    }
+}

@@ -1,6 +1,8 @@
 //! AdmissionReview in, AdmissionReview out: decoding, the decision (by [`crate::inject`]) and
 //! encoding. No sockets here; the server calls [`review`] with the request body.
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 
@@ -34,7 +36,8 @@ impl Outcome {
 
 /// A decided review, ready to serialise as the HTTP 200 body.
 pub struct Reviewed {
-    pub response: AdmissionReview<DynamicObject>,
+    /// The AdmissionReview response exactly as it goes on the wire.
+    pub response: serde_json::Value,
     pub outcome: Outcome,
     /// Init containers the patch adds.
     pub injected: usize,
@@ -107,7 +110,7 @@ fn decide_request(
         })
         .unwrap_or_else(|| request.name.clone());
     let mut reviewed = Reviewed {
-        response: AdmissionResponse::from(request).into_review(),
+        response: wire(AdmissionResponse::from(request)),
         outcome: Outcome::Unchanged,
         injected: 0,
         uid: request.uid.clone(),
@@ -137,7 +140,7 @@ fn decide_request(
     match decision {
         Decision::Unchanged { warnings } => {
             let outcome = with_warnings(Outcome::Unchanged, &warnings);
-            reviewed.response = attach_warnings(response, warnings).into_review();
+            reviewed.response = wire(attach_warnings(response, warnings));
             reviewed.outcome = outcome;
         }
         Decision::Patch {
@@ -149,7 +152,7 @@ fn decide_request(
             match response.with_patch(patch) {
                 Ok(patched) => {
                     reviewed.outcome = with_warnings(Outcome::Patched, &warnings);
-                    reviewed.response = attach_warnings(patched, warnings).into_review();
+                    reviewed.response = wire(attach_warnings(patched, warnings));
                     reviewed.injected = injected.len();
                     reviewed.patch_ops = ops;
                 }
@@ -162,6 +165,19 @@ fn decide_request(
         Decision::Deny { message } => return deny(reviewed, response, message),
     }
     reviewed
+}
+
+/// The AdmissionReview JSON the API server expects. kube-core serialises `patch` (Go `[]byte`)
+/// as an array of numbers; Kubernetes documents and emits it as a base64 string, so that is what
+/// we send.
+fn wire(mut response: AdmissionResponse) -> serde_json::Value {
+    let patch = response.patch.take();
+    let mut value = serde_json::to_value(response.into_review())
+        .expect("an AdmissionReview serialises to JSON");
+    if let Some(bytes) = patch {
+        value["response"]["patch"] = serde_json::Value::String(BASE64.encode(bytes));
+    }
+    value
 }
 
 fn with_warnings(outcome: Outcome, warnings: &[String]) -> Outcome {
@@ -180,7 +196,7 @@ fn attach_warnings(mut response: AdmissionResponse, warnings: Vec<String>) -> Ad
 }
 
 fn deny(mut reviewed: Reviewed, response: AdmissionResponse, message: String) -> Reviewed {
-    reviewed.response = response.deny(message.clone()).into_review();
+    reviewed.response = wire(response.deny(message.clone()));
     reviewed.outcome = Outcome::Denied;
     reviewed.message = Some(message);
     reviewed

@@ -1,6 +1,7 @@
 //! restore-hooks: Velero-style restore hooks for any Kubernetes restore.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod catalog;
 pub mod cli;
 pub mod config;
@@ -8,9 +9,12 @@ pub mod controller;
 pub mod crd;
 pub mod demo;
 pub mod hooks;
+pub mod inject;
 pub mod inject_cli;
 pub mod metrics;
 pub mod runtime;
+pub mod shutdown;
+pub mod telemetry;
 pub mod webhook;
 
 /// Installs ring as rustls' process-wide crypto provider. Exactly one provider is compiled in;

@@ -1,16 +1,213 @@
 //! Process wiring for the server roles: logging, metrics, the admin server, signals, and the
 //! webhook and/or controller.
+//!
+//! One signal source, one `Metrics`, one `Readiness`. Components run concurrently; the first
+//! one that fails (or stops on its own) starts the shutdown of the others, and the process exits
+//! non-zero naming it. The admin server stops last so `/readyz` answers 503 during the drain.
 
-use crate::cli::{ControllerCommand, ServeArgs, WebhookCommand};
+use std::sync::Arc;
 
-pub async fn run_serve(_args: ServeArgs) -> anyhow::Result<()> {
-    anyhow::bail!("serve is not implemented yet")
+use anyhow::{Context as _, anyhow};
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt as _, StreamExt as _, TryFutureExt as _};
+use tokio_util::sync::CancellationToken;
+
+use crate::admin::{AdminServer, Readiness};
+use crate::catalog::cluster::ClusterCatalog;
+use crate::catalog::{HookCatalog, LayeredCatalog, StaticCatalog, load_static};
+use crate::cli::{
+    ControllerArgs, ControllerCommand, EngineArgs, RuntimeArgs, ServeArgs, WebhookArgs,
+    WebhookCommand,
+};
+use crate::controller::{self, ControllerDeps};
+use crate::metrics::Metrics;
+use crate::webhook::WebhookServer;
+
+pub async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
+    run(
+        args.runtime,
+        args.engine,
+        Some(args.webhook),
+        Some(args.controller),
+    )
+    .await
 }
 
-pub async fn run_webhook(_args: WebhookCommand) -> anyhow::Result<()> {
-    anyhow::bail!("webhook is not implemented yet")
+pub async fn run_webhook(args: WebhookCommand) -> anyhow::Result<()> {
+    run(args.runtime, args.engine, Some(args.webhook), None).await
 }
 
-pub async fn run_controller(_args: ControllerCommand) -> anyhow::Result<()> {
-    anyhow::bail!("controller is not implemented yet")
+pub async fn run_controller(args: ControllerCommand) -> anyhow::Result<()> {
+    run(args.runtime, args.engine, None, Some(args.controller)).await
+}
+
+type Component = (&'static str, BoxFuture<'static, anyhow::Result<()>>);
+
+async fn run(
+    runtime: RuntimeArgs,
+    engine: EngineArgs,
+    webhook: Option<WebhookArgs>,
+    controller: Option<ControllerArgs>,
+) -> anyhow::Result<()> {
+    if controller.is_some() && runtime.no_cluster {
+        anyhow::bail!(
+            "--no-cluster only works with the `webhook` command: the controller execs hooks \
+             through the Kubernetes API (drop --no-cluster, or run `restore-hooks webhook`)"
+        );
+    }
+    crate::telemetry::init(runtime.log_format, &runtime.log_level)?;
+    let engine = engine.engine_config();
+    let metrics = Metrics::new();
+    let readiness = Readiness::new();
+    let shutdown = crate::shutdown::on_signals().context("cannot install signal handlers")?;
+    tokio::spawn({
+        let (shutdown, readiness) = (shutdown.clone(), readiness.clone());
+        async move {
+            shutdown.cancelled().await;
+            readiness.begin_shutdown();
+        }
+    });
+
+    let client = if runtime.no_cluster {
+        None
+    } else {
+        Some(kube::Client::try_default().await.context(
+            "cannot configure a Kubernetes client (in-cluster service account or KUBECONFIG); \
+             to run the webhook on --hooks files alone, pass --no-cluster",
+        )?)
+    };
+
+    // Stops background work (watch caches) once every component has stopped.
+    let background = CancellationToken::new();
+    let mut components: Vec<Component> = Vec::new();
+
+    if let Some(args) = webhook {
+        let catalog = webhook_catalog(&runtime, client.clone(), &engine, &background)?;
+        let bound = WebhookServer::bind(
+            &args,
+            catalog,
+            engine.clone(),
+            metrics.clone(),
+            readiness.clone(),
+        )?;
+        components.push((
+            "webhook",
+            bound
+                .serve(shutdown.clone())
+                .map_err(anyhow::Error::from)
+                .boxed(),
+        ));
+    }
+    if let Some(args) = controller {
+        let client = client
+            .clone()
+            .expect("checked above: the controller has a client");
+        let deps = ControllerDeps {
+            client,
+            args,
+            engine: engine.clone(),
+            metrics: metrics.clone(),
+            shutdown: shutdown.clone(),
+        };
+        components.push(("controller", controller::run(deps).boxed()));
+    }
+
+    let admin = AdminServer::bind(runtime.admin_listen, metrics, readiness.clone()).await?;
+    tracing::info!(addr = %admin.local_addr(), "admin server listening (/livez, /readyz, /metrics)");
+    let admin_stop = CancellationToken::new();
+    let mut admin_task = tokio::spawn(admin.serve(admin_stop.clone()));
+
+    let mut running: FuturesUnordered<_> = components
+        .into_iter()
+        .map(|(name, future)| future.map(move |result| (name, result)))
+        .collect();
+    let mut failure: Option<anyhow::Error> = None;
+    let fail = |err: anyhow::Error, failure: &mut Option<anyhow::Error>| {
+        tracing::error!(error = format!("{err:#}"), "stopping the process");
+        failure.get_or_insert(err);
+        readiness.begin_shutdown();
+        shutdown.cancel();
+    };
+    loop {
+        tokio::select! {
+            next = running.next() => match next {
+                None => break,
+                Some((name, Ok(()))) if shutdown.is_cancelled() => {
+                    tracing::info!(component = name, "stopped");
+                }
+                Some((name, Ok(()))) => {
+                    fail(anyhow!("{name} stopped before shutdown was requested"), &mut failure);
+                }
+                Some((name, Err(err))) => fail(err.context(format!("{name} failed")), &mut failure),
+            },
+            admin = &mut admin_task => {
+                let err = match admin {
+                    Ok(Ok(())) => anyhow!("the admin server stopped unexpectedly"),
+                    Ok(Err(err)) => anyhow::Error::from(err).context("the admin server failed"),
+                    Err(join) => anyhow::Error::from(join).context("the admin server panicked"),
+                };
+                fail(err, &mut failure);
+                // Keep draining the other components without the admin server.
+                while let Some((name, result)) = running.next().await {
+                    if let Err(err) = result {
+                        tracing::error!(component = name, error = format!("{err:#}"), "failed while stopping");
+                    }
+                }
+                background.cancel();
+                return Err(failure.expect("set above"));
+            }
+        }
+    }
+    admin_stop.cancel();
+    background.cancel();
+    match admin_task.await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => {
+            failure.get_or_insert(anyhow::Error::from(err).context("the admin server failed"));
+        }
+        Err(join) => {
+            failure.get_or_insert(anyhow::Error::from(join).context("the admin server panicked"));
+        }
+    }
+    match failure {
+        Some(err) => Err(err),
+        None => {
+            tracing::info!("clean shutdown");
+            Ok(())
+        }
+    }
+}
+
+/// `--hooks` documents, layered over the cluster's watch caches unless `--no-cluster`.
+fn webhook_catalog(
+    runtime: &RuntimeArgs,
+    client: Option<kube::Client>,
+    engine: &crate::config::EngineConfig,
+    background: &CancellationToken,
+) -> anyhow::Result<Arc<dyn HookCatalog>> {
+    let statics: StaticCatalog = load_static(&runtime.hooks).context("cannot load --hooks")?;
+    if !runtime.hooks.is_empty() {
+        tracing::info!(
+            files = runtime.hooks.len(),
+            restore_hooks = statics.restore_hooks.len(),
+            velero_restores = statics.velero_restores.len(),
+            "static hook documents loaded"
+        );
+    }
+    let Some(client) = client else {
+        return Ok(Arc::new(statics));
+    };
+    let (cluster, driver) = ClusterCatalog::start(client, engine);
+    let stop = background.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = stop.cancelled() => {}
+            _ = driver => {}
+        }
+    });
+    Ok(Arc::new(LayeredCatalog {
+        first: statics,
+        second: cluster,
+    }))
 }

@@ -7,6 +7,11 @@ use std::sync::Arc;
 
 use crate::hooks::types::{Labels, RestoreHook, VeleroRestore};
 
+pub mod cluster;
+pub mod static_files;
+
+pub use static_files::load_static;
+
 /// Read access to the hook sources and namespace labels, as of the latest cache state.
 pub trait HookCatalog: Send + Sync {
     /// Labels of a namespace; `None` when the namespace is unknown (or namespaces are not watched).

@@ -2,3 +2,7 @@
 //! that is [`review`]'s job, through the hook engine.
 
 pub mod review;
+pub mod server;
+pub mod tls;
+
+pub use server::{Bound, MAX_BODY_BYTES, Timeouts, WebhookError, WebhookServer, noop_router};

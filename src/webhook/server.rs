@@ -1,0 +1,498 @@
+//! The HTTPS server around [`review`]: `POST /mutate`, TLS with certificate reload, timeouts
+//! against slow clients, per-request logs and metrics, and a graceful drain on shutdown.
+//!
+//! Shutdown follows what the API server needs from a terminating webhook (kubernetes#127335):
+//! report not ready, keep serving for `--shutdown-delay` while endpoints converge (closing each
+//! connection after its response so the API server reconnects to another replica), then stop
+//! accepting, finish in-flight requests and close idle keep-alive connections, with
+//! `--shutdown-grace` as the upper bound.
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, RawQuery, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Extension, Json};
+use axum_server::ConnectionShutdown;
+use axum_server::tls_rustls::RustlsConfig;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use super::review::{BadReview, Outcome, Reviewed, review};
+use super::tls::{CertReloader, TlsDir, TlsError};
+use crate::admin::Readiness;
+use crate::catalog::HookCatalog;
+use crate::cli::WebhookArgs;
+use crate::config::EngineConfig;
+use crate::metrics::Metrics;
+
+/// Largest AdmissionReview body accepted. Pods are a few KiB; the API server's own request
+/// limit is 3 MiB of object, and an AdmissionReview may carry it twice (object, oldObject).
+pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+
+/// Path the MutatingWebhookConfiguration points at.
+pub const MUTATE_PATH: &str = "/mutate";
+
+/// Limits on clients that connect but do not finish a request (port scanners, stuck peers).
+/// The API server sends a whole request at once, so a few seconds is generous.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// TLS handshake.
+    pub handshake: Duration,
+    /// From the end of the handshake to the first complete request on a connection.
+    pub first_request: Duration,
+    /// Reading the headers of each HTTP/1 request.
+    pub header_read: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            handshake: Duration::from_secs(10),
+            first_request: Duration::from_secs(10),
+            header_read: Duration::from_secs(10),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WebhookError {
+    #[error("cannot listen on --listen {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot load the serving certificate: {0}")]
+    Tls(#[from] TlsError),
+    #[error("the HTTPS server failed: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+/// Entry point: see [`WebhookServer::bind`].
+pub struct WebhookServer;
+
+impl WebhookServer {
+    /// Loads the certificate from `args.tls_dir` (failure is a startup error), binds
+    /// `args.listen` (port 0 picks a free port: see [`Bound::local_addr`]) and marks the
+    /// certificate loaded and the catalog tracked in `readiness`.
+    pub fn bind(
+        args: &WebhookArgs,
+        catalog: Arc<dyn HookCatalog>,
+        engine: EngineConfig,
+        metrics: Metrics,
+        readiness: Readiness,
+    ) -> Result<Bound, WebhookError> {
+        readiness.require_certificate();
+        let dir = TlsDir::new(&args.tls_dir);
+        let loaded = dir.load()?;
+        tracing::info!(
+            dir = %dir.dir().display(),
+            serial = %loaded.info.serial,
+            not_after = loaded.info.not_after.as_deref().unwrap_or("unknown"),
+            san = ?loaded.info.subject_alt_names,
+            chain_len = loaded.info.chain_len,
+            "serving certificate loaded"
+        );
+        let tls = RustlsConfig::from_config(loaded.config);
+        let reloader = CertReloader::new(
+            dir,
+            tls.clone(),
+            loaded.pem,
+            metrics.clone(),
+            args.tls_reload_interval,
+        );
+        let listener =
+            std::net::TcpListener::bind(args.listen).map_err(|source| WebhookError::Bind {
+                addr: args.listen,
+                source,
+            })?;
+        let local_addr = listener.local_addr().map_err(|source| WebhookError::Bind {
+            addr: args.listen,
+            source,
+        })?;
+        readiness.set_certificate_loaded();
+        readiness.track_catalog(catalog.clone());
+        let router = router(catalog, engine, metrics, readiness.clone());
+        Ok(Bound {
+            listener,
+            local_addr,
+            tls,
+            reloader,
+            router,
+            readiness,
+            shutdown_delay: args.shutdown_delay,
+            shutdown_grace: args.shutdown_grace,
+            timeouts: Timeouts::default(),
+        })
+    }
+}
+
+/// A bound, not yet serving, webhook server.
+pub struct Bound {
+    listener: std::net::TcpListener,
+    local_addr: SocketAddr,
+    tls: RustlsConfig,
+    reloader: CertReloader,
+    router: Router,
+    readiness: Readiness,
+    shutdown_delay: Duration,
+    shutdown_grace: Duration,
+    timeouts: Timeouts,
+}
+
+impl Bound {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The live TLS configuration (what the reloader swaps).
+    pub fn tls_config(&self) -> RustlsConfig {
+        self.tls.clone()
+    }
+
+    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// Serve another router on the same stack (TLS, timeouts, shutdown): the load harness
+    /// uses [`noop_router`] to measure the floor the webhook's own work adds to.
+    pub fn with_router(mut self, router: Router) -> Self {
+        self.router = router;
+        self
+    }
+
+    /// Serves until `shutdown` is cancelled and the drain completed.
+    pub async fn serve(self, shutdown: CancellationToken) -> Result<(), WebhookError> {
+        let Bound {
+            listener,
+            local_addr,
+            tls,
+            reloader,
+            router,
+            readiness,
+            shutdown_delay,
+            shutdown_grace,
+            timeouts,
+        } = self;
+        let handle = axum_server::Handle::new();
+        let mut server = axum_server::from_tcp_rustls(listener, tls)
+            .map_err(WebhookError::Serve)?
+            .map(|acceptor| acceptor.handshake_timeout(timeouts.handshake))
+            .handle(handle.clone())
+            .first_request_timeout(timeouts.first_request)
+            .accept_error_handler(|peer, err| {
+                // Failed handshakes (scanners, clients that do not trust our CA) are routine
+                // noise at info; the API server failing to connect shows on its side too.
+                tracing::debug!(peer = ?peer, error = %err, "connection not accepted");
+            });
+        server
+            .http_builder()
+            .http1()
+            .keep_alive(true)
+            .header_read_timeout(timeouts.header_read);
+
+        let reload_stop = CancellationToken::new();
+        let reload_task = tokio::spawn(reloader.run(reload_stop.clone()));
+        let drain_task = tokio::spawn({
+            let handle = handle.clone();
+            async move {
+                shutdown.cancelled().await;
+                readiness.begin_shutdown();
+                tracing::info!(
+                    delay = ?shutdown_delay,
+                    "shutdown: reporting not ready, still serving during --shutdown-delay"
+                );
+                tokio::time::sleep(shutdown_delay).await;
+                tracing::info!(
+                    grace = ?shutdown_grace,
+                    connections = handle.connection_count(),
+                    "shutdown: no longer accepting; finishing in-flight requests"
+                );
+                handle.graceful_shutdown(Some(shutdown_grace));
+            }
+        });
+
+        tracing::info!(addr = %local_addr, "webhook listening (HTTPS, h2 and http/1.1)");
+        let result = server.serve(router.into_make_service()).await;
+        drain_task.abort();
+        reload_stop.cancel();
+        let _ = reload_task.await;
+        tracing::info!("webhook server stopped");
+        result.map_err(WebhookError::Serve)
+    }
+}
+
+#[derive(Clone)]
+struct MutateState {
+    catalog: Arc<dyn HookCatalog>,
+    engine: Arc<EngineConfig>,
+    metrics: Metrics,
+    readiness: Readiness,
+}
+
+/// `POST /mutate`: the admission webhook.
+pub fn router(
+    catalog: Arc<dyn HookCatalog>,
+    engine: EngineConfig,
+    metrics: Metrics,
+    readiness: Readiness,
+) -> Router {
+    Router::new()
+        .route(MUTATE_PATH, post(mutate))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(MutateState {
+            catalog,
+            engine: Arc::new(engine),
+            metrics,
+            readiness,
+        })
+}
+
+/// `POST /mutate` answering "allowed, no patch" for every well-formed review: it parses the
+/// AdmissionReview and echoes the uid like the real handler, but decides nothing. The load
+/// harness compares the real handler against this floor on the same TLS stack.
+pub fn noop_router() -> Router {
+    Router::new()
+        .route(MUTATE_PATH, post(noop))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+}
+
+async fn noop(body: Result<Bytes, BytesRejection>) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return body_rejection(rejection).0,
+    };
+    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(&body) {
+        Ok(review) => review,
+        Err(err) => return bad_request(&format!("not an AdmissionReview: {err}")),
+    };
+    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
+        Ok(request) => request,
+        Err(err) => return bad_request(&format!("not an AdmissionReview request: {err}")),
+    };
+    Json(AdmissionResponse::from(&request).into_review()).into_response()
+}
+
+async fn mutate(
+    State(state): State<MutateState>,
+    connection: Option<Extension<ConnectionShutdown>>,
+    RawQuery(query): RawQuery,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    // Draining: answer this request, then close the connection so the API server's next call
+    // opens a new one, which the Service routes to a replica that is still ready.
+    if state.readiness.is_shutting_down()
+        && let Some(Extension(connection)) = &connection
+    {
+        connection.graceful_shutdown();
+    }
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            let (response, label) = body_rejection(rejection);
+            state
+                .metrics
+                .admission_requests
+                .with_label_values(&[label])
+                .inc();
+            return response;
+        }
+    };
+    if let Some(query) = &query {
+        // The API server appends `?timeout=10s`; we answer in well under a millisecond, so
+        // it is only worth a debug line.
+        tracing::debug!(query, "admission request query");
+    }
+
+    let start = Instant::now();
+    let decided = review(&body, state.catalog.as_ref(), &state.engine);
+    let (response, outcome, injected, summary) = match decided {
+        Ok(mut reviewed) => match serde_json::to_vec(&reviewed.response) {
+            Ok(json) => (
+                json,
+                reviewed.outcome,
+                reviewed.injected,
+                Decided::of(&mut reviewed),
+            ),
+            Err(err) => {
+                tracing::error!(error = %err, "cannot encode the AdmissionReview response");
+                return (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "cannot encode the AdmissionReview response\n",
+                )
+                    .into_response();
+            }
+        },
+        Err(BadReview(message)) => {
+            state
+                .metrics
+                .admission_requests
+                .with_label_values(&["bad_request"])
+                .inc();
+            tracing::warn!(
+                error = %message,
+                bytes = body.len(),
+                "rejected a body that is not an AdmissionReview v1 request"
+            );
+            return bad_request(&message);
+        }
+    };
+    let elapsed = start.elapsed();
+    state
+        .metrics
+        .admission_duration
+        .observe(elapsed.as_secs_f64());
+    state
+        .metrics
+        .admission_requests
+        .with_label_values(&[outcome.as_label()])
+        .inc();
+    if injected > 0 {
+        state
+            .metrics
+            .init_containers_injected
+            .inc_by(injected as u64);
+    }
+    log_decision(&body, summary, outcome, elapsed);
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        response,
+    )
+        .into_response()
+}
+
+/// Maps a body that could not be read: too large (413) or broken mid-way (400).
+fn body_rejection(rejection: BytesRejection) -> (Response, &'static str) {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        tracing::warn!(
+            limit = MAX_BODY_BYTES,
+            "rejected an admission request body over the size limit"
+        );
+        let message = format!(
+            "request body exceeds {MAX_BODY_BYTES} bytes: an AdmissionReview of a pod is far \
+             smaller; check what the webhook configuration sends here\n"
+        );
+        (
+            (StatusCode::PAYLOAD_TOO_LARGE, message).into_response(),
+            "too_large",
+        )
+    } else {
+        (
+            bad_request(&format!("cannot read the request body: {rejection}")),
+            "bad_request",
+        )
+    }
+}
+
+fn bad_request(message: &str) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        Json(serde_json::json!({
+            "error": "bad AdmissionReview",
+            "message": message,
+        })),
+    )
+        .into_response()
+}
+
+/// The two request fields the log line wants that [`Reviewed`] does not carry, borrowed from
+/// the body. Only parsed when the line is logged.
+#[derive(Default, Deserialize)]
+struct Peek<'a> {
+    #[serde(borrow, default)]
+    request: Option<PeekRequest<'a>>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PeekRequest<'a> {
+    #[serde(borrow, default)]
+    operation: Option<Cow<'a, str>>,
+    #[serde(default)]
+    dry_run: Option<bool>,
+}
+
+/// What the log line says about the decision; taken from [`Reviewed`] before it is encoded.
+#[derive(Default)]
+struct Decided {
+    uid: String,
+    /// `namespace/name`, or `namespace/generateName*` when the name is not generated yet.
+    object: String,
+    patch_ops: usize,
+    warnings: usize,
+    message: String,
+}
+
+impl Decided {
+    fn of(reviewed: &mut Reviewed) -> Self {
+        Self {
+            uid: std::mem::take(&mut reviewed.uid),
+            object: std::mem::take(&mut reviewed.object),
+            patch_ops: reviewed.patch_ops,
+            warnings: reviewed.response["response"]["warnings"]
+                .as_array()
+                .map_or(0, Vec::len),
+            message: reviewed.message.take().unwrap_or_default(),
+        }
+    }
+}
+
+/// One structured line per admission: info, or warn for denials. Skipped entirely (no extra
+/// parsing) when neither level is enabled.
+fn log_decision(body: &[u8], decided: Decided, outcome: Outcome, elapsed: Duration) {
+    let denied = outcome == Outcome::Denied;
+    if !(tracing::enabled!(tracing::Level::INFO)
+        || denied && tracing::enabled!(tracing::Level::WARN))
+    {
+        return;
+    }
+    let peek: Peek<'_> = serde_json::from_slice(body).unwrap_or_default();
+    let request = peek.request.unwrap_or_default();
+    let operation = request.operation.as_deref().unwrap_or("");
+    let dry_run = request.dry_run.unwrap_or(false);
+    let Decided {
+        uid,
+        object,
+        patch_ops,
+        warnings,
+        message,
+    } = decided;
+    let duration_us = elapsed.as_micros() as u64;
+    if denied {
+        tracing::warn!(
+            uid,
+            object,
+            operation,
+            dry_run,
+            outcome = outcome.as_label(),
+            duration_us,
+            message,
+            "admission denied"
+        );
+    } else {
+        tracing::info!(
+            uid,
+            object,
+            operation,
+            dry_run,
+            outcome = outcome.as_label(),
+            patch_ops,
+            warnings,
+            duration_us,
+            "admission reviewed"
+        );
+    }
+}

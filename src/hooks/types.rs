@@ -92,9 +92,11 @@ pub struct ExecRestoreHook {
     pub on_error: Option<String>,
     /// Go duration; default 30s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(GO_DURATION_PATTERN))]
     pub exec_timeout: Option<String>,
     /// Go duration; default: no limit. Counts from the pod's creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(GO_DURATION_PATTERN))]
     pub wait_timeout: Option<String>,
     /// Wait for the container to be Ready, not only Running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -149,6 +151,12 @@ pub struct HookCounts {
     pub pending: i64,
 }
 
+/// A non-negative Go duration (`30s`, `1h30m`, `.5s`, `0`), so that `kubectl apply` rejects a
+/// typo long before a restore needs the hook. The webhook re-validates (Velero Restores have no
+/// such schema).
+pub const GO_DURATION_PATTERN: &str =
+    r"^\+?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$";
+
 /// Labels of a namespace or pod.
 pub type Labels = BTreeMap<String, String>;
 
@@ -161,4 +169,27 @@ pub(crate) fn preserve_unknown_objects(_: &mut schemars::SchemaGenerator) -> sch
 
 pub(crate) fn on_error_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "string", "enum": ["Continue", "Fail"]})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::duration::parse_non_negative;
+
+    /// The CRD pattern accepts exactly the non-negative Go durations the engine accepts.
+    #[test]
+    fn duration_pattern_agrees_with_the_parser() {
+        let re = regex::Regex::new(GO_DURATION_PATTERN).unwrap();
+        for input in [
+            "0", "+0", "30s", "1h30m", ".5s", "5.s", "1.5h", "300ms", "10us", "10µs", "10μs",
+            "7ns", "1h2m3s4ms", "+5m", "", "5", "-1s", "1d", "1 s", "s", ".", "1.2.3s", "0s0",
+            "00",
+        ] {
+            assert_eq!(
+                re.is_match(input),
+                parse_non_negative(input).is_ok(),
+                "pattern and parser disagree on {input:?}"
+            );
+        }
+    }
 }

@@ -1,0 +1,112 @@
+//! Fault injection: failing requests, dropped watches, slow responses, pods deleted mid-exec.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+/// Shared by the server; every method takes `&self` (interior mutability) so tests can hold
+/// `handle.faults()` while the simulator runs.
+pub struct Faults {
+    fail: Mutex<HashMap<(String, String), usize>>,
+    delay: Mutex<Duration>,
+    drop_gen: watch::Sender<u64>,
+    delete_on_exec: Mutex<HashSet<(String, String)>>,
+    compact: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
+}
+
+impl std::fmt::Debug for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Faults")
+            .field("fail", &self.fail)
+            .field("delay", &self.delay)
+            .field("delete_on_exec", &self.delete_on_exec)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Self {
+            fail: Mutex::default(),
+            delay: Mutex::default(),
+            drop_gen: watch::channel(0).0,
+            delete_on_exec: Mutex::default(),
+            compact: Mutex::default(),
+        }
+    }
+}
+
+impl Faults {
+    /// The next `n` requests with this verb (`get`, `list`, `watch`, `create`, `update`, `patch`,
+    /// `delete`, `deletecollection`; `*` for any) on this resource (plural such as `pods` or
+    /// `leases`; subresources are separate: `pods/status`, `pods/exec`; `*` for any) answer
+    /// 500 InternalError.
+    pub fn fail_next(&self, verb: &str, resource: &str, n: usize) {
+        let mut f = self.fail.lock().unwrap();
+        *f.entry((verb.to_string(), resource.to_string()))
+            .or_default() += n;
+    }
+
+    /// Consumes one injected failure matching this request, if any.
+    pub(crate) fn take_failure(&self, verb: &str, resource: &str) -> bool {
+        let mut f = self.fail.lock().unwrap();
+        let keys = [(verb, resource), ("*", resource), (verb, "*"), ("*", "*")];
+        for (v, r) in keys {
+            if let Some(n) = f.get_mut(&(v.to_string(), r.to_string()))
+                && *n > 0
+            {
+                *n -= 1;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Closes every open watch stream now (clients see the response end and must re-watch).
+    pub fn drop_watches(&self) {
+        self.drop_gen.send_modify(|g| *g += 1);
+    }
+
+    pub(crate) fn watch_drops(&self) -> watch::Receiver<u64> {
+        self.drop_gen.subscribe()
+    }
+
+    /// Delays every response before it is handled (watch requests and events are not delayed).
+    pub fn set_delay(&self, d: Duration) {
+        *self.delay.lock().unwrap() = d;
+    }
+
+    pub(crate) fn delay(&self) -> Duration {
+        *self.delay.lock().unwrap()
+    }
+
+    /// Deletes the pod as soon as an exec into it starts; the exec stream then breaks
+    /// without an exit status, as when a pod is killed under a running hook.
+    pub fn delete_pod_on_exec(&self, ns: &str, name: &str) {
+        self.delete_on_exec
+            .lock()
+            .unwrap()
+            .insert((ns.to_string(), name.to_string()));
+    }
+
+    pub(crate) fn take_delete_on_exec(&self, ns: &str, name: &str) -> bool {
+        self.delete_on_exec
+            .lock()
+            .unwrap()
+            .remove(&(ns.to_string(), name.to_string()))
+    }
+
+    /// Forgets the watch history: any watch resuming from an older resourceVersion gets
+    /// 410 Gone (an `ERROR` event), as after an etcd compaction.
+    pub fn compact(&self) {
+        if let Some(f) = self.compact.lock().unwrap().as_ref() {
+            f();
+        }
+    }
+
+    pub(crate) fn set_compactor(&self, f: Box<dyn Fn() + Send + Sync>) {
+        *self.compact.lock().unwrap() = Some(f);
+    }
+}

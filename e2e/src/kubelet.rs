@@ -1,0 +1,465 @@
+//! The kubelet stand-in: drives each pod's status through Pending, init containers, Running,
+//! Ready (and optionally a terminal phase), running init container commands as local processes.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::error::{ApiError, ApiResult};
+use crate::store::{ChangeType, meta_str};
+use crate::{
+    ANNOTATION_NEVER_READY, ANNOTATION_PHASE_AFTER, ANNOTATION_READY_AFTER, ANNOTATION_START_DELAY,
+    Sim, SimEventKind, util,
+};
+
+const DEFAULT_READY_AFTER: Duration = Duration::from_millis(100);
+
+pub(crate) async fn run(sim: Arc<Sim>) {
+    let mut rx = sim.store.subscribe();
+    let mut seen = HashSet::new();
+    let mut scan = true;
+    loop {
+        if scan {
+            let (pods, _) = sim.store.list("pods", None);
+            for p in pods {
+                spawn_pod(&sim, &mut seen, &p);
+            }
+            scan = false;
+        }
+        tokio::select! {
+            _ = sim.shutdown.cancelled() => return,
+            r = rx.recv() => match r {
+                Ok(c) if c.res == "pods" && c.kind == ChangeType::Added => spawn_pod(&sim, &mut seen, &c.object),
+                Ok(_) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => scan = true,
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+fn spawn_pod(sim: &Arc<Sim>, seen: &mut HashSet<String>, pod: &Value) {
+    let uid = meta_str(pod, "uid").to_string();
+    if !seen.insert(uid.clone()) {
+        return;
+    }
+    let sim = sim.clone();
+    let ns = meta_str(pod, "namespace").to_string();
+    let name = meta_str(pod, "name").to_string();
+    tokio::spawn(async move {
+        let token = sim.shutdown.clone();
+        tokio::select! {
+            _ = token.cancelled() => {}
+            _ = run_pod(&sim, &ns, &name, &uid) => {}
+        }
+    });
+}
+
+/// Waits while the kubelet is stopped.
+async fn gate(sim: &Sim) {
+    let mut rx = sim.kubelet_on.subscribe();
+    let _ = rx.wait_for(|on| *on).await;
+}
+
+fn annotation<'a>(pod: &'a Value, key: &str) -> Option<&'a str> {
+    pod.pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+}
+
+fn duration_annotation(pod: &Value, key: &str) -> Option<Duration> {
+    annotation(pod, key).and_then(util::parse_go_duration)
+}
+
+/// Updates the pod's status if it is still the same pod (same uid).
+fn update_status(
+    sim: &Sim,
+    ns: &str,
+    name: &str,
+    uid: Option<&str>,
+    f: impl FnOnce(&mut Map<String, Value>),
+) -> ApiResult<()> {
+    sim.store.update("pods", ns, name, |cur| {
+        if uid.is_some_and(|u| u != meta_str(cur, "uid")) {
+            return Err(ApiError::not_found("pods", name));
+        }
+        let mut pod = (**cur).clone();
+        if !pod.get("status").is_some_and(Value::is_object) {
+            pod["status"] = json!({});
+        }
+        f(pod["status"].as_object_mut().expect("status object"));
+        Ok(pod)
+    })?;
+    Ok(())
+}
+
+fn containers<'a>(pod: &'a Value, list: &str) -> Vec<&'a Value> {
+    pod.pointer(&format!("/spec/{list}"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().collect())
+        .unwrap_or_default()
+}
+
+fn cname(c: &Value) -> &str {
+    c.get("name").and_then(Value::as_str).unwrap_or_default()
+}
+
+fn is_sidecar(c: &Value) -> bool {
+    c.get("restartPolicy").and_then(Value::as_str) == Some("Always")
+}
+
+fn container_status(c: &Value, uid: &str, state: Value, ready: bool, started: bool) -> Value {
+    json!({
+        "name": cname(c),
+        "image": c.get("image").and_then(Value::as_str).unwrap_or_default(),
+        "imageID": "",
+        "containerID": format!("sim://{uid}/{}", cname(c)),
+        "ready": ready,
+        "started": started,
+        "restartCount": 0,
+        "state": state,
+    })
+}
+
+fn condition(t: &str, ok: bool) -> Value {
+    json!({"type": t, "status": if ok {"True"} else {"False"}, "lastProbeTime": null, "lastTransitionTime": util::now_rfc3339()})
+}
+
+fn conditions(initialized: bool, ready: bool) -> Value {
+    json!([
+        condition("PodReadyToStartContainers", true),
+        condition("Initialized", initialized),
+        condition("Ready", ready),
+        condition("ContainersReady", ready),
+        condition("PodScheduled", true),
+    ])
+}
+
+fn set_entry(status: &mut Map<String, Value>, list: &str, name: &str, v: Value) {
+    let arr = status
+        .entry(list)
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+        .expect("status list");
+    match arr.iter_mut().find(|e| cname(e) == name) {
+        Some(e) => *e = v,
+        None => arr.push(v),
+    }
+}
+
+/// The environment a pod's processes see: the container's literal `env` plus the sandbox.
+pub(crate) fn container_env(sim: &Sim, pod: &Value, c: Option<&Value>) -> Vec<(String, String)> {
+    let ns = meta_str(pod, "namespace");
+    let name = meta_str(pod, "name");
+    let mut env: Vec<(String, String)> = c
+        .and_then(|c| c.get("env"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            Some((
+                e.get("name")?.as_str()?.to_string(),
+                e.get("value")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            ))
+        })
+        .collect();
+    env.push(("POD_NAME".into(), name.into()));
+    env.push(("POD_NAMESPACE".into(), ns.into()));
+    env.push((
+        "POD_DIR".into(),
+        sim.pod_dir(ns, name).to_string_lossy().into_owned(),
+    ));
+    env
+}
+
+fn argv(c: &Value) -> Vec<String> {
+    let strs = |k: &str| -> Vec<String> {
+        c.get(k)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut v = strs("command");
+    if !v.is_empty() {
+        v.extend(strs("args"));
+    }
+    v
+}
+
+fn tail(s: &[u8]) -> String {
+    let s = String::from_utf8_lossy(s);
+    let s = s.trim_end();
+    if s.len() > 2048 {
+        let mut start = s.len() - 2048;
+        while !s.is_char_boundary(start) {
+            start += 1;
+        }
+        format!("...{}", &s[start..])
+    } else {
+        s.to_string()
+    }
+}
+
+async fn run_process(sim: &Sim, pod: &Value, c: &Value, cmd: &[String]) -> (i32, String, String) {
+    let ns = meta_str(pod, "namespace");
+    let name = meta_str(pod, "name");
+    let out = tokio::process::Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .current_dir(sim.pod_dir(ns, name))
+        .envs(container_env(sim, pod, Some(c)))
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await;
+    match out {
+        Ok(o) => (exit_code(&o.status), tail(&o.stdout), tail(&o.stderr)),
+        // Like a runtime failing to start the entrypoint (exec format error, not found).
+        Err(e) => (
+            128,
+            String::new(),
+            format!("failed to start {:?}: {e}", cmd[0]),
+        ),
+    }
+}
+
+pub(crate) fn exit_code(s: &std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt as _;
+    s.code()
+        .or_else(|| s.signal().map(|sig| 128 + sig))
+        .unwrap_or(1)
+}
+
+async fn run_pod(sim: &Sim, ns: &str, name: &str, uid: &str) -> ApiResult<()> {
+    gate(sim).await;
+    let pod = sim
+        .store
+        .get("pods", ns, name)
+        .ok_or_else(|| ApiError::not_found("pods", name))?;
+    let pod = (*pod).clone();
+    let _ = std::fs::create_dir_all(sim.pod_dir(ns, name));
+    let inits = containers(&pod, "initContainers");
+    let apps = containers(&pod, "containers");
+    let waiting = |reason: &str| json!({"waiting": {"reason": reason}});
+    let app_wait = if inits.is_empty() {
+        "ContainerCreating"
+    } else {
+        "PodInitializing"
+    };
+    let now = util::now_rfc3339();
+    update_status(sim, ns, name, Some(uid), |s| {
+        s.insert("phase".into(), "Pending".into());
+        s.insert("conditions".into(), conditions(inits.is_empty(), false));
+        s.insert("hostIP".into(), "127.0.0.1".into());
+        s.insert("hostIPs".into(), json!([{"ip": "127.0.0.1"}]));
+        s.insert("podIP".into(), "127.0.0.1".into());
+        s.insert("podIPs".into(), json!([{"ip": "127.0.0.1"}]));
+        s.insert("startTime".into(), now.clone().into());
+        s.insert("qosClass".into(), "BestEffort".into());
+        if !inits.is_empty() {
+            let st: Vec<Value> = inits
+                .iter()
+                .map(|c| container_status(c, uid, waiting("PodInitializing"), false, false))
+                .collect();
+            s.insert("initContainerStatuses".into(), st.into());
+        }
+        let st: Vec<Value> = apps
+            .iter()
+            .map(|c| container_status(c, uid, waiting(app_wait), false, false))
+            .collect();
+        s.insert("containerStatuses".into(), st.into());
+    })?;
+
+    for c in &inits {
+        gate(sim).await;
+        let started = util::now_rfc3339();
+        let running = json!({"running": {"startedAt": started}});
+        if is_sidecar(c) {
+            update_status(sim, ns, name, Some(uid), |s| {
+                set_entry(
+                    s,
+                    "initContainerStatuses",
+                    cname(c),
+                    container_status(c, uid, running, true, true),
+                );
+            })?;
+            sim.emit(
+                SimEventKind::InitContainer,
+                ns,
+                name,
+                format!("sidecar {:?} started", cname(c)),
+            );
+            continue;
+        }
+        update_status(sim, ns, name, Some(uid), |s| {
+            set_entry(
+                s,
+                "initContainerStatuses",
+                cname(c),
+                container_status(c, uid, running, false, true),
+            );
+        })?;
+        let cmd = argv(c);
+        let (code, stdout, stderr) = if cmd.is_empty() {
+            (0, String::new(), String::new())
+        } else {
+            run_process(sim, &pod, c, &cmd).await
+        };
+        sim.emit(
+            SimEventKind::InitContainer,
+            ns,
+            name,
+            format!(
+                "init container {:?} exited {code}{}{}",
+                cname(c),
+                if stdout.is_empty() {
+                    String::new()
+                } else {
+                    format!("; stdout: {stdout}")
+                },
+                if stderr.is_empty() {
+                    String::new()
+                } else {
+                    format!("; stderr: {stderr}")
+                },
+            ),
+        );
+        let terminated = json!({"terminated": {
+            "exitCode": code,
+            "reason": if code == 0 { "Completed" } else { "Error" },
+            "startedAt": started,
+            "finishedAt": util::now_rfc3339(),
+            "containerID": format!("sim://{uid}/{}", cname(c)),
+        }});
+        let ok = code == 0;
+        // restartPolicy Never makes a failed init container fail the pod; otherwise a real
+        // kubelet would restart it with back-off, shown as Init:Error / Init:CrashLoopBackOff.
+        let never = pod.pointer("/spec/restartPolicy").and_then(Value::as_str) == Some("Never");
+        update_status(sim, ns, name, Some(uid), |s| {
+            set_entry(
+                s,
+                "initContainerStatuses",
+                cname(c),
+                container_status(c, uid, terminated, ok, false),
+            );
+            if !ok && never {
+                s.insert("phase".into(), "Failed".into());
+            }
+        })?;
+        if !ok {
+            return Ok(());
+        }
+    }
+
+    if let Some(d) = duration_annotation(&pod, ANNOTATION_START_DELAY) {
+        tokio::time::sleep(d).await;
+    }
+    gate(sim).await;
+    let started = util::now_rfc3339();
+    update_status(sim, ns, name, Some(uid), |s| {
+        s.insert("phase".into(), "Running".into());
+        s.insert("conditions".into(), conditions(true, false));
+        for c in &apps {
+            let running = json!({"running": {"startedAt": started}});
+            set_entry(
+                s,
+                "containerStatuses",
+                cname(c),
+                container_status(c, uid, running, false, true),
+            );
+        }
+    })?;
+    sim.emit(SimEventKind::Container, ns, name, "containers running");
+    let running_at = tokio::time::Instant::now();
+
+    if annotation(&pod, ANNOTATION_NEVER_READY) != Some("true") {
+        tokio::time::sleep(
+            duration_annotation(&pod, ANNOTATION_READY_AFTER).unwrap_or(DEFAULT_READY_AFTER),
+        )
+        .await;
+        gate(sim).await;
+        update_status(sim, ns, name, Some(uid), |s| {
+            s.insert("conditions".into(), conditions(true, true));
+            for list in ["containerStatuses", "initContainerStatuses"] {
+                for st in s
+                    .get_mut(list)
+                    .and_then(Value::as_array_mut)
+                    .into_iter()
+                    .flatten()
+                {
+                    if st.pointer("/state/running").is_some() {
+                        st["ready"] = true.into();
+                    }
+                }
+            }
+        })?;
+        sim.emit(SimEventKind::Container, ns, name, "containers ready");
+    }
+
+    if let Some((phase, d)) = annotation(&pod, ANNOTATION_PHASE_AFTER)
+        .and_then(|v| v.split_once(':'))
+        .and_then(|(p, d)| Some((p.to_string(), util::parse_go_duration(d)?)))
+    {
+        tokio::time::sleep_until(running_at + d).await;
+        gate(sim).await;
+        set_phase_checked(sim, ns, name, Some(uid), &phase)?;
+    }
+    Ok(())
+}
+
+fn set_phase_checked(
+    sim: &Sim,
+    ns: &str,
+    name: &str,
+    uid: Option<&str>,
+    phase: &str,
+) -> ApiResult<()> {
+    let terminal = matches!(phase, "Succeeded" | "Failed");
+    let code = if phase == "Succeeded" { 0 } else { 1 };
+    let now = util::now_rfc3339();
+    update_status(sim, ns, name, uid, |s| {
+        s.insert("phase".into(), phase.into());
+        if !terminal {
+            return;
+        }
+        s.insert("conditions".into(), conditions(true, false));
+        for list in ["containerStatuses", "initContainerStatuses"] {
+            for st in s
+                .get_mut(list)
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(r) = st.pointer("/state/running").cloned() {
+                    st["state"] = json!({"terminated": {
+                        "exitCode": code,
+                        "reason": if code == 0 { "Completed" } else { "Error" },
+                        "startedAt": r.get("startedAt").cloned().unwrap_or(Value::Null),
+                        "finishedAt": now,
+                    }});
+                    st["ready"] = false.into();
+                    st["started"] = false.into();
+                }
+            }
+        }
+    })?;
+    sim.emit(
+        SimEventKind::Container,
+        ns,
+        name,
+        format!("pod phase {phase}"),
+    );
+    Ok(())
+}
+
+pub(crate) fn set_phase(sim: &Sim, ns: &str, name: &str, phase: &str) {
+    let _ = set_phase_checked(sim, ns, name, None, phase);
+}

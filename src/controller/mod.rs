@@ -76,15 +76,18 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
     };
     let (leader_tx, mut leader) = watch::channel(false);
     let elector_stop = CancellationToken::new();
-    let elector = tokio::spawn(lease::run(
+    // Child tasks are aborted if this future is dropped (a killed controller must not keep
+    // renewing its Lease or running workers in the background).
+    let mut elector = AbortOnDrop(tokio::spawn(lease::run(
         client.clone(),
         lease_config,
         leader_tx,
         metrics.clone(),
         elector_stop.clone(),
-    ));
+    )));
     let writer_stop = CancellationToken::new();
     let (restorehooks, writer) = RestoreHookStatus::spawn(client.clone(), writer_stop.clone());
+    let mut writer = AbortOnDrop(writer);
     let shared = Arc::new(Shared {
         client: client.clone(),
         exec,
@@ -103,7 +106,10 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
         // Leading: watch and run hooks until shutdown or until the Lease is lost. A lost Lease
         // cancels `term` at once, so no new exec starts; running execs finish and are recorded.
         let term = shutdown.child_token();
-        let pods = tokio::spawn(reconcile::serve_pods(shared.clone(), term.clone()));
+        let mut pods = AbortOnDrop(tokio::spawn(reconcile::serve_pods(
+            shared.clone(),
+            term.clone(),
+        )));
         tokio::select! {
             _ = term.cancelled() => {}
             _ = leader.wait_for(|l| !*l) => {
@@ -112,16 +118,25 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
             }
         }
         term.cancel();
-        let _ = pods.await;
+        let _ = (&mut pods.0).await;
         if shutdown.is_cancelled() {
             break;
         }
     }
     // Release the Lease only after the last exec ended, so a successor never overlaps with us.
     elector_stop.cancel();
-    let _ = elector.await;
+    let _ = (&mut elector.0).await;
     writer_stop.cancel();
-    let _ = writer.await;
+    let _ = (&mut writer.0).await;
     info!("controller stopped");
     Ok(())
+}
+
+/// A spawned task that is aborted when its handle is dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -254,13 +254,7 @@ impl PodWorker {
     async fn confirm(&mut self) -> Step {
         match self.api.get_opt(&self.name).await {
             Ok(Some(pod)) if pod.metadata.uid.as_deref() == Some(self.uid.as_str()) => {
-                let pending = pod
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(EXEC_LABEL))
-                    .is_some_and(|v| v == EXEC_PENDING);
-                if pending || pod.metadata.deletion_timestamp.is_some() {
+                if is_pending(&pod) || pod.metadata.deletion_timestamp.is_some() {
                     Step::Again(Observed::Pod(Arc::new(pod)))
                 } else {
                     debug!(pod = %self.pod_ref(), "pod no longer pending (finished elsewhere)");
@@ -342,6 +336,10 @@ impl PodWorker {
             return Step::Again(Observed::MaybeGone);
         }
         self.last = Some(pod.clone());
+        if !is_pending(&pod) && pod.metadata.deletion_timestamp.is_none() {
+            // Finished (by us, from a stale event, or by another replica): nothing to do.
+            return Step::Stop;
+        }
         let plan = match self.plan(&pod) {
             Ok(p) => p,
             Err(msg) => return self.unusable(&pod, msg).await,
@@ -618,7 +616,7 @@ impl PodWorker {
     /// The pod's plan or status cannot be used: mark it failed without running anything.
     async fn unusable(&mut self, pod: &Pod, message: String) -> Step {
         error!(pod = %self.pod_ref(), %message, "cannot run this pod's hooks");
-        match set_exec_label(&self.api, &self.name, crate::hooks::plan::EXEC_FAILED).await {
+        match set_exec_label(&self.api, &self.name, None, crate::hooks::plan::EXEC_FAILED).await {
             Ok(_) | Err(WriteError::Gone) => {
                 self.shared
                     .events
@@ -638,7 +636,8 @@ impl PodWorker {
         status: &ExecStatus,
         label: &'static str,
     ) -> Step {
-        match set_exec_label(&self.api, &self.name, label).await {
+        let rv = pod.metadata.resource_version.as_deref();
+        match set_exec_label(&self.api, &self.name, rv, label).await {
             Ok(updated) => {
                 self.completed(&updated, plan, status, label).await;
                 self.shared.restorehooks.touch(&self.namespace, plan);
@@ -736,6 +735,14 @@ impl PodWorker {
         }
         self.shared.restorehooks.touch(&self.namespace, plan);
     }
+}
+
+fn is_pending(pod: &Pod) -> bool {
+    pod.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(EXEC_LABEL))
+        .is_some_and(|v| v == EXEC_PENDING)
 }
 
 /// True for entries that carry an exec result (they have a start time).

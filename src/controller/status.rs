@@ -47,10 +47,19 @@ pub async fn write_status(
         .await?)
 }
 
-/// Sets the `restore-hooks.dev/exec` label (`done` or `failed`). No precondition: it is derived
-/// from the status, which is already final when this runs.
-pub async fn set_exec_label(api: &Api<Pod>, name: &str, value: &str) -> Result<Pod, WriteError> {
-    let body = json!({"metadata": {"labels": {EXEC_LABEL: value}}});
+/// Sets the `restore-hooks.dev/exec` label (`done` or `failed`), if the pod is still at
+/// `resource_version` (when given): a worker acting on a stale view of a pod that another worker
+/// already finished gets a conflict, re-reads, and sees the pod is no longer pending.
+pub async fn set_exec_label(
+    api: &Api<Pod>,
+    name: &str,
+    resource_version: Option<&str>,
+    value: &str,
+) -> Result<Pod, WriteError> {
+    let mut body = json!({"metadata": {"labels": {EXEC_LABEL: value}}});
+    if let Some(rv) = resource_version {
+        body["metadata"]["resourceVersion"] = json!(rv);
+    }
     Ok(api
         .patch(name, &PatchParams::default(), &Patch::Merge(&body))
         .await?)

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{FromRequestParts as _, Path, Request, State};
 use axum::response::{IntoResponse, Response};
 use futures::{SinkExt as _, StreamExt as _};
@@ -214,7 +214,13 @@ async fn session(sim: Arc<Sim>, er: ExecRequest, socket: WebSocket) {
                 return;
             }
         }
-        let _ = sink.send(Message::Close(None)).await;
+        // A normal-closure code: gorilla (kubectl) reports a bare close frame as error 1005.
+        let _ = sink
+            .send(Message::Close(Some(CloseFrame {
+                code: 1000,
+                reason: "".into(),
+            })))
+            .await;
     });
     let dir = sim.pod_dir(&ns, &pod_name);
     let _ = std::fs::create_dir_all(&dir);

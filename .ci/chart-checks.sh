@@ -14,6 +14,8 @@
 #    and newest (1.37) supported Kubernetes versions (CRD-based kinds only warn).
 # 6. .ci/chart_assertions.py: object inventory, both webhooks, namespace exclusions, Pod Security
 #    "restricted" by construction, TLS mount, least RBAC, CRD == `restore-hooks crd`.
+# 7. The kind e2e sample manifests: strict schemas, and `restore-hooks inject` on each pod gives
+#    what e2e/kind/run.sh expects (.ci/e2e_manifest_checks.py).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -161,6 +163,20 @@ if "$PY" .ci/chart_assertions.py --rendered "$OUT" --binary "$BIN" --chart "$CHA
   ok "assertions"
 else
   bad "assertions"
+fi
+
+step "kind e2e sample (e2e/kind/manifests): strict schemas and a dry run through the engine"
+for v in $K8S_VERSIONS; do
+  if cat e2e/kind/manifests/*.yaml | "$KV" -k "$v" --strict --quiet - >"$OUT/kv.log" 2>&1; then
+    ok "manifests @ $v (RestoreHook instances: $(grep -c '^WARN' "$OUT/kv.log" || true) not schema-checked)"
+  else
+    bad "manifests @ $v"; grep -v '^WARN' "$OUT/kv.log" | sed 's/^/        /' >&2
+  fi
+done
+if "$PY" .ci/e2e_manifest_checks.py "$BIN" e2e/kind/manifests; then
+  ok "restore-hooks inject gives the init containers and exec plans run.sh expects"
+else
+  bad "e2e sample vs engine"
 fi
 
 ELAPSED=$(( $(date +%s) - START ))

@@ -127,11 +127,10 @@ async fn metrics_handler(State(state): State<AdminState>) -> Response {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("cannot listen on --admin-listen {addr}: {source}")]
+#[error("cannot listen on --admin-listen {addr}: {error}")]
 pub struct AdminBindError {
     pub addr: SocketAddr,
-    #[source]
-    pub source: std::io::Error,
+    pub error: std::io::Error,
 }
 
 /// A bound admin listener (bind first, so that port 0 works in tests and bind errors surface
@@ -149,7 +148,7 @@ impl AdminServer {
     ) -> Result<Self, AdminBindError> {
         let listener = TcpListener::bind(addr)
             .await
-            .map_err(|source| AdminBindError { addr, source })?;
+            .map_err(|error| AdminBindError { addr, error })?;
         Ok(Self {
             listener,
             router: router(metrics, readiness),

@@ -568,3 +568,115 @@ async fn clients_that_never_finish_a_request_are_cut_off() {
     );
     server.stop().await.unwrap();
 }
+
+/// A port that was free a moment ago (the binary binds it itself).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn binary() -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_restore-hooks"));
+    // Only the flags given here: no RESTORE_HOOKS_* from the environment running the tests.
+    for (key, _) in std::env::vars() {
+        if key.starts_with("RESTORE_HOOKS_") {
+            command.env_remove(key);
+        }
+    }
+    command.env_remove("KUBECONFIG");
+    command
+}
+
+/// The whole process: `webhook --no-cluster` serves, reports ready, and exits 0 on SIGTERM after
+/// draining.
+#[tokio::test]
+async fn the_binary_serves_and_exits_cleanly_on_sigterm() {
+    let ca = Ca::root("test root");
+    let dir = SecretDir::with_leaf(&ca.leaf(KeyKind::EcdsaSec1));
+    let (port, admin_port) = (free_port(), free_port());
+    let mut child = binary()
+        .args(["webhook", "--no-cluster", "--log-format", "text"])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
+        .arg("--tls-dir")
+        .arg(dir.path())
+        .args(["--shutdown-delay", "200ms", "--shutdown-grace", "2s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let admin: std::net::SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if tokio::net::TcpStream::connect(admin).await.is_ok()
+            && http_get(admin, "/readyz").await.0 == StatusCode::OK
+        {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never ready");
+        assert!(child.try_wait().unwrap().is_none(), "exited early");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut conn = Conn::over(TlsClient::trusting(&ca).connect(addr).await.unwrap()).await;
+    let (status, body) = conn
+        .post("/mutate?timeout=10s", review_body("bin"))
+        .await
+        .unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(response_uid(&body), "bin");
+    let (_, metrics) = http_get(admin, "/metrics").await;
+    assert_eq!(
+        metric(
+            &metrics,
+            r#"restore_hooks_admission_requests_total{outcome="unchanged"}"#
+        ),
+        1.0
+    );
+
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{:?}\n{log}", output.status);
+    assert!(log.contains("clean shutdown"), "{log}");
+}
+
+#[test]
+fn the_binary_names_the_problem_when_it_cannot_start() {
+    let empty = tempfile::tempdir().unwrap();
+    let output = binary()
+        .args(["webhook", "--no-cluster", "--listen", "127.0.0.1:0"])
+        .args(["--admin-listen", "127.0.0.1:0", "--tls-dir"])
+        .arg(empty.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("tls.crt") && stderr.contains("--tls-dir"),
+        "{stderr}"
+    );
+
+    for command in ["controller", "serve"] {
+        let output = binary()
+            .args([command, "--no-cluster", "--admin-listen", "127.0.0.1:0"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("--no-cluster only works with the `webhook` command"),
+            "{stderr}"
+        );
+    }
+}

@@ -212,3 +212,193 @@ impl HookCatalog for ClusterCatalog {
             && self.synced.namespaces.load(Ordering::Acquire)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Against a minimal fake API server over plain HTTP: the real kube client and watchers,
+    //! canned list responses, watches that stay open without events.
+
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+
+    use axum::Router;
+    use axum::extract::{Query, State};
+    use axum::http::StatusCode;
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::get;
+    use serde_json::json;
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Fake {
+        restore_lists: Arc<AtomicUsize>,
+        /// Velero's CRD "appears" after this many 404s.
+        restores_missing_for: usize,
+        /// RestoreHook lists are forbidden (RBAC missing).
+        hooks_forbidden: bool,
+    }
+
+    type Params = Query<std::collections::HashMap<String, String>>;
+
+    async fn watch_or(params: &Params, list: impl FnOnce() -> Response) -> Response {
+        if params.get("watch").is_some_and(|w| w == "true" || w == "1") {
+            // An open watch with no events.
+            futures::future::pending::<()>().await;
+        }
+        list()
+    }
+
+    fn status(code: u16, reason: &str) -> Response {
+        (
+            StatusCode::from_u16(code).unwrap(),
+            axum::Json(
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                              "reason": reason, "code": code, "message": reason}),
+            ),
+        )
+            .into_response()
+    }
+
+    async fn restores(State(fake): State<Fake>, params: Params) -> Response {
+        watch_or(&params, || {
+            if fake.restore_lists.fetch_add(1, Ordering::SeqCst) < fake.restores_missing_for {
+                return status(404, "NotFound");
+            }
+            axum::Json(json!({
+                "apiVersion": "velero.io/v1", "kind": "RestoreList",
+                "metadata": {"resourceVersion": "5"},
+                "items": [{"apiVersion": "velero.io/v1", "kind": "Restore",
+                           "metadata": {"name": "nightly-1", "namespace": "velero",
+                                        "resourceVersion": "5"},
+                           "spec": {"hooks": {"resources": [{"name": "db"}]}}}]
+            }))
+            .into_response()
+        })
+        .await
+    }
+
+    async fn restore_hooks(State(fake): State<Fake>, params: Params) -> Response {
+        watch_or(&params, || {
+            if fake.hooks_forbidden {
+                return status(403, "Forbidden");
+            }
+            axum::Json(json!({
+                "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHookList",
+                "metadata": {"resourceVersion": "7"},
+                "items": [
+                    {"apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+                     "metadata": {"name": "a", "namespace": "shop", "resourceVersion": "6"},
+                     "spec": {"postHooks": []}},
+                    {"apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+                     "metadata": {"name": "b", "namespace": "other", "resourceVersion": "7"},
+                     "spec": {"postHooks": []}}
+                ]
+            }))
+            .into_response()
+        })
+        .await
+    }
+
+    async fn namespaces(params: Params) -> Response {
+        watch_or(&params, || {
+            axum::Json(json!({
+                "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+                "metadata": {"resourceVersion": "9"},
+                "items": [
+                    {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                     "metadata": {"name": "shop", "resourceVersion": "8",
+                                  "labels": {"restore-hooks.dev/restore": "nightly-1"}}},
+                    {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                     "metadata": {"name": "bare", "resourceVersion": "9"}}
+                ]
+            }))
+            .into_response()
+        })
+        .await
+    }
+
+    async fn start(fake: Fake) -> ClusterCatalog {
+        let app = Router::new()
+            .route(
+                "/apis/velero.io/v1/namespaces/velero/restores",
+                get(restores),
+            )
+            .route(
+                "/apis/restore-hooks.dev/v1alpha1/restorehooks",
+                get(restore_hooks),
+            )
+            .route("/api/v1/namespaces", get(namespaces))
+            .with_state(fake);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        let (catalog, driver) = ClusterCatalog::start(client, &EngineConfig::default());
+        tokio::spawn(driver);
+        catalog
+    }
+
+    async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        while !check() {
+            assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn caches_fill_and_a_missing_velero_crd_counts_as_synced_then_appears() {
+        let fake = Fake {
+            restores_missing_for: 1,
+            ..Fake::default()
+        };
+        let lists = fake.restore_lists.clone();
+        let catalog = start(fake).await;
+        eventually("synced", || catalog.is_synced()).await;
+        assert!(catalog.unsynced().is_empty());
+
+        assert_eq!(
+            catalog
+                .namespace_labels("shop")
+                .unwrap()
+                .get("restore-hooks.dev/restore")
+                .map(String::as_str),
+            Some("nightly-1")
+        );
+        assert_eq!(catalog.namespace_labels("bare"), Some(Labels::new()));
+        assert_eq!(catalog.namespace_labels("unknown"), None);
+        let hooks = catalog.restore_hooks("shop");
+        assert_eq!(hooks.len(), 1);
+        assert_eq!(hooks[0].metadata.name.as_deref(), Some("a"));
+        assert!(catalog.restore_hooks("nowhere").is_empty());
+
+        // The first Restore list was a 404 (Velero not installed): synced and empty, and the
+        // watch keeps retrying with backoff until the CRD is there.
+        if lists.load(Ordering::SeqCst) == 1 {
+            assert!(catalog.velero_restore("velero", "nightly-1").is_none());
+        }
+        eventually("Velero Restore appears", || {
+            catalog.velero_restore("velero", "nightly-1").is_some()
+        })
+        .await;
+        assert!(catalog.velero_restore("other", "nightly-1").is_none());
+        assert!(catalog.is_synced());
+    }
+
+    #[tokio::test]
+    async fn a_forbidden_list_keeps_the_catalog_unsynced() {
+        let catalog = start(Fake {
+            hooks_forbidden: true,
+            ..Fake::default()
+        })
+        .await;
+        eventually("the other caches sync", || {
+            catalog.unsynced() == ["RestoreHook"]
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!catalog.is_synced());
+    }
+}

@@ -50,7 +50,10 @@ pub struct Timeouts {
     pub handshake: Duration,
     /// From the end of the handshake to the first complete request on a connection.
     pub first_request: Duration,
-    /// Reading the headers of each HTTP/1 request.
+    /// Reading the headers of each later HTTP/1 request on a kept-alive connection. hyper
+    /// starts this clock while the connection is idle, so it is also the idle keep-alive limit:
+    /// it must exceed the API server's idle-connection timeout (90 s), so that the client, not
+    /// us, closes idle connections and no request races a server-side close.
     pub header_read: Duration,
 }
 
@@ -59,24 +62,31 @@ impl Default for Timeouts {
         Self {
             handshake: Duration::from_secs(10),
             first_request: Duration::from_secs(10),
-            header_read: Duration::from_secs(10),
+            header_read: Duration::from_secs(120),
         }
     }
 }
 
+// Messages carry their cause inline (no `#[source]`), so that a log line with `%err` is complete
+// and `{:#}` in main does not print the cause twice.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WebhookError {
-    #[error("cannot listen on --listen {addr}: {source}")]
+    #[error("cannot listen on --listen {addr}: {error}")]
     Bind {
         addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("cannot load the serving certificate: {0}")]
-    Tls(#[from] TlsError),
+    Tls(TlsError),
     #[error("the HTTPS server failed: {0}")]
-    Serve(#[source] std::io::Error),
+    Serve(std::io::Error),
+}
+
+impl From<TlsError> for WebhookError {
+    fn from(err: TlsError) -> Self {
+        Self::Tls(err)
+    }
 }
 
 /// Entry point: see [`WebhookServer::bind`].
@@ -113,13 +123,13 @@ impl WebhookServer {
             args.tls_reload_interval,
         );
         let listener =
-            std::net::TcpListener::bind(args.listen).map_err(|source| WebhookError::Bind {
+            std::net::TcpListener::bind(args.listen).map_err(|error| WebhookError::Bind {
                 addr: args.listen,
-                source,
+                error,
             })?;
-        let local_addr = listener.local_addr().map_err(|source| WebhookError::Bind {
+        let local_addr = listener.local_addr().map_err(|error| WebhookError::Bind {
             addr: args.listen,
-            source,
+            error,
         })?;
         readiness.set_certificate_loaded();
         readiness.track_catalog(catalog.clone());

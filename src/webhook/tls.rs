@@ -31,10 +31,10 @@ const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
 #[non_exhaustive]
 pub enum TlsError {
     #[error(
-        "cannot read {path}: {source} (--tls-dir must hold tls.crt and tls.key: mount the \
+        "cannot read {path}: {error} (--tls-dir must hold tls.crt and tls.key: mount the \
          serving-certificate Secret there as a directory, without subPath)"
     )]
-    Read { path: PathBuf, source: io::Error },
+    Read { path: PathBuf, error: io::Error },
     #[error("{path} is not valid PEM: {reason}")]
     Pem { path: PathBuf, reason: String },
     #[error(
@@ -114,9 +114,9 @@ impl TlsDir {
     pub fn read(&self) -> Result<PemPair, TlsError> {
         let (cert_path, key_path) = (self.cert_path(), self.key_path());
         let read = |path: &Path| {
-            std::fs::read(path).map_err(|source| TlsError::Read {
+            std::fs::read(path).map_err(|error| TlsError::Read {
                 path: path.to_path_buf(),
-                source,
+                error,
             })
         };
         let mut cert = read(&cert_path)?;

@@ -108,6 +108,20 @@ k apply -f "https://github.com/cert-manager/cert-manager/releases/download/${CER
 for d in cert-manager cert-manager-cainjector cert-manager-webhook; do
   k -n cert-manager rollout status "deployment/$d" --timeout=180s
 done
+# cert-manager's own webhook needs its CA injected before it accepts Issuers/Certificates.
+ok=0
+for _ in $(seq 1 60); do
+  if k apply --dry-run=server -f - >/dev/null 2>&1 <<'YAML'
+apiVersion: cert-manager.io/v1
+kind: Issuer
+metadata: {name: e2e-probe, namespace: default}
+spec: {selfSigned: {}}
+YAML
+  then ok=1; break; fi
+  sleep 2
+done
+[ "$ok" = 1 ] || die "cert-manager's webhook did not become ready"
+pass "cert-manager accepts Issuers"
 
 # --- 4. the chart -----------------------------------------------------------------------------
 log "helm install $RELEASE"
@@ -165,7 +179,7 @@ check_pod() { # ns pod hook-count expected-stdout-of-first-hook
   label=$(wait_exec_label "$ns" "$pod")
   [ "$label" = done ] && pass "$ns/$pod: label restore-hooks.dev/exec=done" \
     || fail "$ns/$pod: label restore-hooks.dev/exec=${label:-<none>} after ${TIMEOUT}s, want done"
-  status=$(k -n "$ns" get pod "$pod" -o json | jq -r '.metadata.annotations["restore-hooks.dev/status"] // empty')
+  status=$(k -n "$ns" get pod "$pod" -o json | jq -r '.metadata.annotations["restore-hooks.dev/status"] // empty' || true)
   if [ -z "$status" ]; then fail "$ns/$pod: no restore-hooks.dev/status annotation"; return; fi
   printf '%s' "$status" | jq -e --argjson n "$hooks" '.hooks | length == $n' >/dev/null \
     && pass "$ns/$pod: status lists $hooks hook(s)" || fail "$ns/$pod: status does not list $hooks hooks: $status"
@@ -175,9 +189,9 @@ check_pod() { # ns pod hook-count expected-stdout-of-first-hook
     && pass "$ns/$pod: first hook printed '$want'" || fail "$ns/$pod: first hook stdout lacks '$want': $status"
   local succeeded completed
   succeeded=$(k -n "$ns" get events --field-selector "involvedObject.name=$pod,reason=HookSucceeded" -o json \
-                | jq '[.items[] | (.count // 1)] | add // 0')
+                | jq '[.items[] | (.count // 1)] | add // 0' || echo 0)
   completed=$(k -n "$ns" get events --field-selector "involvedObject.name=$pod,reason=HooksCompleted" -o json \
-                | jq '.items | length')
+                | jq '.items | length' || echo 0)
   [ "$succeeded" -ge "$hooks" ] && pass "$ns/$pod: $succeeded HookSucceeded Event(s)" \
     || fail "$ns/$pod: $succeeded HookSucceeded Events, want >= $hooks"
   [ "$completed" -ge 1 ] && pass "$ns/$pod: HooksCompleted Event" || fail "$ns/$pod: no HooksCompleted Event"
@@ -186,7 +200,7 @@ check_pod() { # ns pod hook-count expected-stdout-of-first-hook
 check_init() { # ns pod container
   local ns="$1" pod="$2" c="$3" code
   code=$(k -n "$ns" get pod "$pod" -o json \
-    | jq -r --arg c "$c" '.status.initContainerStatuses[]? | select(.name == $c) | .state.terminated.exitCode // "none"')
+    | jq -r --arg c "$c" '.status.initContainerStatuses[]? | select(.name == $c) | .state.terminated.exitCode // "none"' || true)
   [ "$code" = 0 ] && pass "$ns/$pod: init container $c ran and exited 0" \
     || fail "$ns/$pod: init container $c state: ${code:-absent}"
   k -n "$ns" get pod "$pod" -o json | jq -e --arg c "$c" \
@@ -228,7 +242,7 @@ k -n shop get restorehook db-rehydrate -o json | jq -e '.status.hooks.succeeded 
   || fail "RestoreHook shop/db-rehydrate status: $(k -n shop get restorehook db-rehydrate -o jsonpath='{.status}')"
 
 # Metrics from a replica.
-pod=$(k -n "$NAMESPACE" get pods -l app.kubernetes.io/name=restore-hooks -o jsonpath='{.items[0].metadata.name}')
+pod=$(k -n "$NAMESPACE" get pods -l app.kubernetes.io/name=restore-hooks -o jsonpath='{.items[0].metadata.name}' || true)
 if k -n "$NAMESPACE" get --raw "/api/v1/namespaces/$NAMESPACE/pods/$pod:8080/proxy/metrics" 2>/dev/null \
     | grep -q '^restore_hooks_admission_requests_total'; then
   pass "metrics endpoint serves restore_hooks_admission_requests_total"

@@ -7,6 +7,8 @@
 # 2. Renders (helm template --include-crds) with: defaults; every optional part on
 #    (ci/all-on-values.yaml); an own cert-manager issuer (ci/byo-issuer-values.yaml); and
 #    certManager.enabled=false with tls.existingSecret + a real caBundle from certs/make-certs.sh.
+#    The binary serves those certificates (webhook --no-cluster) and a TLS client verifying the
+#    chain and the <svc>.<ns>.svc name gets an AdmissionReview answer (.ci/tls_smoke.py).
 # 3. Negative renders: certManager off without caBundle/existingSecret, bad enum, unknown value,
 #    too short terminationGracePeriodSeconds must all fail with a clear message.
 # 4. NOTES.txt renders (helm install --dry-run=client).
@@ -85,6 +87,11 @@ if certs/make-certs.sh "$RELEASE" "$NAMESPACE" "$OUT/certs" >"$OUT/no-cert-manag
 else
   bad "make-certs.sh failed"; sed 's/^/        /' "$OUT/certs.log" >&2
   echo "Y2E=" >"$OUT/no-cert-manager.cabundle"
+fi
+if "$PY" .ci/tls_smoke.py "$BIN" "$OUT/certs" "$RELEASE" "$NAMESPACE"; then
+  ok "the binary serves make-certs.sh output; TLS verifies against the caBundle and the .svc name"
+else
+  bad "serving make-certs.sh output with $BIN"
 fi
 CABUNDLE="$(cat "$OUT/no-cert-manager.cabundle")"
 lint no-cert-manager --set certManager.enabled=false --set tls.existingSecret=restore-hooks-tls-manual --set "tls.caBundle=$CABUNDLE"

@@ -198,13 +198,35 @@ def parse_args(args: list[str]) -> dict[str, str]:
     return out
 
 
+def check_args_parse(ctx: Ctx, binary: str, args: list[str]) -> None:
+    """Run the binary with exactly the rendered arguments (addresses on loopback port 0): a flag or
+    value it cannot parse is a clap usage error (exit 2, "error: ..."); failing later for want of
+    a cluster or a certificate (exit 1) is fine."""
+    import tempfile
+    run_args = [a.replace("$(POD_NAME)", "chart-check-pod") for a in args]
+    run_args = [a for a in run_args if not a.startswith(("--listen=", "--admin-listen="))]
+    run_args += ["--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0"]
+    env = {k: x for k, x in os.environ.items() if not k.startswith(("KUBERNETES_", "RESTORE_HOOKS_"))}
+    env["KUBECONFIG"] = "/nonexistent/kubeconfig"
+    with tempfile.TemporaryDirectory() as home:
+        env["HOME"] = home
+        try:
+            r = subprocess.run([binary, *run_args], capture_output=True, text=True, timeout=15, env=env)
+            code, err = r.returncode, r.stderr
+        except subprocess.TimeoutExpired:
+            code, err = None, ""
+    ctx.c(not (code == 2 and err.lstrip().startswith("error:")),
+          f"restore-hooks rejects the rendered arguments: {err.strip()[:300]} "
+          f"(ran: restore-hooks {' '.join(run_args)})")
+
+
 def secs(go_duration: str) -> float:
     m = re.fullmatch(r"(\d+)s", go_duration)
     check(m is not None, f"expected a whole-second duration, got {go_duration!r}")
     return float(m.group(1)) if m else 0.0
 
 
-def check_deployment(ctx: Ctx, serve_flags: set[str]) -> None:
+def check_deployment(ctx: Ctx, serve_flags: set[str], binary: str) -> None:
     v = ctx.values
     dep = ctx.get("Deployment", ctx.fullname)
     if not dep:
@@ -228,6 +250,7 @@ def check_deployment(ctx: Ctx, serve_flags: set[str]) -> None:
     flags = parse_args(args)
     unknown = sorted(set(flags) - serve_flags)
     ctx.c(not unknown, f"args use flags `restore-hooks serve` does not have: {unknown}")
+    check_args_parse(ctx, binary, args)
     cfg = v["config"]
     want = {
         "listen": f"0.0.0.0:{v['webhook']['port']}",
@@ -670,7 +693,7 @@ def main() -> int:
         check_inventory(ctx, expected_objects(ctx.fullname, **inv))
         rendered_crd = ctx.objs.get(("CustomResourceDefinition", "restorehooks.restore-hooks.dev"))
         ctx.c(rendered_crd == crd, "rendered CRD (--include-crds) differs from `restore-hooks crd`")
-        check_deployment(ctx, flags)
+        check_deployment(ctx, flags, a.binary)
         check_webhooks(ctx, ca)
         check_rbac(ctx)
         check_cert_manager(ctx)

@@ -159,6 +159,17 @@ pub(crate) async fn handler(
         })
 }
 
+async fn kill_tree(child: &mut tokio::process::Child) {
+    if let Some(pid) = child.id() {
+        let _ = tokio::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pid}")])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .await;
+    }
+    let _ = child.kill().await;
+}
+
 fn frame(ch: u8, data: &[u8]) -> Message {
     let mut v = Vec::with_capacity(data.len() + 1);
     v.push(ch);
@@ -236,6 +247,8 @@ async fn session(sim: Arc<Sim>, er: ExecRequest, socket: WebSocket) {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
+        // Its own process group, so that killing it also kills what a shell started.
+        .process_group(0)
         .spawn();
     let mut child = match spawned {
         Ok(c) => c,
@@ -317,13 +330,14 @@ async fn session(sim: Arc<Sim>, er: ExecRequest, socket: WebSocket) {
             "pod deleted while exec running; stream broken",
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        let _ = child.kill().await;
+        kill_tree(&mut child).await;
         for p in pumps {
             p.abort();
         }
         reader.abort();
+        // Closing without a status on channel 3 is what a client sees when the pod dies.
         drop(tx);
-        writer.abort();
+        let _ = writer.await;
         return;
     }
 
@@ -332,7 +346,7 @@ async fn session(sim: Arc<Sim>, er: ExecRequest, socket: WebSocket) {
         _ = &mut gone_rx => {
             // The client went away: a real runtime would leave the process running, but a
             // simulator must not leak processes.
-            let _ = child.kill().await;
+            kill_tree(&mut child).await;
             sim.emit(SimEventKind::Exec, &ns, &pod_name, format!("exec {:?} aborted: client disconnected", er.command));
             for p in pumps { p.abort(); }
             drop(tx);
@@ -340,7 +354,7 @@ async fn session(sim: Arc<Sim>, er: ExecRequest, socket: WebSocket) {
             return;
         }
         _ = sim.shutdown.cancelled() => {
-            let _ = child.kill().await;
+            kill_tree(&mut child).await;
             reader.abort();
             writer.abort();
             return;

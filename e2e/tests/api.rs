@@ -27,7 +27,10 @@ async fn create_get_list_with_selectors() {
     let t = sim_with(false).await;
     let pods: Api<Pod> = Api::default_namespaced(t.client.clone());
     let created = pods
-        .create(&PostParams::default(), &pod("a", json!({"app": "web", "tier": "fe"})))
+        .create(
+            &PostParams::default(),
+            &pod("a", json!({"app": "web", "tier": "fe"})),
+        )
         .await
         .unwrap();
     let meta = &created.metadata;
@@ -41,10 +44,16 @@ async fn create_get_list_with_selectors() {
         .await
         .unwrap();
     let got = pods.get("a").await.unwrap();
-    assert_eq!(got.metadata.resource_version.as_deref(), Some(rv1.to_string().as_str()));
+    assert_eq!(
+        got.metadata.resource_version.as_deref(),
+        Some(rv1.to_string().as_str())
+    );
 
     let names = |l: kube::core::ObjectList<Pod>| -> Vec<String> {
-        l.items.into_iter().map(|p| p.metadata.name.unwrap()).collect()
+        l.items
+            .into_iter()
+            .map(|p| p.metadata.name.unwrap())
+            .collect()
     };
     let cases = [
         ("app=web", vec!["a"]),
@@ -70,13 +79,25 @@ async fn create_get_list_with_selectors() {
 
     // Cluster-wide list, and a namespace that does not exist.
     let all: Api<Pod> = Api::all(t.client.clone());
-    assert_eq!(all.list(&ListParams::default()).await.unwrap().items.len(), 3);
+    assert_eq!(
+        all.list(&ListParams::default()).await.unwrap().items.len(),
+        3
+    );
     let missing: Api<Pod> = Api::namespaced(t.client.clone(), "nope");
-    let e = api_err(missing.create(&PostParams::default(), &pod("x", json!({}))).await.unwrap_err());
+    let e = api_err(
+        missing
+            .create(&PostParams::default(), &pod("x", json!({})))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(e.code, 404);
 
     // Duplicates.
-    let e = api_err(pods.create(&PostParams::default(), &pod("a", json!({}))).await.unwrap_err());
+    let e = api_err(
+        pods.create(&PostParams::default(), &pod("a", json!({})))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((e.code, e.reason.as_str()), (409, "AlreadyExists"));
     let e = api_err(pods.get("zzz").await.unwrap_err());
     assert_eq!((e.code, e.reason.as_str()), (404, "NotFound"));
@@ -88,11 +109,18 @@ async fn create_get_list_with_selectors() {
 async fn generate_name_and_namespaces() {
     let t = sim_with(false).await;
     let nss: Api<Namespace> = Api::all(t.client.clone());
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "shop", "labels": {"team": "a"}}})).unwrap();
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "shop", "labels": {"team": "a"}}}))
+            .unwrap();
     nss.create(&PostParams::default(), &ns).await.unwrap();
     let got = nss.get("shop").await.unwrap();
     let labels = got.metadata.labels.unwrap();
-    assert_eq!(labels.get("kubernetes.io/metadata.name").map(String::as_str), Some("shop"));
+    assert_eq!(
+        labels
+            .get("kubernetes.io/metadata.name")
+            .map(String::as_str),
+        Some("shop")
+    );
     assert_eq!(labels.get("team").map(String::as_str), Some("a"));
 
     let pods: Api<Pod> = Api::namespaced(t.client.clone(), "shop");
@@ -113,11 +141,18 @@ async fn generate_name_and_namespaces() {
 async fn patches_and_optimistic_concurrency() {
     let t = sim_with(false).await;
     let pods: Api<Pod> = Api::default_namespaced(t.client.clone());
-    let p = pods.create(&PostParams::default(), &pod("p", json!({"a": "1"}))).await.unwrap();
+    let p = pods
+        .create(&PostParams::default(), &pod("p", json!({"a": "1"})))
+        .await
+        .unwrap();
     let rv0 = p.metadata.resource_version.clone().unwrap();
 
     let p1 = pods
-        .patch("p", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"x": "1"}, "resourceVersion": rv0}})))
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"x": "1"}, "resourceVersion": rv0}})),
+        )
         .await
         .unwrap();
     assert_eq!(p1.metadata.annotations.unwrap()["x"], "1");
@@ -125,9 +160,13 @@ async fn patches_and_optimistic_concurrency() {
 
     // The same precondition again is now stale.
     let e = api_err(
-        pods.patch("p", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"x": "2"}, "resourceVersion": rv0}})))
-            .await
-            .unwrap_err(),
+        pods.patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"x": "2"}, "resourceVersion": rv0}})),
+        )
+        .await
+        .unwrap_err(),
     );
     assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
 
@@ -137,39 +176,76 @@ async fn patches_and_optimistic_concurrency() {
         {"op": "add", "path": "/metadata/labels/b", "value": "2"},
     ]))
     .unwrap();
-    let p2 = pods.patch("p", &PatchParams::default(), &Patch::<()>::Json(ops)).await.unwrap();
+    let p2 = pods
+        .patch("p", &PatchParams::default(), &Patch::<()>::Json(ops))
+        .await
+        .unwrap();
     assert_eq!(p2.metadata.labels.as_ref().unwrap()["b"], "2");
     let failing: json_patch::Patch = serde_json::from_value(json!([
         {"op": "test", "path": "/metadata/labels/a", "value": "nope"},
     ]))
     .unwrap();
-    let e = api_err(pods.patch("p", &PatchParams::default(), &Patch::<()>::Json(failing)).await.unwrap_err());
+    let e = api_err(
+        pods.patch("p", &PatchParams::default(), &Patch::<()>::Json(failing))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
 
     // PUT with a stale resourceVersion conflicts; with the current one it succeeds.
     let mut stale = p.clone();
     stale.metadata.labels = Some([("c".to_string(), "3".to_string())].into());
-    let e = api_err(pods.replace("p", &PostParams::default(), &stale).await.unwrap_err());
+    let e = api_err(
+        pods.replace("p", &PostParams::default(), &stale)
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(e.code, 409);
     let mut fresh = pods.get("p").await.unwrap();
-    fresh.metadata.labels.get_or_insert_default().insert("c".into(), "3".into());
-    pods.replace("p", &PostParams::default(), &fresh).await.unwrap();
+    fresh
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("c".into(), "3".into());
+    pods.replace("p", &PostParams::default(), &fresh)
+        .await
+        .unwrap();
 
     // Strategic merge patch merges containers by name; the status subresource is separate.
     let p3 = pods
-        .patch("p", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"containers": [{"name": "app", "image": "busybox:2"}]}})))
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Strategic(
+                json!({"spec": {"containers": [{"name": "app", "image": "busybox:2"}]}}),
+            ),
+        )
         .await
         .unwrap();
     let c = &p3.spec.unwrap().containers[0];
-    assert_eq!((c.name.as_str(), c.image.as_deref()), ("app", Some("busybox:2")));
-    assert_eq!(c.termination_message_path.as_deref(), Some("/dev/termination-log"));
+    assert_eq!(
+        (c.name.as_str(), c.image.as_deref()),
+        ("app", Some("busybox:2"))
+    );
+    assert_eq!(
+        c.termination_message_path.as_deref(),
+        Some("/dev/termination-log")
+    );
     let p4 = pods
-        .patch_status("p", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Running"}})))
+        .patch_status(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running"}})),
+        )
         .await
         .unwrap();
     assert_eq!(phase(&p4), "Running");
     let p5 = pods
-        .patch("p", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Failed"}})))
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Failed"}})),
+        )
         .await
         .unwrap();
     assert_eq!(phase(&p5), "Running", "main resource ignores status");
@@ -197,7 +273,10 @@ async fn next_event(
 async fn watch_resume_selectors_and_delete() {
     let t = sim_with(false).await;
     let pods: Api<Pod> = Api::default_namespaced(t.client.clone());
-    let a = pods.create(&PostParams::default(), &pod("a", json!({"app": "web"}))).await.unwrap();
+    let a = pods
+        .create(&PostParams::default(), &pod("a", json!({"app": "web"})))
+        .await
+        .unwrap();
     let rv_a = a.metadata.resource_version.unwrap();
 
     // Resume from a's RV: only later changes arrive, filtered by label.
@@ -206,23 +285,35 @@ async fn watch_resume_selectors_and_delete() {
         .await
         .unwrap()
         .boxed();
-    pods.create(&PostParams::default(), &pod("other", json!({"app": "db"}))).await.unwrap();
-    pods.create(&PostParams::default(), &pod("b", json!({"app": "web"}))).await.unwrap();
+    pods.create(&PostParams::default(), &pod("other", json!({"app": "db"})))
+        .await
+        .unwrap();
+    pods.create(&PostParams::default(), &pod("b", json!({"app": "web"})))
+        .await
+        .unwrap();
     match next_event(&mut stream).await {
         WatchEvent::Added(p) => assert_eq!(p.metadata.name.as_deref(), Some("b")),
         e => panic!("unexpected {e:?}"),
     }
     // Relabelling out of the selector is a DELETED for this watcher.
-    pods.patch("b", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "x"}}})))
-        .await
-        .unwrap();
+    pods.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "x"}}})),
+    )
+    .await
+    .unwrap();
     match next_event(&mut stream).await {
         WatchEvent::Deleted(p) => assert_eq!(p.metadata.name.as_deref(), Some("b")),
         e => panic!("unexpected {e:?}"),
     }
-    pods.patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"k": "v"}}})))
-        .await
-        .unwrap();
+    pods.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"k": "v"}}})),
+    )
+    .await
+    .unwrap();
     match next_event(&mut stream).await {
         WatchEvent::Modified(p) => assert_eq!(p.metadata.name.as_deref(), Some("a")),
         e => panic!("unexpected {e:?}"),
@@ -234,7 +325,11 @@ async fn watch_resume_selectors_and_delete() {
     }
 
     // Watching from "0" starts with the current objects.
-    let mut from_zero = pods.watch(&WatchParams::default(), "0").await.unwrap().boxed();
+    let mut from_zero = pods
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
     let mut names = Vec::new();
     for _ in 0..2 {
         if let WatchEvent::Added(p) = next_event(&mut from_zero).await {
@@ -246,7 +341,11 @@ async fn watch_resume_selectors_and_delete() {
 
     // After compaction an old RV is 410 Gone, delivered as an ERROR event.
     t.sim.faults().compact();
-    let mut gone = pods.watch(&WatchParams::default(), &rv_a).await.unwrap().boxed();
+    let mut gone = pods
+        .watch(&WatchParams::default(), &rv_a)
+        .await
+        .unwrap()
+        .boxed();
     match next_event(&mut gone).await {
         WatchEvent::Error(e) => assert_eq!(e.code, 410),
         e => panic!("unexpected {e:?}"),
@@ -259,13 +358,25 @@ async fn kube_runtime_watcher_and_bookmarks() {
     use kube::runtime::{WatchStreamExt as _, watcher};
     let t = sim_with(false).await;
     let pods: Api<Pod> = Api::default_namespaced(t.client.clone());
-    pods.create(&PostParams::default(), &pod("w1", json!({"x": "y"}))).await.unwrap();
+    pods.create(&PostParams::default(), &pod("w1", json!({"x": "y"})))
+        .await
+        .unwrap();
     let cfg = watcher::Config::default().labels("x=y");
     let mut s = watcher(pods.clone(), cfg).applied_objects().boxed();
-    let first = tokio::time::timeout(Duration::from_secs(5), s.try_next()).await.unwrap().unwrap().unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), s.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!(first.metadata.name.as_deref(), Some("w1"));
-    pods.create(&PostParams::default(), &pod("w2", json!({"x": "y"}))).await.unwrap();
-    let second = tokio::time::timeout(Duration::from_secs(5), s.try_next()).await.unwrap().unwrap().unwrap();
+    pods.create(&PostParams::default(), &pod("w2", json!({"x": "y"})))
+        .await
+        .unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(5), s.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!(second.metadata.name.as_deref(), Some("w2"));
 
     // Streaming lists (sendInitialEvents) work too.
@@ -273,7 +384,11 @@ async fn kube_runtime_watcher_and_bookmarks() {
     let mut s = watcher(pods.clone(), cfg).applied_objects().boxed();
     let mut seen = Vec::new();
     for _ in 0..2 {
-        let p = tokio::time::timeout(Duration::from_secs(5), s.try_next()).await.unwrap().unwrap().unwrap();
+        let p = tokio::time::timeout(Duration::from_secs(5), s.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         seen.push(p.metadata.name.unwrap());
     }
     seen.sort();
@@ -319,28 +434,53 @@ async fn crd_registration_makes_resources_routable() {
     }))
     .unwrap();
     let created = hooks.create(&PostParams::default(), &obj).await.unwrap();
-    assert!(created.data.get("status").is_none(), "status is dropped on create");
+    assert!(
+        created.data.get("status").is_none(),
+        "status is dropped on create"
+    );
     assert_eq!(created.metadata.generation, Some(1));
     let st = hooks
-        .patch_status("h1", &PatchParams::default(), &Patch::Merge(json!({"status": {"podsPlanned": 2}})))
+        .patch_status(
+            "h1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"podsPlanned": 2}})),
+        )
         .await
         .unwrap();
     assert_eq!(st.data["status"]["podsPlanned"], 2);
-    assert_eq!(st.metadata.generation, Some(1), "status writes keep the generation");
+    assert_eq!(
+        st.metadata.generation,
+        Some(1),
+        "status writes keep the generation"
+    );
     let sp = hooks
-        .patch("h1", &PatchParams::default(), &Patch::Merge(json!({"spec": {"restores": ["a"]}})))
+        .patch(
+            "h1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"restores": ["a"]}})),
+        )
         .await
         .unwrap();
     assert_eq!(sp.metadata.generation, Some(2));
     assert_eq!(sp.data["status"]["podsPlanned"], 2);
-    assert_eq!(hooks.list(&ListParams::default()).await.unwrap().items.len(), 1);
+    assert_eq!(
+        hooks
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
 
     // Discovery lists it.
     let disc = kube::Discovery::new(t.client.clone()).run().await.unwrap();
     assert!(disc.has_group("restore-hooks.dev"));
 
     // Deleting the CRD removes the resource again.
-    crds.delete("restorehooks.restore-hooks.dev", &DeleteParams::default()).await.unwrap();
+    crds.delete("restorehooks.restore-hooks.dev", &DeleteParams::default())
+        .await
+        .unwrap();
     assert_eq!(api_err(hooks.get("h1").await.unwrap_err()).code, 404);
     t.sim.shutdown().await;
 }
@@ -354,24 +494,52 @@ async fn leases_and_events() {
     let l = leases.create(&PostParams::default(), &l).await.unwrap();
     let mut l2 = l.clone();
     l2.spec.as_mut().unwrap().holder_identity = Some("b".into());
-    leases.replace("leader", &PostParams::default(), &l2).await.unwrap();
+    leases
+        .replace("leader", &PostParams::default(), &l2)
+        .await
+        .unwrap();
     // Second writer with the old RV loses.
     let mut l3 = l.clone();
     l3.spec.as_mut().unwrap().holder_identity = Some("c".into());
-    assert_eq!(api_err(leases.replace("leader", &PostParams::default(), &l3).await.unwrap_err()).code, 409);
+    assert_eq!(
+        api_err(
+            leases
+                .replace("leader", &PostParams::default(), &l3)
+                .await
+                .unwrap_err()
+        )
+        .code,
+        409
+    );
 
     let pods: Api<Pod> = Api::default_namespaced(t.client.clone());
-    let p = pods.create(&PostParams::default(), &pod("ev", json!({}))).await.unwrap();
-    let recorder = Recorder::new(t.client.clone(), Reporter { controller: "test".into(), instance: None });
+    let p = pods
+        .create(&PostParams::default(), &pod("ev", json!({})))
+        .await
+        .unwrap();
+    let recorder = Recorder::new(
+        t.client.clone(),
+        Reporter {
+            controller: "test".into(),
+            instance: None,
+        },
+    );
     use kube::Resource as _;
     recorder
         .publish(
-            &Event { type_: EventType::Normal, reason: "HookSucceeded".into(), note: Some("ok".into()), action: "Exec".into(), secondary: None },
+            &Event {
+                type_: EventType::Normal,
+                reason: "HookSucceeded".into(),
+                note: Some("ok".into()),
+                action: "Exec".into(),
+                secondary: None,
+            },
             &p.object_ref(&()),
         )
         .await
         .unwrap();
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::default_namespaced(t.client.clone());
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::default_namespaced(t.client.clone());
     let evs = events.list(&ListParams::default()).await.unwrap();
     assert_eq!(evs.items.len(), 1);
     assert_eq!(evs.items[0].reason.as_deref(), Some("HookSucceeded"));
@@ -397,9 +565,12 @@ async fn two_thousand_pods_with_selector_watchers_stay_fast() {
         .map(|i| {
             let pods = pods.clone();
             async move {
-                pods.create(&PostParams::default(), &pod(&format!("p{i}"), json!({"shard": (i % 10).to_string()})))
-                    .await
-                    .unwrap()
+                pods.create(
+                    &PostParams::default(),
+                    &pod(&format!("p{i}"), json!({"shard": (i % 10).to_string()})),
+                )
+                .await
+                .unwrap()
             }
         })
         .buffer_unordered(16)
@@ -407,13 +578,23 @@ async fn two_thousand_pods_with_selector_watchers_stay_fast() {
         .await;
     for w in watchers.iter_mut() {
         for _ in 0..200 {
-            let ev = tokio::time::timeout(Duration::from_secs(10), w.try_next()).await.unwrap().unwrap().unwrap();
+            let ev = tokio::time::timeout(Duration::from_secs(10), w.try_next())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
             assert!(matches!(ev, WatchEvent::Added(_)));
         }
     }
-    let l = pods.list(&ListParams::default().labels("shard=3")).await.unwrap();
+    let l = pods
+        .list(&ListParams::default().labels("shard=3"))
+        .await
+        .unwrap();
     assert_eq!(l.items.len(), 200);
     let elapsed = started.elapsed();
-    assert!(elapsed < Duration::from_secs(30), "2,000 pods took {elapsed:?}");
+    assert!(
+        elapsed < Duration::from_secs(30),
+        "2,000 pods took {elapsed:?}"
+    );
     t.sim.shutdown().await;
 }

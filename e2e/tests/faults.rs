@@ -1,0 +1,78 @@
+//! Fault injection.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use futures::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use serde_json::json;
+
+#[tokio::test]
+async fn fail_next_answers_500_n_times() {
+    let t = sim_with(false).await;
+    let pods: Api<Pod> = Api::default_namespaced(t.client.clone());
+    pods.create(&PostParams::default(), &pod("p", json!({})))
+        .await
+        .unwrap();
+    t.sim.faults().fail_next("patch", "pods", 2);
+    let patch = Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}}));
+    for _ in 0..2 {
+        match pods.patch("p", &PatchParams::default(), &patch).await {
+            Err(kube::Error::Api(s)) => {
+                assert_eq!((s.code, s.reason.as_str()), (500, "InternalError"))
+            }
+            other => panic!("expected 500, got {other:?}"),
+        }
+    }
+    pods.patch("p", &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    // Other verbs are unaffected.
+    t.sim.faults().fail_next("list", "pods", 1);
+    pods.get("p").await.unwrap();
+    assert!(pods.list(&ListParams::default()).await.is_err());
+    pods.list(&ListParams::default()).await.unwrap();
+    t.sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn drop_watches_ends_streams() {
+    let t = sim_with(false).await;
+    let pods: Api<Pod> = Api::default_namespaced(t.client.clone());
+    let mut s = pods
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    pods.create(&PostParams::default(), &pod("p", json!({})))
+        .await
+        .unwrap();
+    let ev = tokio::time::timeout(Duration::from_secs(5), s.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(matches!(ev, WatchEvent::Added(_)));
+    t.sim.faults().drop_watches();
+    let end = tokio::time::timeout(Duration::from_secs(5), s.try_next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(end.is_none(), "stream closed");
+    t.sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn delay_slows_responses() {
+    let t = sim_with(false).await;
+    let pods: Api<Pod> = Api::default_namespaced(t.client.clone());
+    t.sim.faults().set_delay(Duration::from_millis(200));
+    let start = Instant::now();
+    pods.list(&ListParams::default()).await.unwrap();
+    assert!(start.elapsed() >= Duration::from_millis(200));
+    t.sim.faults().set_delay(Duration::ZERO);
+    t.sim.shutdown().await;
+}

@@ -680,3 +680,91 @@ fn the_binary_names_the_problem_when_it_cannot_start() {
         );
     }
 }
+
+/// Not a test: prints requests per second of the real handler (a restored pod that gets an
+/// init container) against the no-op floor, on the same TLS stack and loopback, so that the
+/// handler's share of the cost is visible. Run with
+/// `cargo test --test webhook_server -- --ignored --nocapture measure`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "measurement, not a test"]
+async fn measure_handler_against_the_noop_floor() {
+    let ca = Ca::root("test root");
+    let dir = SecretDir::with_leaf(&ca.leaf(KeyKind::EcdsaPkcs8));
+    let mut catalog = restore_hooks::catalog::StaticCatalog::default();
+    catalog.namespaces.insert(
+        "shop".into(),
+        [(
+            "restore-hooks.dev/restore".to_string(),
+            "nightly-1".to_string(),
+        )]
+        .into(),
+    );
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": "db-", "labels": {"app": "db"},
+                     "annotations": {
+                        "init.hook.restore.velero.io/container-image": "busybox:1.36",
+                        "init.hook.restore.velero.io/command": "[\"/bin/sh\",\"-c\",\"echo restore\"]"}},
+        "spec": {"containers": [{"name": "db", "image": "postgres:17",
+                                 "volumeMounts": [{"name": "data", "mountPath": "/var/lib/postgresql"}]}],
+                 "volumes": [{"name": "data", "emptyDir": {}}]}
+    });
+    let body = serde_json::to_vec(&admission_review("m", "shop", pod)).unwrap();
+    let connections = 16;
+    let window = Duration::from_secs(3);
+    for noop in [true, false] {
+        let options = ServerOptions {
+            noop,
+            catalog: catalog.clone(),
+            ..ServerOptions::default()
+        };
+        let server = TestServer::start(dir.path(), options).await;
+        let client = TlsClient::with_alpn(&ca, &[b"http/1.1"]);
+        let done = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut tasks = Vec::new();
+        for _ in 0..connections {
+            let (client, done, stop, body) =
+                (client.clone(), done.clone(), stop.clone(), body.clone());
+            let addr = server.addr;
+            tasks.push(tokio::spawn(async move {
+                let mut conn = Conn::over(client.connect(addr).await.unwrap()).await;
+                let mut latencies = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let start = std::time::Instant::now();
+                    let (status, _) = conn.post("/mutate", body.clone()).await.unwrap();
+                    assert_eq!(status, StatusCode::OK);
+                    latencies.push(start.elapsed());
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+                latencies
+            }));
+        }
+        tokio::time::sleep(window).await;
+        stop.store(true, Ordering::Relaxed);
+        let mut latencies = Vec::new();
+        for task in tasks {
+            latencies.extend(task.await.unwrap());
+        }
+        latencies.sort();
+        let pct =
+            |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+        let metrics = server.metrics_text().await;
+        println!(
+            "{}: {:.0} req/s over {connections} kept-alive h1 connections, p50 {:?}, p99 {:?}, \
+             patched={} (body {} bytes), mean in-handler decision {:.1} µs",
+            if noop { "noop floor" } else { "handler" },
+            done.load(Ordering::Relaxed) as f64 / window.as_secs_f64(),
+            pct(0.50),
+            pct(0.99),
+            metric(
+                &metrics,
+                r#"restore_hooks_admission_requests_total{outcome="patched"}"#
+            ),
+            body.len(),
+            1e6 * metric(&metrics, "restore_hooks_admission_duration_seconds_sum")
+                / metric(&metrics, "restore_hooks_admission_duration_seconds_count").max(1.0),
+        );
+        server.stop().await.unwrap();
+    }
+}

@@ -532,6 +532,9 @@ pub struct ServerOptions {
     pub timeouts: Timeouts,
     /// Serve `noop_router()` instead of the real handler.
     pub noop: bool,
+    /// Hook documents and namespace labels the handler sees.
+    pub catalog: StaticCatalog,
+    pub engine: EngineConfig,
 }
 
 impl Default for ServerOptions {
@@ -542,6 +545,8 @@ impl Default for ServerOptions {
             shutdown_grace: Duration::from_secs(5),
             timeouts: Timeouts::default(),
             noop: false,
+            catalog: StaticCatalog::default(),
+            engine: EngineConfig::default(),
         }
     }
 }
@@ -576,11 +581,11 @@ impl TestServer {
         setup();
         let metrics = Metrics::new();
         let readiness = Readiness::new();
-        let catalog: Arc<dyn HookCatalog> = Arc::new(StaticCatalog::default());
+        let catalog: Arc<dyn HookCatalog> = Arc::new(options.catalog.clone());
         let bound: Bound = WebhookServer::bind(
             &webhook_args(tls_dir, &options),
             catalog,
-            EngineConfig::default(),
+            options.engine.clone(),
             metrics.clone(),
             readiness.clone(),
         )?

@@ -33,6 +33,7 @@ mod registry;
 mod selector;
 mod server;
 mod store;
+mod table;
 mod util;
 mod watch;
 

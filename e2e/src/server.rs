@@ -15,7 +15,7 @@ use crate::registry::ResourceType;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::meta_str;
 use crate::util::{self, Query};
-use crate::{Sim, SimEventKind, admission, discovery, exec, watch};
+use crate::{Sim, SimEventKind, admission, discovery, exec, table, watch};
 
 pub(crate) fn router(sim: Arc<Sim>) -> Router {
     Router::new()
@@ -184,9 +184,10 @@ async fn handle_inner(sim: Arc<Sim>, req: Request) -> ApiResult<Response> {
         .trim()
         .to_string();
     match verb {
+        "get" if table::wanted(&parts.headers) => get_table(&sim, &target, &q),
         "get" => get_one(&sim, &target),
-        "list" => list(&sim, &target, &q),
-        "watch" => watch::serve(sim.clone(), target, &q),
+        "list" => list(&sim, &target, &q, table::wanted(&parts.headers)),
+        "watch" => watch::serve(sim.clone(), target, &q, table::wanted(&parts.headers)),
         "create" => {
             let obj = parse_body(&body)?;
             create(&sim, &target, obj, q.get("dryRun").is_some()).await
@@ -249,9 +250,29 @@ pub(crate) fn selectors(q: &Query) -> ApiResult<(LabelSelector, FieldSelector)> 
     ))
 }
 
-fn list(sim: &Sim, t: &Target, q: &Query) -> ApiResult<Response> {
+fn get_table(sim: &Sim, t: &Target, q: &Query) -> ApiResult<Response> {
+    let name = t.name.as_deref().unwrap_or_default();
+    let obj = sim
+        .store
+        .get(&t.rt.id(), ns_of(t), name)
+        .ok_or_else(|| ApiError::not_found(&t.rt.id(), name))?;
+    let rv = meta_str(&obj, "resourceVersion").parse().unwrap_or(0);
+    let tbl = table::table(&t.rt, &[&obj], rv, q.get("includeObject"));
+    Ok(json_response(StatusCode::OK, tbl.to_string()))
+}
+
+fn list(sim: &Sim, t: &Target, q: &Query, as_table: bool) -> ApiResult<Response> {
     let (ls, fs) = selectors(q)?;
     let (items, rv) = sim.store.list(&t.rt.id(), t.ns.as_deref());
+    if as_table {
+        let objs: Vec<&Value> = items
+            .iter()
+            .map(|o| o.as_ref())
+            .filter(|o| ls.matches_object(o) && fs.matches(o))
+            .collect();
+        let tbl = table::table(&t.rt, &objs, rv, q.get("includeObject"));
+        return Ok(json_response(StatusCode::OK, tbl.to_string()));
+    }
     // Built by hand so 2,000-pod lists are serialized once, without cloning every object.
     let mut out = String::with_capacity(items.len() * 1024 + 128);
     out.push_str(&format!(

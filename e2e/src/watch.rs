@@ -26,6 +26,8 @@ struct Watcher {
     ls: LabelSelector,
     fs: FieldSelector,
     tx: mpsc::Sender<Bytes>,
+    as_table: bool,
+    include: Option<String>,
 }
 
 impl Watcher {
@@ -34,10 +36,15 @@ impl Watcher {
     }
 
     async fn send(&self, kind: &str, obj: &Value) -> bool {
-        let line = format!(
-            "{{\"type\":\"{kind}\",\"object\":{}}}\n",
+        let body = if self.as_table && kind != "BOOKMARK" {
+            let rv = crate::store::meta_str(obj, "resourceVersion")
+                .parse()
+                .unwrap_or(0);
+            crate::table::table(&self.t.rt, &[obj], rv, self.include.as_deref()).to_string()
+        } else {
             object_json(&self.t.rt, &self.t.version, obj)
-        );
+        };
+        let line = format!("{{\"type\":\"{kind}\",\"object\":{body}}}\n");
         self.tx.send(Bytes::from(line)).await.is_ok()
     }
 
@@ -131,7 +138,7 @@ impl Watcher {
     }
 }
 
-pub(crate) fn serve(sim: Arc<Sim>, t: Target, q: &Query) -> ApiResult<Response> {
+pub(crate) fn serve(sim: Arc<Sim>, t: Target, q: &Query, as_table: bool) -> ApiResult<Response> {
     let (ls, fs) = selectors(q)?;
     let id = t.rt.id();
     let since = match q.get("resourceVersion") {
@@ -172,6 +179,8 @@ pub(crate) fn serve(sim: Arc<Sim>, t: Target, q: &Query) -> ApiResult<Response> 
                 ls,
                 fs,
                 tx,
+                as_table,
+                include: q.get("includeObject").map(String::from),
             };
             tokio::spawn(w.run(
                 start,

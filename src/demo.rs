@@ -466,8 +466,8 @@ impl Demo {
 
         println!("\nSummary ({NAMESPACE}/{POD}, restore {RESTORE}):");
         println!(
-            "  {:<3} {:<20} {:<10} {:<10} {:<5} {}",
-            "#", "hook", "container", "result", "exit", "stdout"
+            "  {:<3} {:<20} {:<10} {:<10} {:<5} stdout",
+            "#", "hook", "container", "result", "exit"
         );
         for (i, h) in status.hooks.iter().enumerate() {
             println!(

@@ -772,3 +772,85 @@ async fn two_hundred_pods_with_two_hooks_each() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_lease_stops_new_execs_until_it_is_held_again() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::api::{Patch, PatchParams};
+    bounded(Duration::from_secs(60), async {
+        let env = env().await;
+        let ctl = start_controller(&env.client, "a");
+        eventually(|| async { ctl.metrics.leader.get() == 1 }).await;
+        // Another holder takes the Lease (as after a network partition): renewals now fail.
+        let leases: Api<Lease> = Api::namespaced(env.client.clone(), NS);
+        let steal = |holder: Value| {
+            let leases = leases.clone();
+            async move {
+                let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                    jiff::Timestamp::now(),
+                );
+                leases
+                    .patch(
+                        "restore-hooks-controller",
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"spec": {"holderIdentity": holder, "renewTime": now, "leaseDurationSeconds": 30}})),
+                    )
+                    .await
+                    .unwrap();
+            }
+        };
+        steal(json!("intruder")).await;
+        eventually(|| async { ctl.metrics.leader.get() == 0 }).await;
+        create(&env, &pod("p", vec![hook("h", "db", "touch ran")], json!({}))).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(!env.dir("p").join("ran").exists(), "no exec without the Lease");
+        // The intruder releases it: the controller takes it again and runs the hook.
+        steal(Value::Null).await;
+        let (label, _) = finished(&env, "p").await;
+        assert_eq!(label, "done");
+        assert!(env.dir("p").join("ran").exists());
+        ctl.stop().await;
+        env.sim.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_concurrent_pods_bounds_parallel_execs() {
+    bounded(Duration::from_secs(60), async {
+        let env = env().await;
+        let mut a = args("a");
+        a.max_concurrent_pods = 1;
+        let ctl = start_with(&env.client, a);
+        // Every hook of every pod appends to one shared file: with one slot, starts and ends
+        // strictly alternate.
+        let shared = env._dir.path().join("concurrency.log");
+        let script = format!(
+            "echo start >> {0}; sleep 0.2; echo end >> {0}",
+            shared.display()
+        );
+        for i in 0..3 {
+            create(
+                &env,
+                &pod(
+                    &format!("c{i}"),
+                    vec![hook("a", "db", &script), hook("b", "app", &script)],
+                    json!({}),
+                ),
+            )
+            .await;
+        }
+        for i in 0..3 {
+            assert_eq!(finished(&env, &format!("c{i}")).await.0, "done");
+        }
+        let log = std::fs::read_to_string(&shared).unwrap();
+        let lines: Vec<&str> = log.lines().collect();
+        assert_eq!(lines.len(), 12);
+        for pair in lines.chunks(2) {
+            assert_eq!(pair, ["start", "end"], "execs overlapped: {log}");
+        }
+        ctl.stop().await;
+        env.sim.shutdown().await;
+    })
+    .await;
+}

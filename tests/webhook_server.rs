@@ -17,6 +17,19 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const ERROR_RELOADS: &str = r#"restore_hooks_tls_reloads_total{result="error"}"#;
 const SUCCESS_RELOADS: &str = r#"restore_hooks_tls_reloads_total{result="success"}"#;
 
+/// Polls `done` until it holds; panics after 20 s (the workers are bounded, so a stalled
+/// condition must fail the test rather than hang it).
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 fn review_body(uid: &str) -> Vec<u8> {
     serde_json::to_vec(&admission_review(uid, "shop", plain_pod("web-"))).unwrap()
 }
@@ -227,9 +240,10 @@ async fn rotation_by_symlink_swap_under_traffic() {
         }));
     }
     // One task opening a new connection per request, recording which leaf it saw.
+    let fresh = Arc::new(AtomicUsize::new(0));
     {
         let client = client.clone();
-        let (stop, ok) = (stop.clone(), ok.clone());
+        let (stop, ok, fresh) = (stop.clone(), ok.clone(), fresh.clone());
         workers.push(tokio::spawn(async move {
             let mut seen = Vec::new();
             let mut n = 0usize;
@@ -243,25 +257,29 @@ async fn rotation_by_symlink_swap_under_traffic() {
                     .expect("request on a new connection");
                 assert_eq!(status, StatusCode::OK);
                 ok.fetch_add(1, Ordering::Relaxed);
+                fresh.fetch_add(1, Ordering::Relaxed);
                 n += 1;
             }
             seen
         }));
     }
 
-    // Let traffic flow on the old certificate, then swap.
-    while ok.load(Ordering::Relaxed) < 50 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    // Let traffic flow on the old certificate (on both kinds of connection), then swap.
+    let count = |c: &Arc<AtomicUsize>| c.load(Ordering::Relaxed);
+    wait_until("traffic before the swap", || {
+        count(&ok) >= 50 && count(&fresh) >= 5
+    })
+    .await;
     dir.rotate_to(&new);
     server
         .wait_metric(SUCCESS_RELOADS, 1.0, Duration::from_secs(10))
         .await;
     // Keep traffic going across and after the swap.
-    let after = ok.load(Ordering::Relaxed);
-    while ok.load(Ordering::Relaxed) < after + 50 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let (ok_after, fresh_after) = (count(&ok), count(&fresh));
+    wait_until("traffic after the swap", || {
+        count(&ok) >= ok_after + 50 && count(&fresh) >= fresh_after + 5
+    })
+    .await;
     stop.store(true, Ordering::Relaxed);
     let mut seen = Vec::new();
     for worker in workers {
@@ -399,7 +417,8 @@ async fn readyz_turns_503_on_shutdown_while_still_serving_during_the_delay() {
     let ca = Ca::root("test root");
     let dir = SecretDir::with_leaf(&ca.leaf(KeyKind::EcdsaPkcs8));
     let options = ServerOptions {
-        shutdown_delay: Duration::from_millis(800),
+        // Long enough for the requests below on a slow machine; the test waits it out once.
+        shutdown_delay: Duration::from_secs(2),
         ..ServerOptions::default()
     };
     let server = TestServer::start(dir.path(), options).await;

@@ -118,7 +118,7 @@ fn prepare(sim: &Sim, ns: &str, name: &str, q: &Query) -> Result<ExecRequest, Ap
         container,
         command,
         stdin: q.flag("stdin"),
-        stdout: q.get("stdout").is_none_or(|v| v == "true" || v == "1"),
+        stdout: q.flag("stdout"),
         stderr: q.flag("stderr"),
     })
 }
@@ -129,12 +129,9 @@ pub(crate) async fn handler(
     req: Request,
 ) -> Response {
     let q = Query::parse(req.uri().query());
-    let verb = if req.method() == axum::http::Method::GET {
-        "get"
-    } else {
-        "create"
-    };
-    if sim.faults.take_failure(verb, "pods/exec") {
+    // RBAC calls exec `create` (and `get` for WebSocket upgrades); either fault name works.
+    if sim.faults.take_failure("create", "pods/exec") || sim.faults.take_failure("get", "pods/exec")
+    {
         sim.emit(SimEventKind::Fault, &ns, &name, "injected 500 for exec");
         return ApiError::internal("kube-sim: injected fault for pods/exec").into_response();
     }
@@ -244,8 +241,16 @@ async fn session(sim: Arc<Sim>, er: ExecRequest, socket: WebSocket) {
         } else {
             std::process::Stdio::null()
         })
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stdout(if er.stdout {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        })
+        .stderr(if er.stderr {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        })
         .kill_on_drop(true)
         // Its own process group, so that killing it also kills what a shell started.
         .process_group(0)

@@ -14,6 +14,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::registry::ResourceType;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::meta_str;
+use crate::table::Shape;
 use crate::util::{self, Query};
 use crate::{Sim, SimEventKind, admission, discovery, exec, table, watch};
 
@@ -128,7 +129,7 @@ fn verb_of(method: &Method, t: &Target, q: &Query) -> ApiResult<&'static str> {
             return Err(ApiError::new(
                 405,
                 "MethodNotAllowed",
-                format!("the server does not allow this method on the requested resource"),
+                "the server does not allow this method on the requested resource",
             ));
         }
     })
@@ -184,10 +185,9 @@ async fn handle_inner(sim: Arc<Sim>, req: Request) -> ApiResult<Response> {
         .trim()
         .to_string();
     match verb {
-        "get" if table::wanted(&parts.headers) => get_table(&sim, &target, &q),
-        "get" => get_one(&sim, &target),
-        "list" => list(&sim, &target, &q, table::wanted(&parts.headers)),
-        "watch" => watch::serve(sim.clone(), target, &q, table::wanted(&parts.headers)),
+        "get" => get_one(&sim, &target, &q, table::shape(&parts.headers)),
+        "list" => list(&sim, &target, &q, table::shape(&parts.headers)),
+        "watch" => watch::serve(sim.clone(), target, &q, table::shape(&parts.headers)),
         "create" => {
             let obj = parse_body(&body)?;
             create(&sim, &target, obj, q.get("dryRun").is_some()).await
@@ -234,13 +234,21 @@ fn ns_of(t: &Target) -> &str {
     t.ns.as_deref().unwrap_or_default()
 }
 
-fn get_one(sim: &Sim, t: &Target) -> ApiResult<Response> {
+fn get_one(sim: &Sim, t: &Target, q: &Query, shape: Shape) -> ApiResult<Response> {
     let name = t.name.as_deref().unwrap_or_default();
     let obj = sim
         .store
         .get(&t.rt.id(), ns_of(t), name)
         .ok_or_else(|| ApiError::not_found(&t.rt.id(), name))?;
-    Ok(ok_object(&t.rt, &t.version, StatusCode::OK, &obj))
+    Ok(match shape {
+        Shape::Full => ok_object(&t.rt, &t.version, StatusCode::OK, &obj),
+        Shape::Meta => json_response(StatusCode::OK, table::partial(&obj).to_string()),
+        Shape::Table => {
+            let rv = meta_str(&obj, "resourceVersion").parse().unwrap_or(0);
+            let tbl = table::table(&t.rt, &[&obj], rv, q.get("includeObject"));
+            json_response(StatusCode::OK, tbl.to_string())
+        }
+    })
 }
 
 pub(crate) fn selectors(q: &Query) -> ApiResult<(LabelSelector, FieldSelector)> {
@@ -250,28 +258,31 @@ pub(crate) fn selectors(q: &Query) -> ApiResult<(LabelSelector, FieldSelector)> 
     ))
 }
 
-fn get_table(sim: &Sim, t: &Target, q: &Query) -> ApiResult<Response> {
-    let name = t.name.as_deref().unwrap_or_default();
-    let obj = sim
-        .store
-        .get(&t.rt.id(), ns_of(t), name)
-        .ok_or_else(|| ApiError::not_found(&t.rt.id(), name))?;
-    let rv = meta_str(&obj, "resourceVersion").parse().unwrap_or(0);
-    let tbl = table::table(&t.rt, &[&obj], rv, q.get("includeObject"));
-    Ok(json_response(StatusCode::OK, tbl.to_string()))
-}
-
-fn list(sim: &Sim, t: &Target, q: &Query, as_table: bool) -> ApiResult<Response> {
+fn list(sim: &Sim, t: &Target, q: &Query, shape: Shape) -> ApiResult<Response> {
     let (ls, fs) = selectors(q)?;
     let (items, rv) = sim.store.list(&t.rt.id(), t.ns.as_deref());
-    if as_table {
-        let objs: Vec<&Value> = items
+    let selected = || {
+        items
             .iter()
             .map(|o| o.as_ref())
             .filter(|o| ls.matches_object(o) && fs.matches(o))
-            .collect();
-        let tbl = table::table(&t.rt, &objs, rv, q.get("includeObject"));
-        return Ok(json_response(StatusCode::OK, tbl.to_string()));
+    };
+    match shape {
+        Shape::Full => {}
+        Shape::Table => {
+            let objs: Vec<&Value> = selected().collect();
+            let tbl = table::table(&t.rt, &objs, rv, q.get("includeObject"));
+            return Ok(json_response(StatusCode::OK, tbl.to_string()));
+        }
+        Shape::Meta => {
+            let list = json!({
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": {"resourceVersion": rv.to_string()},
+                "items": selected().map(table::partial).collect::<Vec<_>>(),
+            });
+            return Ok(json_response(StatusCode::OK, list.to_string()));
+        }
     }
     // Built by hand so 2,000-pod lists are serialized once, without cloning every object.
     let mut out = String::with_capacity(items.len() * 1024 + 128);
@@ -466,6 +477,10 @@ pub(crate) async fn create(
     match id.as_str() {
         "pods" => {
             validate_pod(&obj, &name)?;
+            // Scheduling is instant: every pod is bound to the one simulated node.
+            if obj.pointer("/spec/nodeName").is_none_or(Value::is_null) {
+                obj["spec"]["nodeName"] = "kube-sim-node".into();
+            }
             obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
         }
         "namespaces" => {

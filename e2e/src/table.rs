@@ -7,11 +7,34 @@ use serde_json::{Value, json};
 use crate::registry::ResourceType;
 use crate::store::meta_str;
 
-pub(crate) fn wanted(headers: &HeaderMap) -> bool {
-    headers
+/// The representation a client asked for in `Accept`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    Full,
+    /// `as=Table`: kubectl get.
+    Table,
+    /// `as=PartialObjectMetadata`: metadata-only clients (kube's `metadata_watcher`).
+    Meta,
+}
+
+pub(crate) fn shape(headers: &HeaderMap) -> Shape {
+    let accept = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("as=Table"))
+        .unwrap_or_default();
+    // The first representation offered wins; clients list fallbacks after it.
+    let first = accept.split(',').next().unwrap_or_default();
+    if first.contains("as=Table") {
+        Shape::Table
+    } else if first.contains("as=PartialObjectMetadata") {
+        Shape::Meta
+    } else {
+        Shape::Full
+    }
+}
+
+pub(crate) fn partial(o: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]})
 }
 
 /// kubectl's `HumanDuration`, close enough: 45s, 3m20s, 15m, 5h2m, 3d.

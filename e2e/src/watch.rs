@@ -15,6 +15,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::server::{Target, object_json, selectors};
 use crate::store::{Change, ChangeType, WatchStart};
+use crate::table::Shape;
 use crate::util::Query;
 
 const BOOKMARK_EVERY: Duration = Duration::from_secs(2);
@@ -26,7 +27,7 @@ struct Watcher {
     ls: LabelSelector,
     fs: FieldSelector,
     tx: mpsc::Sender<Bytes>,
-    as_table: bool,
+    shape: Shape,
     include: Option<String>,
 }
 
@@ -36,13 +37,15 @@ impl Watcher {
     }
 
     async fn send(&self, kind: &str, obj: &Value) -> bool {
-        let body = if self.as_table && kind != "BOOKMARK" {
-            let rv = crate::store::meta_str(obj, "resourceVersion")
-                .parse()
-                .unwrap_or(0);
-            crate::table::table(&self.t.rt, &[obj], rv, self.include.as_deref()).to_string()
-        } else {
-            object_json(&self.t.rt, &self.t.version, obj)
+        let body = match self.shape {
+            Shape::Table if kind != "BOOKMARK" => {
+                let rv = crate::store::meta_str(obj, "resourceVersion")
+                    .parse()
+                    .unwrap_or(0);
+                crate::table::table(&self.t.rt, &[obj], rv, self.include.as_deref()).to_string()
+            }
+            Shape::Meta => crate::table::partial(obj).to_string(),
+            _ => object_json(&self.t.rt, &self.t.version, obj),
         };
         let line = format!("{{\"type\":\"{kind}\",\"object\":{body}}}\n");
         self.tx.send(Bytes::from(line)).await.is_ok()
@@ -138,7 +141,7 @@ impl Watcher {
     }
 }
 
-pub(crate) fn serve(sim: Arc<Sim>, t: Target, q: &Query, as_table: bool) -> ApiResult<Response> {
+pub(crate) fn serve(sim: Arc<Sim>, t: Target, q: &Query, shape: Shape) -> ApiResult<Response> {
     let (ls, fs) = selectors(q)?;
     let id = t.rt.id();
     let since = match q.get("resourceVersion") {
@@ -179,7 +182,7 @@ pub(crate) fn serve(sim: Arc<Sim>, t: Target, q: &Query, as_table: bool) -> ApiR
                 ls,
                 fs,
                 tx,
-                as_table,
+                shape,
                 include: q.get("includeObject").map(String::from),
             };
             tokio::spawn(w.run(

@@ -76,3 +76,25 @@ async fn delay_slows_responses() {
     t.sim.faults().set_delay(Duration::ZERO);
     t.sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn exec_fault_and_log() {
+    use kube::api::AttachParams;
+    let t = sim().await;
+    let pods: Api<Pod> = Api::default_namespaced(t.client.clone());
+    pods.create(&PostParams::default(), &pod("p", json!({})))
+        .await
+        .unwrap();
+    wait_pod(&pods, "p", ready).await;
+    let mut log = t.sim.subscribe_log();
+    t.sim.faults().fail_next("create", "pods/exec", 1);
+    let ap = AttachParams::default().stdout(true).stderr(false);
+    match pods.exec("p", ["true"], &ap).await {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 500),
+        Err(e) => panic!("unexpected {e:?}"),
+        Ok(_) => panic!("expected the injected failure"),
+    }
+    let ev = log.recv().await.unwrap();
+    assert_eq!(ev.kind, kube_sim::SimEventKind::Fault);
+    t.sim.shutdown().await;
+}

@@ -202,11 +202,7 @@ impl Bound {
             .map(|acceptor| acceptor.handshake_timeout(timeouts.handshake))
             .handle(handle.clone())
             .first_request_timeout(timeouts.first_request)
-            .accept_error_handler(|peer, err| {
-                // Failed handshakes (scanners, clients that do not trust our CA) are routine
-                // noise at info; the API server failing to connect shows on its side too.
-                tracing::debug!(peer = ?peer, error = %err, "connection not accepted");
-            });
+            .accept_error_handler(log_accept_error);
         server
             .http_builder()
             .http1()
@@ -241,6 +237,28 @@ impl Bound {
         let _ = reload_task.await;
         tracing::info!("webhook server stopped");
         result.map_err(WebhookError::Serve)
+    }
+}
+
+/// A connection that failed before its first request. Dropped or timed-out connections (port
+/// scans, TCP checks, slow clients) are routine: debug. A TLS alert usually means a client that
+/// does not trust our certificate, i.e. a `caBundle` that does not match: an operator must act.
+fn log_accept_error(peer: Option<&SocketAddr>, err: &std::io::Error) {
+    use std::io::ErrorKind;
+    match err.kind() {
+        ErrorKind::UnexpectedEof
+        | ErrorKind::ConnectionReset
+        | ErrorKind::ConnectionAborted
+        | ErrorKind::BrokenPipe
+        | ErrorKind::TimedOut => {
+            tracing::debug!(peer = ?peer, error = %err, "connection closed before a request");
+        }
+        _ => tracing::warn!(
+            peer = ?peer,
+            error = %err,
+            "TLS handshake failed (if this is the API server, check that the webhook's caBundle \
+             matches the CA of the certificate in --tls-dir)"
+        ),
     }
 }
 

@@ -316,7 +316,12 @@ impl CertReloader {
     }
 
     /// Polls until `shutdown` is cancelled.
+    /// A zero `--tls-reload-interval` turns reloading off.
     pub async fn run(mut self, shutdown: CancellationToken) {
+        if self.interval.is_zero() {
+            tracing::info!("--tls-reload-interval is 0: the serving certificate is not reloaded");
+            return;
+        }
         let mut tick = tokio::time::interval(self.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await; // the first tick is immediate; the initial pair is already loaded

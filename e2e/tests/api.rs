@@ -601,7 +601,8 @@ async fn two_thousand_pods_with_selector_watchers_stay_fast() {
 
 #[tokio::test]
 async fn metadata_only_clients() {
-    use kube::runtime::{WatchStreamExt as _, metadata_watcher, watcher};
+    use kube::core::PartialObjectMeta;
+    use kube::runtime::{WatchStreamExt as _, watcher};
     let t = sim_with(false).await;
     let pods: Api<Pod> = Api::default_namespaced(t.client.clone());
     pods.create(&PostParams::default(), &pod("m1", json!({"k": "v"})))
@@ -611,7 +612,8 @@ async fn metadata_only_clients() {
     assert_eq!(l.items[0].metadata.name.as_deref(), Some("m1"));
     let one = pods.get_metadata("m1").await.unwrap();
     assert_eq!(one.metadata.labels.unwrap()["k"], "v");
-    let mut s = metadata_watcher(pods.clone(), watcher::Config::default())
+    let meta: Api<PartialObjectMeta<Pod>> = Api::default_namespaced(t.client.clone());
+    let mut s = watcher(meta, watcher::Config::default())
         .applied_objects()
         .boxed();
     let first = tokio::time::timeout(Duration::from_secs(5), s.try_next())

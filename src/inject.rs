@@ -10,6 +10,7 @@ use std::sync::Arc;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
 use k8s_openapi::api::core::v1::Pod;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::catalog::HookCatalog;
@@ -50,7 +51,8 @@ pub fn evaluate(
     catalog: &dyn HookCatalog,
     config: &EngineConfig,
 ) -> Result<Decision, NotAPod> {
-    let pod: Pod = serde_json::from_value(pod_json.clone())?;
+    // Deserialize from the borrowed value: no copy of a possibly large pod.
+    let pod = Pod::deserialize(pod_json)?;
     let namespace_labels = catalog.namespace_labels(namespace);
     let Some(scope) = restore_scope(
         pod.metadata.labels.as_ref(),

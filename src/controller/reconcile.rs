@@ -262,7 +262,7 @@ impl PodWorker {
                 }
             }
             Ok(_) => {
-                self.gone(None).await;
+                self.gone().await;
                 Step::Stop
             }
             Err(e) => self.api_error("reading the pod", e).await,
@@ -374,7 +374,7 @@ impl PodWorker {
                         .await;
                     return Step::Again(Observed::Pod(Arc::new(updated)));
                 }
-                Err(e) => return self.write_failed(e, &plan, &decision.status).await,
+                Err(e) => return self.write_failed(e).await,
             }
         }
         match decision.action {
@@ -389,14 +389,16 @@ impl PodWorker {
     }
 
     /// A write of the status failed: decide what that means.
-    async fn write_failed(&mut self, e: WriteError, plan: &ExecPlan, status: &ExecStatus) -> Step {
+    async fn write_failed(&mut self, e: WriteError) -> Step {
         match e {
             WriteError::Conflict => {
                 debug!(pod = %self.pod_ref(), "status write conflicted; re-reading the pod");
                 self.refresh().await
             }
             WriteError::Gone => {
-                self.gone(Some((plan, status))).await;
+                // Report from what was persisted (the last pod seen), not from the write that
+                // failed: that one may hold a Running record for an exec that never started.
+                self.gone().await;
                 Step::Stop
             }
             WriteError::Api(e) => self.api_error("writing the hook status", e).await,
@@ -435,7 +437,7 @@ impl PodWorker {
         let rv = pod.metadata.resource_version.clone().unwrap_or_default();
         let running = match write_status(&self.api, &self.name, &rv, &status).await {
             Ok(p) => p,
-            Err(e) => return self.write_failed(e, plan, &status).await,
+            Err(e) => return self.write_failed(e).await,
         };
         self.backoff.reset();
         self.settled(&running, plan, &status, &settled).await;
@@ -570,9 +572,13 @@ impl PodWorker {
         let decision = decide(plan, Some(&status), &view, Timestamp::now());
         let mut done = vec![index];
         done.extend(decision.settled.iter().copied());
+        let label = match decision.action {
+            Action::Finish { label } => label,
+            _ => crate::hooks::plan::EXEC_FAILED,
+        };
         if let Some(pod) = self.last.clone() {
             self.settled(&pod, plan, &decision.status, &done).await;
-            self.completed(&pod, plan, &decision.status, "failed").await;
+            self.completed(&pod, plan, &decision.status, label).await;
         }
         self.shared
             .restorehooks
@@ -581,21 +587,14 @@ impl PodWorker {
 
     /// The pod is gone: every hook that did not run fails (Event, log, metric, RestoreHook
     /// status); nothing can be written on the pod any more.
-    async fn gone(&mut self, known: Option<(&ExecPlan, &ExecStatus)>) {
+    async fn gone(&mut self) {
         let Some(pod) = self.last.clone() else {
             return;
         };
-        let plan = match known {
-            Some((p, _)) => p.clone(),
-            None => match self.plan(&pod) {
-                Ok(p) => p,
-                Err(_) => return,
-            },
+        let Ok(plan) = self.plan(&pod) else {
+            return;
         };
-        let status = match known {
-            Some((_, s)) => Some(s.clone()),
-            None => recorded(&pod).ok().flatten(),
-        };
+        let status = recorded(&pod).ok().flatten();
         // A Running entry we wrote ourselves cannot be here (start() records its own result), so
         // deciding on the last known status reports exactly the hooks that never ran.
         let mut view = PodView::from_pod(&pod);

@@ -169,3 +169,53 @@ impl AdminServer {
             .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+    use crate::catalog::StaticCatalog;
+    use crate::hooks::types::{Labels, RestoreHook, VeleroRestore};
+
+    /// A catalog whose sync state the test flips.
+    #[derive(Default)]
+    struct Flag(AtomicBool);
+
+    impl HookCatalog for Flag {
+        fn namespace_labels(&self, _: &str) -> Option<Labels> {
+            None
+        }
+        fn velero_restore(&self, _: &str, _: &str) -> Option<Arc<VeleroRestore>> {
+            None
+        }
+        fn restore_hooks(&self, _: &str) -> Vec<Arc<RestoreHook>> {
+            Vec::new()
+        }
+        fn is_synced(&self) -> bool {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    #[test]
+    fn readiness_needs_a_certificate_synced_caches_and_no_shutdown() {
+        let readiness = Readiness::new();
+        assert_eq!(readiness.check(), Ok(()), "nothing required: ready");
+
+        readiness.require_certificate();
+        assert!(readiness.check().unwrap_err().contains("certificate"));
+        readiness.set_certificate_loaded();
+        assert_eq!(readiness.check(), Ok(()));
+
+        let catalog = Arc::new(Flag::default());
+        readiness.track_catalog(catalog.clone());
+        assert!(readiness.check().unwrap_err().contains("not synced"));
+        catalog.0.store(true, Ordering::SeqCst);
+        assert_eq!(readiness.clone().check(), Ok(()), "clones share the state");
+
+        readiness.begin_shutdown();
+        assert_eq!(readiness.check(), Err("shutting down"));
+        readiness.track_catalog(Arc::new(StaticCatalog::default()));
+        assert_eq!(readiness.check(), Err("shutting down"), "shutdown is final");
+    }
+}

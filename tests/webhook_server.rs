@@ -686,6 +686,40 @@ fn the_binary_names_the_problem_when_it_cannot_start() {
         "{stderr}"
     );
 
+    // The webhook port is taken: the error names the flag.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let ca = Ca::root("test root");
+    let dir = SecretDir::with_leaf(&ca.leaf(KeyKind::EcdsaPkcs8));
+    let output = binary()
+        .args(["webhook", "--no-cluster", "--admin-listen", "127.0.0.1:0"])
+        .args([
+            "--listen",
+            &taken.local_addr().unwrap().to_string(),
+            "--tls-dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot listen on --listen"), "{stderr}");
+
+    // No cluster configuration (no KUBECONFIG, no ~/.kube/config, not in a pod).
+    let home = tempfile::tempdir().unwrap();
+    let output = binary()
+        .env("HOME", home.path())
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .args(["webhook", "--admin-listen", "127.0.0.1:0", "--tls-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("KUBECONFIG") && stderr.contains("--no-cluster"),
+        "{stderr}"
+    );
+
     for command in ["controller", "serve"] {
         let output = binary()
             .args([command, "--no-cluster", "--admin-listen", "127.0.0.1:0"])
@@ -785,5 +819,63 @@ async fn measure_handler_against_the_noop_floor() {
                 / metric(&metrics, "restore_hooks_admission_duration_seconds_count").max(1.0),
         );
         server.stop().await.unwrap();
+    }
+}
+
+/// A second SIGTERM during the drain exits at once (code 130), without waiting for
+/// `--shutdown-delay`.
+#[tokio::test]
+async fn a_second_signal_exits_at_once() {
+    let ca = Ca::root("test root");
+    let dir = SecretDir::with_leaf(&ca.leaf(KeyKind::EcdsaPkcs8));
+    let admin_port = free_port();
+    let mut child = binary()
+        .args(["webhook", "--no-cluster", "--listen", "127.0.0.1:0"])
+        .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
+        .arg("--tls-dir")
+        .arg(dir.path())
+        .args(["--shutdown-delay", "60s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let admin: std::net::SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
+    wait_until_async("ready", || async {
+        tokio::net::TcpStream::connect(admin).await.is_ok()
+            && http_get(admin, "/readyz").await.0 == StatusCode::OK
+    })
+    .await;
+    let term = || {
+        std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+    };
+    assert!(term().success());
+    wait_until_async("draining", || async {
+        http_get(admin, "/readyz").await.0 == StatusCode::SERVICE_UNAVAILABLE
+    })
+    .await;
+    assert!(term().success());
+    let started = std::time::Instant::now();
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+async fn wait_until_async<F: std::future::Future<Output = bool>>(
+    what: &str,
+    mut done: impl FnMut() -> F,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !done().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -39,7 +39,7 @@ async fn bounded<F: Future<Output = ()>>(limit: Duration, f: F) {
 struct Env {
     sim: kube_sim::SimHandle,
     client: Client,
-    _dir: tempfile::TempDir,
+    tmp: tempfile::TempDir,
 }
 
 async fn env() -> Env {
@@ -56,7 +56,7 @@ async fn env() -> Env {
     Env {
         sim,
         client,
-        _dir: dir,
+        tmp: dir,
     }
 }
 
@@ -311,6 +311,7 @@ async fn hooks_run_in_plan_order_once_their_containers_run() {
             r.status.is_some_and(|s| s.pods_planned == 1 && s.hooks.succeeded == 3 && s.hooks.pending == 0)
         })
         .await;
+        eventually(|| async { ctl.metrics.pending_pods.get() == 0 }).await;
         let text = ctl.metrics.render();
         assert!(text.contains("restore_hooks_exec_hooks_total{result=\"succeeded\"} 3"), "{text}");
         assert!(text.contains("restore_hooks_leader 1"));
@@ -422,6 +423,8 @@ async fn expired_waits_are_not_executed_and_exec_timeouts_fail() {
         )
         .await;
 
+        // While its hook waits, the pod is tracked.
+        eventually(|| async { ctl.metrics.pending_pods.get() >= 1 }).await;
         let (label, st) = finished(&env, "never").await;
         assert_eq!(label, "failed");
         assert_eq!(phases(&st), vec![F]);
@@ -824,7 +827,7 @@ async fn max_concurrent_pods_bounds_parallel_execs() {
         let ctl = start_with(&env.client, a);
         // Every hook of every pod appends to one shared file: with one slot, starts and ends
         // strictly alternate.
-        let shared = env._dir.path().join("concurrency.log");
+        let shared = env.tmp.path().join("concurrency.log");
         let script = format!(
             "echo start >> {0}; sleep 0.2; echo end >> {0}",
             shared.display()

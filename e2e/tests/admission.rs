@@ -110,6 +110,25 @@ async fn webhook_patch_is_applied_and_review_is_well_formed() {
     assert!(dry.spec.unwrap().init_containers.is_some());
     assert!(pods.get_opt("dry").await.unwrap().is_none());
     assert_eq!(seen.lock().unwrap().as_ref().unwrap()["dryRun"], true);
+
+    // Webhook warnings come back as `Warning: 299 - "..."` headers.
+    let body = serde_json::to_vec(&pod("warned", json!({}))).unwrap();
+    let req = axum::http::Request::post("/api/v1/namespaces/default/pods")
+        .header("content-type", "application/json")
+        .body(body)
+        .unwrap();
+    let resp = t.client.send(req.map(Into::into)).await.unwrap();
+    assert_eq!(resp.status(), 201);
+    let warnings: Vec<_> = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        warnings,
+        vec!["299 - \"injected one init container\"".to_string()]
+    );
     t.sim.shutdown().await;
 }
 

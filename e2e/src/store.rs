@@ -95,7 +95,7 @@ impl Default for Store {
 
 impl Store {
     pub fn new(history_cap: usize) -> Self {
-        let (tx, _) = broadcast::channel(1 << 16);
+        let (tx, _) = broadcast::channel(1 << 14);
         Self {
             state: Mutex::new(State::default()),
             tx,

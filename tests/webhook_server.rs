@@ -363,6 +363,20 @@ async fn oversized_and_malformed_bodies_are_rejected() {
     let server = TestServer::start(dir.path(), ServerOptions::default()).await;
     let client = TlsClient::with_alpn(&ca, &[b"h2"]);
 
+    // Over HTTP/1.1 (what the API server uses) the connection is then closed, as the rest of
+    // the body is not read.
+    let h1 = TlsClient::with_alpn(&ca, &[b"http/1.1"]);
+    let mut conn = Conn::over(h1.connect(server.addr).await.unwrap()).await;
+    let (status, body) = conn
+        .post("/mutate", vec![b' '; MAX_BODY_BYTES + 1])
+        .await
+        .unwrap();
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(
+        String::from_utf8_lossy(&body).contains("exceeds"),
+        "{body:?}"
+    );
+
     let mut conn = Conn::over(client.connect(server.addr).await.unwrap()).await;
     let (status, body) = conn
         .post("/mutate", vec![b' '; MAX_BODY_BYTES + 1])
@@ -398,7 +412,7 @@ async fn oversized_and_malformed_bodies_are_rejected() {
             &metrics,
             r#"restore_hooks_admission_requests_total{outcome="too_large"}"#
         ),
-        1.0,
+        2.0,
         "{metrics}"
     );
     assert_eq!(

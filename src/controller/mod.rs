@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::cli::ControllerArgs;
 use crate::config::EngineConfig;
@@ -110,12 +110,26 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
             shared.clone(),
             term.clone(),
         )));
-        tokio::select! {
-            _ = term.cancelled() => {}
+        // (The select only classifies what happened: `wait_for`'s guard must not live across
+        // an await.)
+        let watch_ended = tokio::select! {
+            _ = term.cancelled() => None,
             _ = leader.wait_for(|l| !*l) => {
                 info!("not leading any more: no new hooks start");
                 term.cancel();
+                None
             }
+            // The watch never ends on its own (it retries with backoff); if it does anyway,
+            // start it again rather than lead without processing pods.
+            ended = &mut pods.0 => Some(ended),
+        };
+        if let Some(ended) = watch_ended {
+            match ended {
+                Err(e) => warn!(error = %e, "the pod watch task failed; restarting it"),
+                Ok(()) => warn!("the pod watch ended; restarting it"),
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            continue;
         }
         term.cancel();
         let _ = (&mut pods.0).await;

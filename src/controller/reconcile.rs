@@ -72,6 +72,8 @@ pub async fn serve_pods(shared: Arc<Shared>, term: CancellationToken) {
     let mut stream = watch_pods(api, watcher::Config::default().labels(&selector))
         .default_backoff()
         .boxed();
+    // Workers stop with `term`, or when this watch ends (the caller starts a new one).
+    let term = term.child_token();
     let mut workers: HashMap<Key, Worker> = HashMap::new();
     let mut tasks: JoinSet<(Key, String)> = JoinSet::new();
     // Pods listed since the current (re)list began: after it, workers of pods not listed any more
@@ -124,7 +126,8 @@ pub async fn serve_pods(shared: Arc<Shared>, term: CancellationToken) {
         }
         shared.metrics.pending_pods.set(workers.len() as i64);
     }
-    // Workers see `term` too: waiting ones return at once, running execs finish and are recorded.
+    // Waiting workers return at once; running execs finish and are recorded.
+    term.cancel();
     while tasks.join_next().await.is_some() {}
     shared.metrics.pending_pods.set(0);
 }

@@ -649,6 +649,17 @@ async fn only_the_leader_execs_and_a_successor_takes_over() {
 
         // A stops (releases the Lease); B takes over well before the Lease would expire.
         a.stop().await;
+        let lease =
+            Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(env.client.clone(), NS)
+                .get("restore-hooks-controller")
+                .await
+                .unwrap();
+        let holder = lease.spec.unwrap_or_default().holder_identity;
+        assert_ne!(
+            holder.as_deref(),
+            Some("replica-a"),
+            "a stopped replica releases the Lease"
+        );
         eventually(|| async { b.metrics.leader.get() == 1 }).await;
         create(
             &env,

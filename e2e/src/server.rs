@@ -635,6 +635,13 @@ fn finish_update(t: &Target, cur: &Value, mut new: Value) -> ApiResult<Value> {
     if id == "customresourcedefinitions.apiextensions.k8s.io" {
         new["status"] = crd_status(&new);
     }
+    if id == "namespaces" {
+        // The apiserver keeps this label whatever an update says.
+        if !new["metadata"]["labels"].is_object() {
+            new["metadata"]["labels"] = json!({});
+        }
+        new["metadata"]["labels"]["kubernetes.io/metadata.name"] = name.clone().into();
+    }
     Ok(new)
 }
 

@@ -98,3 +98,52 @@ async fn exec_fault_and_log() {
     assert_eq!(ev.kind, kube_sim::SimEventKind::Fault);
     t.sim.shutdown().await;
 }
+
+async fn next_name(
+    s: &mut futures::stream::BoxStream<'static, Result<Pod, kube::runtime::watcher::Error>>,
+) -> String {
+    tokio::time::timeout(Duration::from_secs(10), s.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+        .metadata
+        .name
+        .unwrap()
+}
+
+#[tokio::test]
+async fn kube_runtime_watcher_recovers_from_dropped_watches() {
+    use kube::runtime::{WatchStreamExt as _, watcher};
+    let t = sim_with(false).await;
+    let pods: Api<Pod> = Api::default_namespaced(t.client.clone());
+    pods.create(&PostParams::default(), &pod("a", json!({})))
+        .await
+        .unwrap();
+    let mut s = watcher(pods.clone(), watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    assert_eq!(next_name(&mut s).await, "a");
+    t.sim.faults().drop_watches();
+    // Changes made while no watch is open are replayed when the watcher resumes.
+    pods.create(&PostParams::default(), &pod("b", json!({})))
+        .await
+        .unwrap();
+    t.sim.faults().drop_watches();
+    pods.create(&PostParams::default(), &pod("c", json!({})))
+        .await
+        .unwrap();
+    let mut seen = vec![next_name(&mut s).await, next_name(&mut s).await];
+    seen.sort();
+    seen.dedup();
+    if seen.len() < 2 {
+        seen.push(next_name(&mut s).await);
+        seen.sort();
+        seen.dedup();
+    }
+    assert!(
+        seen.contains(&"b".to_string()) && seen.contains(&"c".to_string()),
+        "{seen:?}"
+    );
+    t.sim.shutdown().await;
+}

@@ -150,6 +150,18 @@ pub(crate) async fn handler(
             .into_response();
         }
     };
+    // v1-v3 (plain-text errors) and the base64 variants are not implemented: refuse them up
+    // front rather than upgrading without a subprotocol, which clients misread.
+    let supported = ws.requested_protocols().any(|p| {
+        p.to_str()
+            .is_ok_and(|p| p == "v5.channel.k8s.io" || p == "v4.channel.k8s.io")
+    });
+    if !supported {
+        return ApiError::bad_request(
+            "kube-sim supports the v5.channel.k8s.io and v4.channel.k8s.io exec subprotocols only",
+        )
+        .into_response();
+    }
     ws.protocols(["v5.channel.k8s.io", "v4.channel.k8s.io"])
         .on_upgrade(move |socket| async move {
             session(sim, er, socket).await;

@@ -594,7 +594,7 @@ async fn a_restarted_controller_never_runs_a_hook_twice() {
             ),
         )
         .await;
-        // Kill the controller while the first hook is recorded Running.
+        // Kill the controller while the first hook is recorded Running and its process runs.
         eventually(|| async {
             env.pods()
                 .get("p")
@@ -604,6 +604,7 @@ async fn a_restarted_controller_never_runs_a_hook_twice() {
                 .is_some_and(|s| s.hooks[0].phase == HookPhase::Running)
         })
         .await;
+        eventually(|| async { env.file("p", "long.txt") == "run\n" }).await;
         first.task.abort();
         let _ = first.task.await;
 

@@ -480,7 +480,12 @@ async fn wait_for_ready_waits_for_readiness_and_sidecars_are_targets() {
         // The simulator's step log: the exec came after the container became Ready.
         let mut ready_seen = false;
         let mut exec_after_ready = false;
-        while let Ok(ev) = log.try_recv() {
+        loop {
+            let ev = match log.try_recv() {
+                Ok(ev) => ev,
+                Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => continue,
+                Err(_) => break,
+            };
             if ev.name != "ready" {
                 continue;
             }

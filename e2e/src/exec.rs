@@ -135,6 +135,10 @@ pub(crate) async fn handler(
         sim.emit(SimEventKind::Fault, &ns, &name, "injected 500 for exec");
         return ApiError::internal("kube-sim: injected fault for pods/exec").into_response();
     }
+    let delay = sim.faults.delay();
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     let er = match prepare(&sim, &ns, &name, &q) {
         Ok(r) => r,
         Err(e) => return e.into_response(),

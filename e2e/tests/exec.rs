@@ -162,3 +162,26 @@ async fn pod_deleted_mid_exec_breaks_the_stream() {
     assert!(pods.get_opt("victim").await.unwrap().is_none());
     t.sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn exec_into_a_native_sidecar() {
+    let t = sim().await;
+    let pods: Api<Pod> = Api::default_namespaced(t.client.clone());
+    let p: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "side"},
+        "spec": {
+            "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always",
+                                "env": [{"name": "ROLE", "value": "sidecar"}]}],
+            "containers": [{"name": "app", "image": "busybox"}],
+        },
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &p).await.unwrap();
+    wait_pod(&pods, "side", ready).await;
+    let out = run(&pods, "side", Some("proxy"), &["sh", "-c", "echo $ROLE"])
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "sidecar\n");
+    assert_eq!(out.status.unwrap().status.as_deref(), Some("Success"));
+    t.sim.shutdown().await;
+}

@@ -115,7 +115,8 @@ fn dry_run_gets_the_same_patch() {
 
 #[test]
 fn non_pod_and_non_create_requests_are_allowed_unchanged() {
-    let cases: Vec<Box<dyn Fn(&mut Value)>> = vec![
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<Edit> = vec![
         Box::new(|r| r["request"]["operation"] = json!("UPDATE")),
         Box::new(|r| r["request"]["operation"] = json!("DELETE")),
         Box::new(|r| {

@@ -131,22 +131,22 @@ fn add_object(
     };
     match (api_version.as_str(), kind.as_str()) {
         ("restore-hooks.dev/v1alpha1", "RestoreHook") => {
-            let mut hook: RestoreHook =
-                serde_json::from_value(value.clone()).map_err(|e| invalid(e.to_string()))?;
             if name.is_empty() {
                 return Err(invalid("metadata.name is required".into()));
             }
+            let mut hook: RestoreHook =
+                serde_json::from_value(value.clone()).map_err(|e| invalid(e.to_string()))?;
             hook.metadata
                 .namespace
                 .get_or_insert_with(|| defaults.namespace.clone());
             catalog.restore_hooks.push(Arc::new(hook));
         }
         ("velero.io/v1", "Restore") => {
-            let mut restore: VeleroRestore =
-                serde_json::from_value(value.clone()).map_err(|e| invalid(e.to_string()))?;
             if name.is_empty() {
                 return Err(invalid("metadata.name is required".into()));
             }
+            let mut restore: VeleroRestore =
+                serde_json::from_value(value.clone()).map_err(|e| invalid(e.to_string()))?;
             restore
                 .metadata
                 .namespace

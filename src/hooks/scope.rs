@@ -59,7 +59,8 @@ mod tests {
         let cfg = EngineConfig::default();
         let pod_r1 = l(&[("velero.io/restore-name", "r1"), ("app", "db")]);
         let ns_r2 = l(&[("restore-hooks.dev/restore", "r2")]);
-        let cases: Vec<(Option<Labels>, Option<Labels>, Option<(&str, ScopeVia)>)> = vec![
+        type Case<'a> = (Option<Labels>, Option<Labels>, Option<(&'a str, ScopeVia)>);
+        let cases: Vec<Case> = vec![
             (None, None, None),
             (Some(l(&[("app", "db")])), Some(l(&[("team", "x")])), None),
             (Some(pod_r1.clone()), None, Some(("r1", ScopeVia::PodLabel))),

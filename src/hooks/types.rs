@@ -181,8 +181,29 @@ mod tests {
     fn duration_pattern_agrees_with_the_parser() {
         let re = regex::Regex::new(GO_DURATION_PATTERN).unwrap();
         for input in [
-            "0", "+0", "30s", "1h30m", ".5s", "5.s", "1.5h", "300ms", "10us", "10µs", "10μs",
-            "7ns", "1h2m3s4ms", "+5m", "", "5", "-1s", "1d", "1 s", "s", ".", "1.2.3s", "0s0",
+            "0",
+            "+0",
+            "30s",
+            "1h30m",
+            ".5s",
+            "5.s",
+            "1.5h",
+            "300ms",
+            "10us",
+            "10µs",
+            "10μs",
+            "7ns",
+            "1h2m3s4ms",
+            "+5m",
+            "",
+            "5",
+            "-1s",
+            "1d",
+            "1 s",
+            "s",
+            ".",
+            "1.2.3s",
+            "0s0",
             "00",
         ] {
             assert_eq!(

@@ -1,0 +1,106 @@
+//! Any input: no panic. Input that is a JSON object is used as the AdmissionReview body when it
+//! has a `request`, else as the pod of a fixed AdmissionReview. Whenever the webhook answers with
+//! a patch, the patch applies to the pod, and admitting the patched pod again gives no patch.
+#![no_main]
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use base64::Engine;
+use libfuzzer_sys::fuzz_target;
+use restore_hooks::catalog::StaticCatalog;
+use restore_hooks::catalog::static_files::{DocumentDefaults, add_documents};
+use restore_hooks::config::{EngineConfig, VeleroHooksMode};
+use restore_hooks::webhook::review::review;
+use serde_json::{Value, json};
+
+const HOOKS: &str = r#"
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: a, namespace: shop}
+spec:
+  restores: ["r*", "{x,y}-?"]
+  labelSelector: {matchExpressions: [{key: app, operator: In, values: [db, web]}]}
+  postHooks:
+  - init: {initContainers: [{name: seed, image: busybox, command: [/seed]}, {name: seed-2, image: busybox}]}
+  - exec: {command: [/x], onError: Fail, execTimeout: 1m}
+---
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: b, namespace: shop}
+spec:
+  postHooks:
+  - init: {initContainers: [{name: data-init, image: busybox, volumeMounts: [{name: data, mountPath: /d}]}]}
+  - exec: {container: sidecar, command: [/y], waitForReady: true}
+---
+apiVersion: velero.io/v1
+kind: Restore
+metadata: {name: r1, namespace: velero}
+spec:
+  hooks:
+    resources:
+    - name: v
+      includedNamespaces: ["sh*"]
+      postHooks:
+      - init: {initContainers: [{name: v-init, image: alpine}]}
+      - exec: {command: [/v]}
+"#;
+
+fn setup() -> &'static (StaticCatalog, EngineConfig) {
+    static SETUP: OnceLock<(StaticCatalog, EngineConfig)> = OnceLock::new();
+    SETUP.get_or_init(|| {
+        let mut c = StaticCatalog::default();
+        add_documents(&mut c, Path::new("fuzz"), HOOKS, &DocumentDefaults::default()).unwrap();
+        c.namespaces.insert(
+            "shop".into(),
+            [("restore-hooks.dev/restore".to_string(), "r2".to_string())].into(),
+        );
+        let config = EngineConfig { velero_hooks: VeleroHooksMode::Own, ..EngineConfig::default() };
+        (c, config)
+    })
+}
+
+fn wrap(pod: &Value) -> Value {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+           "request": {"uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                       "resource": {"group": "", "version": "v1", "resource": "pods"},
+                       "namespace": "shop", "operation": "CREATE", "userInfo": {},
+                       "object": pod}})
+}
+
+fuzz_target!(|data: &[u8]| {
+    let (catalog, config) = setup();
+    let Ok(reviewed) = review(data, catalog, config) else {
+        // Not a review: try the input as a pod.
+        let Ok(pod) = serde_json::from_slice::<Value>(data) else { return };
+        if !pod.is_object() || pod.get("request").is_some() {
+            return;
+        }
+        check(&pod, catalog, config);
+        return;
+    };
+    let request_pod = serde_json::from_slice::<Value>(data)
+        .ok()
+        .and_then(|v| v.pointer("/request/object").cloned());
+    if let (Some(b64), Some(pod)) = (reviewed.response["response"]["patch"].as_str(), request_pod) {
+        let ops = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+        let patch: json_patch::Patch = serde_json::from_slice(&ops).unwrap();
+        let mut patched = pod;
+        json_patch::patch(&mut patched, &patch.0).expect("an accepted patch applies to the pod");
+    }
+});
+
+fn check(pod: &Value, catalog: &StaticCatalog, config: &EngineConfig) {
+    let reviewed = review(&serde_json::to_vec(&wrap(pod)).unwrap(), catalog, config)
+        .expect("a well-formed review is always answered");
+    let Some(b64) = reviewed.response["response"]["patch"].as_str() else { return };
+    let ops = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+    let patch: json_patch::Patch = serde_json::from_slice(&ops).unwrap();
+    let mut patched = pod.clone();
+    json_patch::patch(&mut patched, &patch.0).expect("an accepted patch applies to the pod");
+    let again = review(&serde_json::to_vec(&wrap(&patched)).unwrap(), catalog, config).unwrap();
+    assert!(
+        again.response["response"]["patch"].is_null(),
+        "re-admitting the patched pod must not patch again: {patched}"
+    );
+}

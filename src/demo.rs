@@ -421,14 +421,22 @@ impl Demo {
         let hooks: Api<RestoreHook> = Api::namespaced(self.client.clone(), NAMESPACE);
         let deadline = Instant::now() + Duration::from_secs(5);
         let (reasons, counts) = loop {
-            let reasons: Vec<String> = events
+            let mut listed: Vec<Event> = events
                 .list(&ListParams::default())
                 .await?
                 .items
                 .into_iter()
                 .filter(|e| e.involved_object.name.as_deref() == Some(POD))
-                .filter_map(|e| e.reason)
                 .collect();
+            // Lists come in name order (random generated names): show them as they happened.
+            listed.sort_by_key(|e| {
+                let rv = e.metadata.resource_version.as_deref().unwrap_or("");
+                (
+                    e.event_time.as_ref().map(|t| t.0),
+                    rv.parse::<u64>().unwrap_or(0),
+                )
+            });
+            let reasons: Vec<String> = listed.into_iter().filter_map(|e| e.reason).collect();
             let counts = hooks.get(RESTORE_HOOK).await?.status.map(|s| {
                 (
                     s.pods_planned,

@@ -488,3 +488,153 @@ async fn chaos() {
     }
     sim.shutdown().await;
 }
+
+/// Top-level keys of one JSON object, in order, duplicates kept (serde_json's `Value` would keep
+/// only the last of duplicated keys, which is exactly what log pipelines do).
+fn json_keys(line: &str) -> Option<Vec<(String, serde_json::Value)>> {
+    use serde::de::{Deserializer, MapAccess, Visitor};
+    struct Keys;
+    impl<'de> Visitor<'de> for Keys {
+        type Value = Vec<(String, serde_json::Value)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(kv) = map.next_entry::<String, serde_json::Value>()? {
+                out.push(kv);
+            }
+            Ok(out)
+        }
+    }
+    serde_json::Deserializer::from_str(line)
+        .deserialize_map(Keys)
+        .ok()
+}
+
+/// The real binary's JSON log lines about hooks must be unambiguous: one `message` key (the
+/// event's text) per line. Today `hook finished` and `hook not run` (reconcile.rs) also log a
+/// field named `message` (the hook's result message), so each such line carries two `message`
+/// keys; pipelines keep the last one and the line reads `"message":""` for every successful
+/// hook. Fix: rename that field (e.g. `result_message = %result.message` /
+/// `%entry.message`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "bug: `hook finished`/`hook not run` log lines carry two `message` keys (src/controller/reconcile.rs: rename the `message` field)"]
+async fn controller_json_logs_have_one_message_per_line() {
+    tokio::time::timeout(Duration::from_secs(90), async {
+        restore_hooks::install_crypto_provider();
+        let dir = tempfile::tempdir().unwrap();
+        let sim = kube_sim::start(kube_sim::SimOptions {
+            listen: ([127, 0, 0, 1], 0).into(),
+            workdir: dir.path().join("pods"),
+            kubelet: true,
+        })
+        .await
+        .expect("simulator starts");
+        let kubeconfig = dir.path().join("kubeconfig");
+        sim.write_kubeconfig(&kubeconfig).unwrap();
+        let log_path = dir.path().join("controller.log");
+        let log = std::fs::File::create(&log_path).unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_restore-hooks"))
+            .args([
+                "controller",
+                "--identity",
+                "logs",
+                "--admin-listen",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+                "--log-level",
+                "info",
+            ])
+            .env("KUBECONFIG", &kubeconfig)
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("the controller binary starts");
+
+        let client = sim.client().await;
+        let pods: Api<Pod> = Api::namespaced(client, NS);
+        let script = |s: &str| vec!["/bin/sh".into(), "-c".into(), s.to_string()];
+        let mut hooks = Vec::new();
+        for (j, (cmd, on_error)) in [
+            ("echo ok", OnError::Continue),
+            ("echo bad >&2; exit 2", OnError::Fail),
+            ("echo never", OnError::Continue),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            hooks.push(PlannedHook {
+                name: format!("h{j}"),
+                source: "restorehook/logs".into(),
+                index: j,
+                container: "app".into(),
+                command: script(cmd),
+                on_error,
+                exec_timeout_ms: 20_000,
+                wait_timeout_ms: None,
+                wait_for_ready: false,
+            });
+        }
+        pods.create(&PostParams::default(), &pod("logs", hooks))
+            .await
+            .unwrap();
+        loop {
+            if let Ok(p) = pods.get("logs").await
+                && label(&p) == "failed"
+            {
+                break;
+            }
+            if let Ok(Some(s)) = child.try_wait() {
+                panic!(
+                    "controller exited ({s}): {}",
+                    std::fs::read_to_string(&log_path).unwrap_or_default()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let _ = tokio::task::spawn_blocking(move || child.wait()).await;
+        sim.shutdown().await;
+
+        let text = std::fs::read_to_string(&log_path).unwrap();
+        let mut problems = Vec::new();
+        let mut messages = Vec::new();
+        for line in text.lines() {
+            let Some(keys) = json_keys(line) else {
+                problems.push(format!("not a JSON object: {line}"));
+                continue;
+            };
+            let message: Vec<&serde_json::Value> = keys
+                .iter()
+                .filter(|(k, _)| k == "message")
+                .map(|(_, v)| v)
+                .collect();
+            if message.len() != 1 {
+                problems.push(format!("{} `message` keys: {line}", message.len()));
+            }
+            if let Some(m) = message.last().and_then(|m| m.as_str()) {
+                messages.push(m.to_string());
+            }
+        }
+        for want in [
+            "hook started",
+            "hook finished",
+            "hook not run",
+            "all hooks ended",
+        ] {
+            if !messages.iter().any(|m| m == want) {
+                problems.push(format!(
+                    "no line reads {want:?} (as a log pipeline sees it)"
+                ));
+            }
+        }
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+    })
+    .await
+    .expect("bounded");
+}

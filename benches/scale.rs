@@ -1,0 +1,604 @@
+//! Controller scale run (issue 5, item 5): the real `restore-hooks controller` process against the
+//! in-process API-server simulator, N restored pods with 2 exec hooks each.
+//!
+//! `cargo bench --bench scale` (a few minutes on 2 cores). Environment:
+//!
+//! | env | default | |
+//! |---|---|---|
+//! | `SCALE_PODS` | 2000 | largest run |
+//! | `SCALE_SIZES` | `500,1000,$SCALE_PODS` | runs, each on a fresh simulator and controller |
+//! | `SCALE_CONCURRENCY` | 64 | the controller's `--max-concurrent-pods` |
+//! | `SCALE_CREATE_CONCURRENCY` | 32 | parallel pod creates by this process |
+//! | `SCALE_TICK_MS` | 1000 | timeline interval |
+//! | `SCALE_KEEP` | unset | keep each run's directory (controller log, pod directories) |
+//!
+//! Pods are created as the webhook leaves them (plan annotation + `restore-hooks.dev/exec:
+//! pending`); each hook is a real exec (`/bin/sh -c 'echo a >> h.txt'`, a local process in the
+//! pod's directory). The clock runs from the first create to the last pod labelled
+//! `done`/`failed`; per run it prints a timeline (finished pods and finished hooks each second,
+//! from a metadata-only watch on the label and the status annotation, with the controller's RSS)
+//! and then the throughput, the longest time without a hook finishing (a stall), the
+//! controller's peak RSS (`VmHWM`) and CPU time. Pods finish in a burst at the end by design:
+//! after its first hook a pod queues for an exec slot behind the first hooks of newer pods, so
+//! the hook column is the one that shows steady progress. A table of all runs ends the output: the pods/s
+//! column staying flat across sizes shows that the time grows linearly with N. Numbers are
+//! reported, never an exit code (except when a pod's hooks did not all succeed, or a run did
+//! not finish within its limit).
+//!
+//! The simulator, this client and the controller share the machine's cores, so compare numbers
+//! within one run.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PartialObjectMeta, PostParams};
+use kube::runtime::watcher::{self, Event};
+use restore_hooks::hooks::plan::{
+    EXEC_LABEL, ExecPlan, ExecStatus, OnError, PLAN_ANNOTATION, PlannedHook, STATUS_ANNOTATION,
+};
+use serde_json::json;
+
+const NS: &str = "default";
+const IDENTITY: &str = "scale-bench";
+const LEASE: &str = "restore-hooks-controller";
+
+fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v:?} is not valid")),
+        Err(_) => default,
+    }
+}
+
+/// The `restore-hooks` binary cargo built alongside this bench, in the same profile
+/// (`target/<profile>/restore-hooks`, next to `target/<profile>/deps/scale-*`).
+fn restore_hooks_binary() -> PathBuf {
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_restore-hooks"));
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.join("restore-hooks")));
+    if let Some(beside) = &beside
+        && beside.exists()
+        && *beside != built
+        && std::fs::canonicalize(beside).ok() != std::fs::canonicalize(&built).ok()
+    {
+        eprintln!(
+            "note: {} and {} differ; using the latter (cargo's)",
+            beside.display(),
+            built.display()
+        );
+    }
+    if built.exists() {
+        return built;
+    }
+    beside.filter(|p| p.exists()).unwrap_or(built)
+}
+
+fn hook(name: &str, index: usize, container: &str, script: &str) -> PlannedHook {
+    PlannedHook {
+        name: name.into(),
+        source: "restorehook/scale".into(),
+        index,
+        container: container.into(),
+        command: vec!["/bin/sh".into(), "-c".into(), script.into()],
+        on_error: OnError::Continue,
+        exec_timeout_ms: 60_000,
+        wait_timeout_ms: None,
+        wait_for_ready: false,
+    }
+}
+
+fn restored_pod(name: &str) -> Pod {
+    let plan = ExecPlan {
+        restore: "scale".into(),
+        hooks: vec![
+            hook("rehydrate", 0, "db", "echo a >> h.txt"),
+            hook("warm-cache", 1, "app", "echo b >> h.txt"),
+        ],
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": name, "namespace": NS,
+            "labels": {EXEC_LABEL: "pending", "app": "scale"},
+            "annotations": {PLAN_ANNOTATION: plan.to_annotation()},
+        },
+        "spec": {"containers": [
+            {"name": "app", "image": "shop:1"},
+            {"name": "db", "image": "postgres:16"},
+        ]}
+    }))
+    .unwrap()
+}
+
+/// The controller child process.
+struct Controller {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Controller {
+    fn start(binary: &Path, dir: &Path, kubeconfig: &Path, concurrency: usize) -> Self {
+        let log = dir.join("controller.log");
+        let out = std::fs::File::create(&log).expect("controller log file");
+        let mut cmd = Command::new(binary);
+        for (key, _) in std::env::vars() {
+            if key.starts_with("RESTORE_HOOKS_") || key == "RUST_LOG" {
+                cmd.env_remove(key);
+            }
+        }
+        cmd.args([
+            "controller",
+            "--max-concurrent-pods",
+            &concurrency.to_string(),
+            "--identity",
+            IDENTITY,
+            "--lease-name",
+            LEASE,
+            "--lease-namespace",
+            NS,
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+            "--log-level",
+            "info",
+        ])
+        .env("KUBECONFIG", kubeconfig)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out);
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
+        Controller { child, log }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    /// SIGTERM (graceful: releases the Lease), SIGKILL after 15 s.
+    fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        if let Some(s) = self.exited() {
+            return Some(s);
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Some(s) = self.exited() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        self.child.wait().ok();
+        None
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// `/proc/<pid>/status` field in KiB (`VmRSS`, `VmHWM`).
+fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|line| {
+        line.strip_prefix(field)?
+            .strip_prefix(':')?
+            .trim()
+            .strip_suffix("kB")?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// utime + stime of a process, in seconds.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let hz: f64 = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0);
+    Some(ticks as f64 / hz)
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// One run's results.
+struct Run {
+    pods: usize,
+    created_in: Duration,
+    total: Duration,
+    first: Duration,
+    max_gap: Duration,
+    idle_seconds: usize,
+    peak_rss_kib: u64,
+    cpu: f64,
+}
+
+impl Run {
+    fn pods_per_sec(&self) -> f64 {
+        self.pods as f64 / self.total.as_secs_f64()
+    }
+}
+
+/// Completion times (since the first create) of pods labelled `done`/`failed` and of hooks
+/// recorded terminal in `restore-hooks.dev/status`, fed by a metadata-only watch.
+#[derive(Default)]
+struct Progress {
+    finished: HashMap<String, (Duration, bool)>,
+    /// Terminal hooks seen per pod.
+    hooks: HashMap<String, usize>,
+    hook_times: Vec<Duration>,
+}
+
+async fn track(client: kube::Client, t0: Instant, progress: Arc<Mutex<Progress>>) {
+    let config = watcher::Config::default().labels("app=scale");
+    let api: Api<PartialObjectMeta<Pod>> = Api::namespaced(client, NS);
+    let mut stream = watcher::watcher(api, config).boxed();
+    while let Some(ev) = stream.next().await {
+        let metas = match ev {
+            Ok(Event::Apply(m) | Event::InitApply(m)) => vec![m],
+            Ok(_) => continue,
+            Err(e) => {
+                eprintln!("progress watch: {e} (retrying)");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+        };
+        for m in metas {
+            let name = m.metadata.name.clone().unwrap_or_default();
+            let terminal = m
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(STATUS_ANNOTATION))
+                .and_then(|s| ExecStatus::from_annotation(s).ok())
+                .map_or(0, |s| {
+                    s.hooks.iter().filter(|h| h.phase.is_terminal()).count()
+                });
+            {
+                let mut p = progress.lock().unwrap();
+                let seen = p.hooks.entry(name.clone()).or_default();
+                if terminal > *seen {
+                    let more = terminal - *seen;
+                    *seen = terminal;
+                    let at = t0.elapsed();
+                    p.hook_times.extend(std::iter::repeat_n(at, more));
+                }
+            }
+            let label = m
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(EXEC_LABEL))
+                .map(String::as_str);
+            if let Some(l @ ("done" | "failed")) = label {
+                progress
+                    .lock()
+                    .unwrap()
+                    .finished
+                    .entry(name)
+                    .or_insert((t0.elapsed(), l == "failed"));
+            }
+        }
+    }
+}
+
+async fn run_once(n: usize, concurrency: usize, create_concurrency: usize) -> anyhow::Result<Run> {
+    println!("\n== {n} pods x 2 hooks, --max-concurrent-pods {concurrency} ==");
+    let dir = tempfile::tempdir()?;
+    let sim = kube_sim::start(kube_sim::SimOptions {
+        listen: ([127, 0, 0, 1], 0).into(),
+        workdir: dir.path().join("pods"),
+        kubelet: true,
+    })
+    .await?;
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig)?;
+    let client = sim.client().await;
+
+    let binary = restore_hooks_binary();
+    let mut ctl = Controller::start(&binary, dir.path(), &kubeconfig, concurrency);
+    let pid = ctl.pid();
+    // Wait until it holds the Lease (it then watches pending pods).
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(s) = ctl.exited() {
+            anyhow::bail!("controller exited ({s}):\n{}", ctl.log_tail());
+        }
+        let holder = leases
+            .get_opt(LEASE)
+            .await?
+            .and_then(|l| l.spec?.holder_identity);
+        if holder.as_deref() == Some(IDENTITY) {
+            break;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "controller did not take the Lease within 30 s:\n{}",
+            ctl.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Let it start its pod watch.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let idle_rss = proc_status_kib(pid, "VmRSS").unwrap_or(0);
+    let cpu_before = cpu_seconds(pid).unwrap_or(0.0);
+    println!("controller pid {pid}, idle RSS {:.1} MiB", mib(idle_rss));
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let progress = Arc::new(Mutex::new(Progress::default()));
+    let t0 = Instant::now();
+    let tracker = tokio::spawn(track(client.clone(), t0, progress.clone()));
+    let creator = {
+        let pods = pods.clone();
+        tokio::spawn(async move {
+            futures::stream::iter(0..n)
+                .map(|i| {
+                    let pods = pods.clone();
+                    async move {
+                        pods.create(
+                            &PostParams::default(),
+                            &restored_pod(&format!("scale-{i:05}")),
+                        )
+                        .await
+                        .map(|_| ())
+                    }
+                })
+                .buffer_unordered(create_concurrency)
+                .try_collect::<Vec<_>>()
+                .await
+                .map(|_| t0.elapsed())
+        })
+    };
+
+    // Timeline: completed pods each tick (default one second).
+    let every = Duration::from_millis(env("SCALE_TICK_MS", 1000));
+    let limit = Duration::from_secs(60 + n as u64 / 5);
+    let mut created_in = None;
+    let mut creator = Some(creator);
+    let (mut last, mut last_hooks) = (0, 0);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    println!("  t(s)  pods done  (+tick)  hooks done  (+tick)   ctl RSS");
+    loop {
+        tick.tick().await;
+        let mut note = String::new();
+        if let Some(c) = creator.as_mut()
+            && c.is_finished()
+        {
+            let at = c.await??;
+            note = format!("   (all {n} created at {:.2}s)", at.as_secs_f64());
+            created_in = Some(at);
+            creator = None;
+        }
+        let (done, hooks) = {
+            let p = progress.lock().unwrap();
+            (p.finished.len(), p.hook_times.len())
+        };
+        let rss = proc_status_kib(pid, "VmRSS").unwrap_or(0);
+        println!(
+            "{:>6.2}  {done:>9}  {:>+7}  {hooks:>10}  {:>+7}   {:>6.1} MiB{note}",
+            t0.elapsed().as_secs_f64(),
+            done - last,
+            hooks - last_hooks,
+            mib(rss),
+        );
+        last_hooks = hooks;
+        last = done;
+        if done >= n {
+            break;
+        }
+        if let Some(s) = ctl.exited() {
+            anyhow::bail!("controller exited ({s}):\n{}", ctl.log_tail());
+        }
+        anyhow::ensure!(
+            t0.elapsed() < limit,
+            "only {done} of {n} pods finished within {limit:?}"
+        );
+    }
+    if let Some(c) = creator.take() {
+        created_in = Some(c.await??);
+    }
+    tracker.abort();
+    let peak_rss_kib = proc_status_kib(pid, "VmHWM").unwrap_or(0);
+    let cpu = cpu_seconds(pid).unwrap_or(0.0) - cpu_before;
+
+    let mut times: Vec<(Duration, bool)> = progress
+        .lock()
+        .unwrap()
+        .finished
+        .values()
+        .copied()
+        .collect();
+    times.sort();
+    let total = times.last().map(|t| t.0).unwrap_or_default();
+    let failed = times.iter().filter(|t| t.1).count();
+    let first = times.first().map(|t| t.0).unwrap_or_default();
+    // Stalls: the longest time without any hook finishing, and whole seconds (after the first
+    // hook finished) without one.
+    let mut hook_times = progress.lock().unwrap().hook_times.clone();
+    hook_times.sort();
+    let max_gap = hook_times
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or_default();
+    let first_hook = hook_times.first().copied().unwrap_or_default();
+    let mut per_second = vec![0usize; total.as_secs() as usize + 1];
+    for t in &hook_times {
+        if let Some(c) = per_second.get_mut(t.as_secs() as usize) {
+            *c += 1;
+        }
+    }
+    let idle_seconds = per_second
+        .iter()
+        .skip(first_hook.as_secs() as usize)
+        .filter(|c| **c == 0)
+        .count();
+
+    // Every hook ran exactly once, in order.
+    let mut wrong = Vec::new();
+    for i in 0..n {
+        let name = format!("scale-{i:05}");
+        let text =
+            std::fs::read_to_string(sim.pod_dir(NS, &name).join("h.txt")).unwrap_or_default();
+        if text != "a\nb\n" {
+            wrong.push(format!("{name}: {text:?}"));
+        }
+    }
+
+    let stopped = ctl.stop();
+    sim.shutdown().await;
+    if std::env::var_os("SCALE_KEEP").is_some() {
+        println!("kept {} (controller.log, pods/)", dir.keep().display());
+    }
+    let run = Run {
+        pods: n,
+        created_in: created_in.unwrap_or_default(),
+        total,
+        first,
+        max_gap,
+        idle_seconds,
+        peak_rss_kib,
+        cpu,
+    };
+    println!(
+        "{n} pods ({} hooks) in {:.2}s: {:.1} pods/s, {:.1} hooks/s; created in {:.2}s; first \
+         hook finished at {:.2}s, first pod at {:.2}s; longest time without a hook finishing \
+         {:.0} ms; seconds without one: {idle_seconds}; failed pods: {failed}",
+        2 * n,
+        total.as_secs_f64(),
+        run.pods_per_sec(),
+        2.0 * run.pods_per_sec(),
+        run.created_in.as_secs_f64(),
+        first_hook.as_secs_f64(),
+        first.as_secs_f64(),
+        max_gap.as_secs_f64() * 1000.0,
+    );
+    println!(
+        "controller: peak RSS (VmHWM) {:.1} MiB (idle {:.1} MiB), CPU {cpu:.1}s ({:.0}% of one \
+         core), exit {stopped:?}",
+        mib(peak_rss_kib),
+        mib(idle_rss),
+        100.0 * cpu / total.as_secs_f64()
+    );
+    anyhow::ensure!(
+        wrong.is_empty() && failed == 0,
+        "{failed} pods failed; {} pods without exactly one run of each hook:\n{}",
+        wrong.len(),
+        wrong
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    Ok(run)
+}
+
+fn main() -> ExitCode {
+    let pods: usize = env("SCALE_PODS", 2000);
+    let concurrency: usize = env("SCALE_CONCURRENCY", 64);
+    let create_concurrency: usize = env("SCALE_CREATE_CONCURRENCY", 32);
+    let sizes: Vec<usize> = match std::env::var("SCALE_SIZES") {
+        Ok(s) => s
+            .split(',')
+            .map(|x| {
+                x.trim()
+                    .parse()
+                    .expect("SCALE_SIZES: comma-separated numbers")
+            })
+            .collect(),
+        Err(_) => {
+            let mut v: Vec<usize> = [500, 1000, pods]
+                .into_iter()
+                .filter(|x| *x <= pods)
+                .collect();
+            v.dedup();
+            v
+        }
+    };
+    let binary = restore_hooks_binary();
+    println!(
+        "controller binary: {} (bench exe {})",
+        binary.display(),
+        std::env::current_exe().unwrap().display()
+    );
+    restore_hooks::install_crypto_provider();
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let mut runs = Vec::new();
+    for n in sizes {
+        match rt.block_on(run_once(n, concurrency, create_concurrency)) {
+            Ok(r) => runs.push(r),
+            Err(e) => {
+                eprintln!("scale run with {n} pods failed: {e:#}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    println!(
+        "\n  pods   hooks  created(s)  1st pod(s)  total(s)  pods/s  hooks/s  hook gap(ms)  idle s  peak RSS(MiB)  ctl CPU(s)  CPU ms/pod"
+    );
+    for r in &runs {
+        println!(
+            "{:>6}  {:>6}  {:>10.2}  {:>10.2}  {:>8.2}  {:>6.1}  {:>7.1}  {:>12.0}  {:>6}  {:>13.1}  {:>10.1}  {:>10.2}",
+            r.pods,
+            2 * r.pods,
+            r.created_in.as_secs_f64(),
+            r.first.as_secs_f64(),
+            r.total.as_secs_f64(),
+            r.pods_per_sec(),
+            2.0 * r.pods_per_sec(),
+            r.max_gap.as_secs_f64() * 1000.0,
+            r.idle_seconds,
+            mib(r.peak_rss_kib),
+            r.cpu,
+            1000.0 * r.cpu / r.pods as f64,
+        );
+    }
+    if let (Some(a), Some(b)) = (runs.first(), runs.last())
+        && b.pods > a.pods
+    {
+        println!(
+            "scaling: {}x the pods took {:.2}x the time (linear = {:.2}x)",
+            b.pods / a.pods.max(1),
+            b.total.as_secs_f64() / a.total.as_secs_f64(),
+            b.pods as f64 / a.pods as f64
+        );
+    }
+    ExitCode::SUCCESS
+}

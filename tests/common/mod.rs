@@ -649,3 +649,22 @@ impl TestServer {
         result
     }
 }
+
+impl Conn {
+    /// Like [`Conn::over`], but an HTTP handshake failure (the server closed the connection,
+    /// e.g. while draining) is an error instead of a panic.
+    pub async fn try_over(stream: TlsStream<TcpStream>) -> hyper::Result<Self> {
+        let h2 = negotiated_alpn(&stream).as_deref() == Some(b"h2");
+        let io = TokioIo::new(stream);
+        if h2 {
+            let (send, conn) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), io).await?;
+            tokio::spawn(conn);
+            Ok(Conn::H2(send))
+        } else {
+            let (send, conn) = hyper::client::conn::http1::handshake(io).await?;
+            tokio::spawn(conn);
+            Ok(Conn::H1(send))
+        }
+    }
+}

@@ -15,15 +15,21 @@
 //! Pods are created as the webhook leaves them (plan annotation + `restore-hooks.dev/exec:
 //! pending`); each hook is a real exec (`/bin/sh -c 'echo a >> h.txt'`, a local process in the
 //! pod's directory). The clock runs from the first create to the last pod labelled
-//! `done`/`failed`; per run it prints a timeline (finished pods and finished hooks each second,
-//! from a metadata-only watch on the label and the status annotation, with the controller's RSS)
-//! and then the throughput, the longest time without a hook finishing (a stall), the
-//! controller's peak RSS (`VmHWM`) and CPU time. Pods finish in a burst at the end by design:
-//! after its first hook a pod queues for an exec slot behind the first hooks of newer pods, so
-//! the hook column is the one that shows steady progress. A table of all runs ends the output: the pods/s
-//! column staying flat across sizes shows that the time grows linearly with N. Numbers are
-//! reported, never an exit code (except when a pod's hooks did not all succeed, or a run did
-//! not finish within its limit).
+//! `done`/`failed`. Per run it prints:
+//!
+//! - a live timeline (finished pods and hooks each tick, seen by a metadata-only watch on the
+//!   label and the status annotation, with the controller's RSS). It is what a watcher in this
+//!   busy process saw, and lags while the simulator is busy with creates;
+//! - from the controller's own JSON log (timestamps of each hook result and of each pod's end): a
+//!   per-second table, the throughput, the longest time without a hook finishing (a stall);
+//! - the controller's peak RSS (`VmHWM`) and CPU time, this process' CPU time (simulator,
+//!   client, hook processes) and that of everything else on the machine during the run.
+//!
+//! Pods finish in a burst at the end by design: after its first hook a pod queues for an exec
+//! slot behind the first hooks of newer pods, so the hook column is the one that shows steady
+//! progress. A table of all runs ends the output: the pods/s column staying flat across sizes
+//! shows that the time grows linearly with N. Numbers are reported, never an exit code (except
+//! when a pod's hooks did not all succeed exactly once, or a run did not finish in its limit).
 //!
 //! The simulator, this client and the controller share the machine's cores, so compare numbers
 //! within one run.
@@ -217,23 +223,78 @@ fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
 }
 
 /// utime + stime of a process, in seconds.
-fn cpu_seconds(pid: u32) -> Option<f64> {
+/// utime + stime of a process (+ cutime + cstime: its reaped children, such as the exec'd hook
+/// processes of the simulator, when `children`), in seconds.
+fn cpu_seconds(pid: u32, children: bool) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the `(comm)`: utime is field 14 overall, stime 15, cutime 16, cstime 17.
     let rest = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    let hz: f64 = Command::new("getconf")
+    let which: &[usize] = if children {
+        &[11, 12, 13, 14]
+    } else {
+        &[11, 12]
+    };
+    let mut ticks = 0;
+    for i in which {
+        ticks += fields.get(*i)?.parse::<u64>().ok()?;
+    }
+    Some(ticks as f64 / clock_ticks())
+}
+
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
         .arg("CLK_TCK")
         .output()
         .ok()
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0);
-    Some(ticks as f64 / hz)
+        .unwrap_or(100.0)
+}
+
+/// CPU seconds the whole machine spent busy (all cores), from `/proc/stat`.
+fn machine_busy_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpu = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = cpu
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal: busy = all but idle and iowait.
+    let busy = v.first()? + v.get(1)? + v.get(2)? + v.get(5)? + v.get(6)? + v.get(7)?;
+    Some(busy as f64 / clock_ticks())
 }
 
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
+}
+
+/// Times (since `t0`, sorted) of the controller's `hook finished` lines (recognised by their
+/// `duration_ms` field) and `all hooks ended` lines.
+fn controller_timeline(log: &Path, t0: jiff::Timestamp) -> (Vec<Duration>, Vec<Duration>) {
+    let (mut hooks, mut pods) = (Vec::new(), Vec::new());
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let Some(at) = v["timestamp"]
+            .as_str()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        else {
+            continue;
+        };
+        let since = Duration::try_from(at.duration_since(t0)).unwrap_or_default();
+        if v.get("duration_ms").is_some() && v.get("result").is_some() {
+            hooks.push(since);
+        } else if v["message"] == "all hooks ended" {
+            pods.push(since);
+        }
+    }
+    hooks.sort();
+    pods.sort();
+    (hooks, pods)
 }
 
 /// One run's results.
@@ -246,6 +307,10 @@ struct Run {
     idle_seconds: usize,
     peak_rss_kib: u64,
     cpu: f64,
+    /// This process: the simulator (API server, kubelet, exec processes' I/O) and the client.
+    sim_cpu: f64,
+    /// Other processes on the machine during the run.
+    others_cpu: f64,
 }
 
 impl Run {
@@ -357,12 +422,15 @@ async fn run_once(n: usize, concurrency: usize, create_concurrency: usize) -> an
     // Let it start its pod watch.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let idle_rss = proc_status_kib(pid, "VmRSS").unwrap_or(0);
-    let cpu_before = cpu_seconds(pid).unwrap_or(0.0);
+    let cpu_before = cpu_seconds(pid, false).unwrap_or(0.0);
+    let sim_cpu_before = cpu_seconds(std::process::id(), true).unwrap_or(0.0);
+    let machine_before = machine_busy_seconds().unwrap_or(0.0);
     println!("controller pid {pid}, idle RSS {:.1} MiB", mib(idle_rss));
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let progress = Arc::new(Mutex::new(Progress::default()));
     let t0 = Instant::now();
+    let t0_wall = jiff::Timestamp::now();
     let tracker = tokio::spawn(track(client.clone(), t0, progress.clone()));
     let creator = {
         let pods = pods.clone();
@@ -435,7 +503,11 @@ async fn run_once(n: usize, concurrency: usize, create_concurrency: usize) -> an
     }
     tracker.abort();
     let peak_rss_kib = proc_status_kib(pid, "VmHWM").unwrap_or(0);
-    let cpu = cpu_seconds(pid).unwrap_or(0.0) - cpu_before;
+    let cpu = cpu_seconds(pid, false).unwrap_or(0.0) - cpu_before;
+    let sim_cpu = cpu_seconds(std::process::id(), true).unwrap_or(0.0) - sim_cpu_before;
+    // Whatever else ran on the machine meanwhile (other builds and benchmarks skew the numbers).
+    let others_cpu =
+        (machine_busy_seconds().unwrap_or(0.0) - machine_before - cpu - sim_cpu).max(0.0);
 
     let mut times: Vec<(Duration, bool)> = progress
         .lock()
@@ -445,31 +517,8 @@ async fn run_once(n: usize, concurrency: usize, create_concurrency: usize) -> an
         .copied()
         .collect();
     times.sort();
-    let total = times.last().map(|t| t.0).unwrap_or_default();
+    let observed = times.last().map(|t| t.0).unwrap_or_default();
     let failed = times.iter().filter(|t| t.1).count();
-    let first = times.first().map(|t| t.0).unwrap_or_default();
-    // Stalls: the longest time without any hook finishing, and whole seconds (after the first
-    // hook finished) without one.
-    let mut hook_times = progress.lock().unwrap().hook_times.clone();
-    hook_times.sort();
-    let max_gap = hook_times
-        .windows(2)
-        .map(|w| w[1] - w[0])
-        .max()
-        .unwrap_or_default();
-    let first_hook = hook_times.first().copied().unwrap_or_default();
-    let mut per_second = vec![0usize; total.as_secs() as usize + 1];
-    for t in &hook_times {
-        if let Some(c) = per_second.get_mut(t.as_secs() as usize) {
-            *c += 1;
-        }
-    }
-    let idle_seconds = per_second
-        .iter()
-        .skip(first_hook.as_secs() as usize)
-        .filter(|c| **c == 0)
-        .count();
-
     // Every hook ran exactly once, in order.
     let mut wrong = Vec::new();
     for i in 0..n {
@@ -483,6 +532,45 @@ async fn run_once(n: usize, concurrency: usize, create_concurrency: usize) -> an
 
     let stopped = ctl.stop();
     sim.shutdown().await;
+
+    // The controller's own view, from its JSON log (timestamps of `hook finished` and `all
+    // hooks ended`): the live timeline above is what a watcher of this (busy) process saw, and
+    // lags behind while the simulator is busy with creates.
+    let (hook_ends, pod_ends) = controller_timeline(&ctl.log, t0_wall);
+    anyhow::ensure!(
+        hook_ends.len() == 2 * n && pod_ends.len() == n,
+        "the controller log shows {} hook results and {} finished pods (want {} and {n})",
+        hook_ends.len(),
+        pod_ends.len(),
+        2 * n
+    );
+    let total = pod_ends.last().copied().unwrap_or_default();
+    let first = pod_ends.first().copied().unwrap_or_default();
+    let first_hook = hook_ends.first().copied().unwrap_or_default();
+    // Stalls: the longest time without any hook finishing, and whole seconds (after the first
+    // hook finished) without one.
+    let max_gap = hook_ends
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or_default();
+    let seconds = total.as_secs() as usize + 1;
+    let (mut hooks_per_s, mut pods_per_s) = (vec![0usize; seconds], vec![0usize; seconds]);
+    for t in &hook_ends {
+        hooks_per_s[(t.as_secs() as usize).min(seconds - 1)] += 1;
+    }
+    for t in &pod_ends {
+        pods_per_s[(t.as_secs() as usize).min(seconds - 1)] += 1;
+    }
+    let idle_seconds = hooks_per_s
+        .iter()
+        .skip(first_hook.as_secs() as usize)
+        .filter(|c| **c == 0)
+        .count();
+    println!("controller log, per second:  second  hooks finished  pods finished");
+    for (i, (h, p)) in hooks_per_s.iter().zip(&pods_per_s).enumerate() {
+        println!("                             {i:>6}  {h:>14}  {p:>13}");
+    }
     if std::env::var_os("SCALE_KEEP").is_some() {
         println!("kept {} (controller.log, pods/)", dir.keep().display());
     }
@@ -495,11 +583,14 @@ async fn run_once(n: usize, concurrency: usize, create_concurrency: usize) -> an
         idle_seconds,
         peak_rss_kib,
         cpu,
+        sim_cpu,
+        others_cpu,
     };
     println!(
         "{n} pods ({} hooks) in {:.2}s: {:.1} pods/s, {:.1} hooks/s; created in {:.2}s; first \
          hook finished at {:.2}s, first pod at {:.2}s; longest time without a hook finishing \
-         {:.0} ms; seconds without one: {idle_seconds}; failed pods: {failed}",
+         {:.0} ms; seconds without one: {idle_seconds}; failed pods: {failed}; the watch here saw \
+         the last pod at {:.2}s",
         2 * n,
         total.as_secs_f64(),
         run.pods_per_sec(),
@@ -508,10 +599,12 @@ async fn run_once(n: usize, concurrency: usize, create_concurrency: usize) -> an
         first_hook.as_secs_f64(),
         first.as_secs_f64(),
         max_gap.as_secs_f64() * 1000.0,
+        observed.as_secs_f64(),
     );
     println!(
         "controller: peak RSS (VmHWM) {:.1} MiB (idle {:.1} MiB), CPU {cpu:.1}s ({:.0}% of one \
-         core), exit {stopped:?}",
+         core), exit {stopped:?}; simulator + client + hook processes: CPU {sim_cpu:.1}s; other processes on \
+         the machine: CPU {others_cpu:.1}s",
         mib(peak_rss_kib),
         mib(idle_rss),
         100.0 * cpu / total.as_secs_f64()
@@ -571,11 +664,11 @@ fn main() -> ExitCode {
         }
     }
     println!(
-        "\n  pods   hooks  created(s)  1st pod(s)  total(s)  pods/s  hooks/s  hook gap(ms)  idle s  peak RSS(MiB)  ctl CPU(s)  CPU ms/pod"
+        "\n  pods   hooks  created(s)  1st pod(s)  total(s)  pods/s  hooks/s  hook gap(ms)  idle s  peak RSS(MiB)  ctl CPU(s)  CPU ms/pod  sim CPU(s)  others CPU(s)"
     );
     for r in &runs {
         println!(
-            "{:>6}  {:>6}  {:>10.2}  {:>10.2}  {:>8.2}  {:>6.1}  {:>7.1}  {:>12.0}  {:>6}  {:>13.1}  {:>10.1}  {:>10.2}",
+            "{:>6}  {:>6}  {:>10.2}  {:>10.2}  {:>8.2}  {:>6.1}  {:>7.1}  {:>12.0}  {:>6}  {:>13.1}  {:>10.1}  {:>10.2}  {:>10.1}  {:>13.1}",
             r.pods,
             2 * r.pods,
             r.created_in.as_secs_f64(),
@@ -588,6 +681,8 @@ fn main() -> ExitCode {
             mib(r.peak_rss_kib),
             r.cpu,
             1000.0 * r.cpu / r.pods as f64,
+            r.sim_cpu,
+            r.others_cpu,
         );
     }
     if let (Some(a), Some(b)) = (runs.first(), runs.last())

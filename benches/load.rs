@@ -908,9 +908,15 @@ fn harness(config: &Config) -> anyhow::Result<()> {
         "{}: throughput ratio webhook/noop {ratio:.2} (goal >= 0.80)",
         verdict(ratio >= 0.8)
     );
+    // The latency goal is stated at 64 connections (in a closed loop, latency grows with the
+    // number of connections): other counts get the number without a verdict.
     println!(
         "{}: webhook p99 {p99:.2} ms at {} connections (goal < 5 ms at 64)",
-        verdict(p99 < 5.0),
+        if config.connections == 64 {
+            verdict(p99 < 5.0)
+        } else {
+            "INFO"
+        },
         config.connections
     );
     println!("{}: {errors} errors (goal 0)", verdict(errors == 0));

@@ -25,9 +25,9 @@
 //! - the controller's peak RSS (`VmHWM`) and CPU time, this process' CPU time (simulator,
 //!   client, hook processes) and that of everything else on the machine during the run.
 //!
-//! Pods finish in a burst at the end by design: after its first hook a pod queues for an exec
-//! slot behind the first hooks of newer pods, so the hook column is the one that shows steady
-//! progress. A table of all runs ends the output: the pods/s column staying flat across sizes
+//! Pods lag behind hooks and bunch up at the end: after its first hook a pod queues for an exec
+//! slot again, behind the first hooks of newer pods, so the hook column is the one that shows
+//! steady progress. A table of all runs ends the output: the pods/s column staying flat across sizes
 //! shows that the time grows linearly with N. Numbers are reported, never an exit code (except
 //! when a pod's hooks did not all succeed exactly once, or a run did not finish in its limit).
 //!

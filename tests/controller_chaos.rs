@@ -11,8 +11,8 @@
 //! `done`/`failed` consistently, no hook may have run twice, `Succeeded` hooks ran exactly once,
 //! `Skipped` hooks never ran.
 //!
-//! Reproduce a run with `CHAOS_SEED=<seed printed by the test>`; `RUST_LOG=restore_hooks=debug`
-//! shows the controllers' logs. Bounded (120 s, with a dump of unfinished pods), loopback only,
+//! `CHAOS_SEED=<seed printed by the test>` replays the same pods and the same sequence of faults
+//! (thread timing still varies); `RUST_LOG=restore_hooks=debug` shows the controllers' logs. Bounded (120 s, with a dump of unfinished pods), loopback only,
 //! and no assertion depends on speed.
 
 use std::collections::BTreeMap;

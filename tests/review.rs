@@ -250,3 +250,27 @@ fn reinvocation_on_the_patched_pod_gives_no_patch() {
     assert_eq!(outcome, Outcome::Unchanged);
     assert!(v["response"].get("patch").is_none_or(Value::is_null));
 }
+
+/// Found by fuzzing: the patch is computed against the object exactly as sent. A pod without
+/// `metadata` (in a labelled restore namespace) must get a patch that creates it first; a typed
+/// round trip would have made `/metadata` appear to exist.
+#[test]
+fn patch_applies_to_the_raw_object_even_without_metadata() {
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+                     "spec": {"containers": [{"name": "db", "image": "postgres"}]}});
+    let mut c = catalog();
+    c.namespaces.insert(
+        "shop".into(),
+        [("restore-hooks.dev/restore".to_string(), "r9".to_string())].into(),
+    );
+    let reviewed = review(&request(pod.clone(), |_| {}), &c, &EngineConfig::default()).unwrap();
+    assert_eq!(reviewed.outcome, Outcome::Patched);
+    let patch: json_patch::Patch =
+        serde_json::from_value(json!(decoded_patch(&reviewed.response))).unwrap();
+    let mut patched = pod;
+    json_patch::patch(&mut patched, &patch.0).expect("the patch applies to the object as sent");
+    assert_eq!(
+        patched["metadata"]["labels"]["restore-hooks.dev/exec"],
+        "pending"
+    );
+}

@@ -64,12 +64,22 @@ pub fn review(
     catalog: &dyn HookCatalog,
     config: &EngineConfig,
 ) -> Result<Reviewed, BadReview> {
-    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body).map_err(|e| {
+    let not_a_review = |e: serde_json::Error| {
         BadReview(format!(
             "request body is not an AdmissionReview: {e}; the webhook expects an \
              admission.k8s.io/v1 AdmissionReview (admissionReviewVersions: [v1])"
         ))
-    })?;
+    };
+    // The patch must be computed against the object exactly as the API server will apply it,
+    // so the object is kept as raw JSON: a typed round trip (DynamicObject's ObjectMeta) would
+    // add or drop fields the patch paths depend on.
+    let mut body: serde_json::Value = serde_json::from_slice(body).map_err(not_a_review)?;
+    let object = body
+        .pointer_mut("/request/object")
+        .map(serde_json::Value::take)
+        .filter(|o| !o.is_null());
+    let review: AdmissionReview<DynamicObject> =
+        serde_json::from_value(body).map_err(not_a_review)?;
     if review.types.api_version != REVIEW_API_VERSION || review.types.kind != "AdmissionReview" {
         return Err(BadReview(format!(
             "expected apiVersion {REVIEW_API_VERSION} kind AdmissionReview, got apiVersion {:?} \
@@ -80,34 +90,30 @@ pub fn review(
     let request: AdmissionRequest<DynamicObject> = review
         .try_into()
         .map_err(|e| BadReview(format!("AdmissionReview has no usable request: {e}")))?;
-    Ok(decide_request(&request, catalog, config))
+    Ok(decide_request(&request, object.as_ref(), catalog, config))
 }
 
 fn decide_request(
     request: &AdmissionRequest<DynamicObject>,
+    object: Option<&serde_json::Value>,
     catalog: &dyn HookCatalog,
     config: &EngineConfig,
 ) -> Reviewed {
+    let meta = |field: &str| {
+        object
+            .and_then(|o| o.get("metadata"))
+            .and_then(|m| m.get(field))
+            .and_then(serde_json::Value::as_str)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
     let namespace = request
         .namespace
         .clone()
-        .or_else(|| {
-            request
-                .object
-                .as_ref()
-                .and_then(|o| o.metadata.namespace.clone())
-        })
+        .or_else(|| meta("namespace"))
         .unwrap_or_else(|| "default".to_string());
-    let object_name = request
-        .object
-        .as_ref()
-        .and_then(|o| {
-            o.metadata
-                .name
-                .clone()
-                .filter(|n| !n.is_empty())
-                .or_else(|| o.metadata.generate_name.clone().map(|g| format!("{g}*")))
-        })
+    let object_name = meta("name")
+        .or_else(|| meta("generateName").map(|g| format!("{g}*")))
         .unwrap_or_else(|| request.name.clone());
     let mut reviewed = Reviewed {
         response: wire(AdmissionResponse::from(request)),
@@ -122,15 +128,11 @@ fn decide_request(
         && request.kind.group.is_empty()
         && request.kind.kind == "Pod"
         && request.sub_resource.as_deref().unwrap_or("").is_empty();
-    let Some(object) = request.object.as_ref().filter(|_| is_pod_create) else {
+    let Some(pod_json) = object.filter(|_| is_pod_create) else {
         return reviewed;
     };
     let response = AdmissionResponse::from(request);
-    let pod_json = match serde_json::to_value(object) {
-        Ok(v) => v,
-        Err(e) => return deny(reviewed, response, format!("restore-hooks: {e}")),
-    };
-    let decision = match evaluate(&pod_json, &namespace, catalog, config) {
+    let decision = match evaluate(pod_json, &namespace, catalog, config) {
         Ok(d) => d,
         Err(e) => {
             let message = format!("restore-hooks: pod {}: {e}", reviewed.object);

@@ -513,13 +513,9 @@ fn json_keys(line: &str) -> Option<Vec<(String, serde_json::Value)>> {
 }
 
 /// The real binary's JSON log lines about hooks must be unambiguous: one `message` key (the
-/// event's text) per line. Today `hook finished` and `hook not run` (reconcile.rs) also log a
-/// field named `message` (the hook's result message), so each such line carries two `message`
-/// keys; pipelines keep the last one and the line reads `"message":""` for every successful
-/// hook. Fix: rename that field (e.g. `result_message = %result.message` /
-/// `%entry.message`).
+/// event's text) per line; the hook's own result text is `result_message`, so a pipeline that
+/// keeps the last duplicate key would not read `"message":""` for every successful hook.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: `hook finished`/`hook not run` log lines carry two `message` keys (src/controller/reconcile.rs: rename the `message` field)"]
 async fn controller_json_logs_have_one_message_per_line() {
     tokio::time::timeout(Duration::from_secs(90), async {
         restore_hooks::install_crypto_provider();
@@ -618,6 +614,11 @@ async fn controller_json_logs_have_one_message_per_line() {
                 problems.push(format!("{} `message` keys: {line}", message.len()));
             }
             if let Some(m) = message.last().and_then(|m| m.as_str()) {
+                // Absent when the hook never exited (timeout, exec error); a number otherwise.
+                if m == "hook finished" && keys.iter().any(|(k, v)| k == "exit_code" && !v.is_i64())
+                {
+                    problems.push(format!("`exit_code` is not a number: {line}"));
+                }
                 messages.push(m.to_string());
             }
         }

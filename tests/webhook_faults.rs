@@ -476,6 +476,7 @@ async fn slow_clients_are_cut_off_without_starving_others() {
         first_request: Duration::from_secs(1),
         // Also the idle keep-alive limit: far above the checker's pauses between requests.
         header_read: Duration::from_secs(3),
+        request_body: Duration::from_secs(1),
     };
     let fixture = Fixture::start(timeouts).await;
     let mut checker = Checker::start(fixture.addr(), &fixture.ca);
@@ -561,21 +562,16 @@ async fn slow_clients_are_cut_off_without_starving_others() {
 }
 
 /// A client that sends the request headers, then the body more slowly than any timeout (or
-/// not at all), holds its connection and a handler task until it gives up: no server timeout
-/// covers the body.
+/// not at all), gets a 408 once the whole-body deadline passes: neither hyper's header timeout
+/// nor axum-server's first-request timeout covers the body.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known gap: no timeout covers reading the request body (see the test's comment)"]
 async fn a_body_sent_slower_than_the_timeouts_is_cut_off() {
-    // axum-server's `first_request_timeout` stops once the request *head* is dispatched, and
-    // hyper's `header_read_timeout` covers only headers, so a client that declares a
-    // Content-Length and then trickles (or stalls) the body is never cut off. Fix: bound the
-    // body read in the handler (e.g. `tokio::time::timeout(first_request, body.collect())`
-    // answering 408, or tower-http's `TimeoutLayer`/`RequestBodyTimeoutLayer` on the router).
     let short = Duration::from_millis(500);
     let fixture = Fixture::start(Timeouts {
         handshake: short,
         first_request: short,
         header_read: Duration::from_secs(2),
+        request_body: Duration::from_secs(1),
     })
     .await;
     let mut checker = Checker::start(fixture.addr(), &fixture.ca);
@@ -595,7 +591,11 @@ async fn a_body_sent_slower_than_the_timeouts_is_cut_off() {
             let mut buf = [0u8; 256];
             match tokio::time::timeout(Duration::from_millis(100), tls.read(&mut buf)).await {
                 Ok(Ok(0)) | Ok(Err(_)) => return true,
-                Ok(Ok(_)) => return true, // an answer (408) before the body ended
+                Ok(Ok(n)) => {
+                    let answer = String::from_utf8_lossy(&buf[..n]);
+                    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+                    return true;
+                }
                 Err(_) => {}
             }
         }

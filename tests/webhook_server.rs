@@ -559,6 +559,7 @@ async fn clients_that_never_finish_a_request_are_cut_off() {
             handshake: short,
             first_request: short,
             header_read: short,
+            request_body: short,
         },
         ..ServerOptions::default()
     };

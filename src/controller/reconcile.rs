@@ -482,8 +482,8 @@ impl PodWorker {
             pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index,
             source = %hook.source, container = %hook.container,
             result = if outcome.succeeded() { "succeeded" } else { "failed" },
-            exit_code = ?outcome.exit_code, duration_ms = elapsed.as_millis() as u64,
-            message = %result.message, stdout = %outcome.stdout_tail, stderr = %outcome.stderr_tail,
+            exit_code = outcome.exit_code, duration_ms = elapsed.as_millis() as u64,
+            result_message = %result.message, stdout = %outcome.stdout_tail, stderr = %outcome.stderr_tail,
             "hook finished"
         );
         self.record(Arc::new(running), plan, index, result).await
@@ -702,7 +702,7 @@ impl PodWorker {
                 info!(
                     pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index = i,
                     source = %hook.source, container = %hook.container, result,
-                    message = %entry.message, "hook not run"
+                    result_message = %entry.message, "hook not run"
                 );
             }
             match entry.phase {

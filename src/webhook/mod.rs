@@ -1,6 +1,7 @@
 //! The HTTPS admission webhook: routing, TLS and certificate reload. It never decides hooks:
 //! that is [`review`]'s job, through the hook engine.
 
+mod body_deadline;
 pub mod review;
 pub mod server;
 pub mod tls;

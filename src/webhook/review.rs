@@ -87,9 +87,14 @@ pub fn review(
             review.types.api_version, review.types.kind
         )));
     }
-    let request: AdmissionRequest<DynamicObject> = review
-        .try_into()
-        .map_err(|e| BadReview(format!("AdmissionReview has no usable request: {e}")))?;
+    let request: AdmissionRequest<DynamicObject> = review.try_into().map_err(|_| {
+        BadReview(
+            "AdmissionReview has no `request`: the API server sends the pod to decide on \
+                 in `request.object` (a body carrying only a `response` is an answer, not a \
+                 question)"
+                .to_string(),
+        )
+    })?;
     Ok(decide_request(&request, object.as_ref(), catalog, config))
 }
 

@@ -27,6 +27,7 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
+use super::body_deadline::{BodyDeadlineExceeded, with_body_deadline};
 use super::review::{BadReview, Outcome, Reviewed, review};
 use super::tls::{CertReloader, TlsDir, TlsError};
 use crate::admin::Readiness;
@@ -55,6 +56,9 @@ pub struct Timeouts {
     /// it must exceed the API server's idle-connection timeout (90 s), so that the client, not
     /// us, closes idle connections and no request races a server-side close.
     pub header_read: Duration,
+    /// Reading the whole body of a request, counted from its head: neither of the limits above
+    /// covers a client that sends a head and then trickles the body.
+    pub request_body: Duration,
 }
 
 impl Default for Timeouts {
@@ -63,6 +67,7 @@ impl Default for Timeouts {
             handshake: Duration::from_secs(10),
             first_request: Duration::from_secs(10),
             header_read: Duration::from_secs(120),
+            request_body: Duration::from_secs(10),
         }
     }
 }
@@ -231,6 +236,10 @@ impl Bound {
         });
 
         tracing::info!(addr = %local_addr, "webhook listening (HTTPS, h2 and http/1.1)");
+        let request_body = timeouts.request_body;
+        let router = router.layer(axum::middleware::map_request(move |request| {
+            with_body_deadline(request_body, request)
+        }));
         let result = server.serve(router.into_make_service()).await;
         drain_task.abort();
         reload_stop.cancel();
@@ -241,24 +250,35 @@ impl Bound {
 }
 
 /// A connection that failed before its first request. Dropped or timed-out connections (port
-/// scans, TCP checks, slow clients) are routine: debug. A TLS alert usually means a client that
-/// does not trust our certificate, i.e. a `caBundle` that does not match: an operator must act.
+/// scans, TCP checks, slow clients) and bytes that are not TLS at all are routine: debug. A TLS
+/// alert from the client usually means it does not trust our certificate, i.e. a `caBundle`
+/// that does not match: an operator must act.
 fn log_accept_error(peer: Option<&SocketAddr>, err: &std::io::Error) {
     use std::io::ErrorKind;
-    match err.kind() {
-        ErrorKind::UnexpectedEof
-        | ErrorKind::ConnectionReset
-        | ErrorKind::ConnectionAborted
-        | ErrorKind::BrokenPipe
-        | ErrorKind::TimedOut => {
-            tracing::debug!(peer = ?peer, error = %err, "connection closed before a request");
-        }
-        _ => tracing::warn!(
+    let tls_error = err
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<rustls::Error>());
+    match (err.kind(), tls_error) {
+        (_, Some(rustls::Error::AlertReceived(_))) => tracing::warn!(
             peer = ?peer,
             error = %err,
-            "TLS handshake failed (if this is the API server, check that the webhook's caBundle \
-             matches the CA of the certificate in --tls-dir)"
+            "a client rejected our certificate (if this is the API server, check that the \
+             webhook's caBundle matches the CA of the certificate in --tls-dir)"
         ),
+        (
+            ErrorKind::UnexpectedEof
+            | ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionAborted
+            | ErrorKind::BrokenPipe
+            | ErrorKind::TimedOut,
+            _,
+        ) => {
+            tracing::debug!(peer = ?peer, error = %err, "connection closed before a request");
+        }
+        (_, Some(_)) => {
+            tracing::debug!(peer = ?peer, error = %err, "not a TLS client, or a broken handshake");
+        }
+        _ => tracing::warn!(peer = ?peer, error = %err, "cannot accept a connection"),
     }
 }
 
@@ -402,9 +422,22 @@ async fn mutate(
         .into_response()
 }
 
-/// Maps a body that could not be read: too large (413) or broken mid-way (400).
+/// Maps a body that could not be read: too large (413), too slow (408) or broken mid-way (400).
 fn body_rejection(rejection: BytesRejection) -> (Response, &'static str) {
-    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+    if let Some(deadline) = BodyDeadlineExceeded::in_chain(&rejection) {
+        tracing::warn!(
+            limit = ?deadline.0,
+            "cut off an admission request whose body was sent too slowly"
+        );
+        let message = format!(
+            "{deadline}: the API server sends a whole AdmissionReview at once; a client this \
+             slow is stuck or hostile\n"
+        );
+        (
+            (StatusCode::REQUEST_TIMEOUT, message).into_response(),
+            "body_timeout",
+        )
+    } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         tracing::warn!(
             limit = MAX_BODY_BYTES,
             "rejected an admission request body over the size limit"

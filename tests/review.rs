@@ -216,7 +216,7 @@ fn bad_bodies_are_rejected_with_a_reason() {
                 &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}),
             )
             .unwrap(),
-            "no usable request",
+            "has no `request`",
         ),
     ];
     for (body, want) in cases {

@@ -7,7 +7,6 @@
 //! accepting, finish in-flight requests and close idle keep-alive connections, with
 //! `--shutdown-grace` as the upper bound.
 
-use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,13 +21,10 @@ use axum::routing::post;
 use axum::{Extension, Json};
 use axum_server::ConnectionShutdown;
 use axum_server::tls_rustls::RustlsConfig;
-use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
-use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use super::body_deadline::{BodyDeadlineExceeded, with_body_deadline};
-use super::review::{BadReview, Outcome, Reviewed, review};
+use super::review::{BadReview, Outcome, Reviewed, allowed, parse_review, review};
 use super::tls::{CertReloader, TlsDir, TlsError};
 use crate::admin::Readiness;
 use crate::catalog::HookCatalog;
@@ -322,15 +318,10 @@ async fn noop(body: Result<Bytes, BytesRejection>) -> Response {
         Ok(body) => body,
         Err(rejection) => return body_rejection(rejection).0,
     };
-    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(&body) {
-        Ok(review) => review,
-        Err(err) => return bad_request(&format!("not an AdmissionReview: {err}")),
-    };
-    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
-        Ok(request) => request,
-        Err(err) => return bad_request(&format!("not an AdmissionReview request: {err}")),
-    };
-    Json(AdmissionResponse::from(&request).into_review()).into_response()
+    match parse_review(&body) {
+        Ok(request) => Json(allowed(&request.uid, None, &[])).into_response(),
+        Err(BadReview(message)) => bad_request(&message),
+    }
 }
 
 async fn mutate(
@@ -413,7 +404,7 @@ async fn mutate(
             .init_containers_injected
             .inc_by(injected as u64);
     }
-    log_decision(&body, summary, outcome, elapsed);
+    log_decision(summary, outcome, elapsed);
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],
@@ -469,23 +460,6 @@ fn bad_request(message: &str) -> Response {
         .into_response()
 }
 
-/// The two request fields the log line wants that [`Reviewed`] does not carry, borrowed from
-/// the body. Only parsed when the line is logged.
-#[derive(Default, Deserialize)]
-struct Peek<'a> {
-    #[serde(borrow, default)]
-    request: Option<PeekRequest<'a>>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PeekRequest<'a> {
-    #[serde(borrow, default)]
-    operation: Option<Cow<'a, str>>,
-    #[serde(default)]
-    dry_run: Option<bool>,
-}
-
 /// What the log line says about the decision; taken from [`Reviewed`] before it is encoded.
 #[derive(Default)]
 struct Decided {
@@ -495,6 +469,8 @@ struct Decided {
     patch_ops: usize,
     warnings: usize,
     message: String,
+    operation: String,
+    dry_run: bool,
 }
 
 impl Decided {
@@ -507,29 +483,28 @@ impl Decided {
                 .as_array()
                 .map_or(0, Vec::len),
             message: reviewed.message.take().unwrap_or_default(),
+            operation: std::mem::take(&mut reviewed.operation),
+            dry_run: reviewed.dry_run,
         }
     }
 }
 
-/// One structured line per admission: info, or warn for denials. Skipped entirely (no extra
-/// parsing) when neither level is enabled.
-fn log_decision(body: &[u8], decided: Decided, outcome: Outcome, elapsed: Duration) {
+/// One structured line per admission: info, or warn for denials.
+fn log_decision(decided: Decided, outcome: Outcome, elapsed: Duration) {
     let denied = outcome == Outcome::Denied;
     if !(tracing::enabled!(tracing::Level::INFO)
         || denied && tracing::enabled!(tracing::Level::WARN))
     {
         return;
     }
-    let peek: Peek<'_> = serde_json::from_slice(body).unwrap_or_default();
-    let request = peek.request.unwrap_or_default();
-    let operation = request.operation.as_deref().unwrap_or("");
-    let dry_run = request.dry_run.unwrap_or(false);
     let Decided {
         uid,
         object,
         patch_ops,
         warnings,
         message,
+        operation,
+        dry_run,
     } = decided;
     let duration_us = elapsed.as_micros() as u64;
     if denied {

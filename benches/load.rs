@@ -38,6 +38,11 @@ use restore_hooks::metrics::Metrics;
 use restore_hooks::webhook::{WebhookServer, noop_router};
 use tokio_util::sync::CancellationToken;
 
+// The no-op floor is served by this binary: give it the allocator the webhook binary uses, so
+// the ratio compares handlers, not allocators.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Hidden first argument: serve the no-op router (`--serve-noop TLS_DIR LISTEN ADMIN_LISTEN`).
 const SERVE_NOOP: &str = "--serve-noop";
 

@@ -5,6 +5,9 @@ use std::process::ExitCode;
 use clap::Parser;
 use restore_hooks::cli::{Cli, Command};
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     restore_hooks::install_crypto_provider();
     let cli = Cli::parse();

@@ -278,10 +278,11 @@ fn log_accept_error(peer: Option<&SocketAddr>, err: &std::io::Error) {
     }
 }
 
-#[derive(Clone)]
+/// Shared by every request behind one `Arc`: axum clones the state per request, and a clone of
+/// `Metrics` alone is a dozen reference counts.
 struct MutateState {
     catalog: Arc<dyn HookCatalog>,
-    engine: Arc<EngineConfig>,
+    engine: EngineConfig,
     metrics: Metrics,
     readiness: Readiness,
 }
@@ -296,12 +297,12 @@ pub fn router(
     Router::new()
         .route(MUTATE_PATH, post(mutate))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(MutateState {
+        .with_state(Arc::new(MutateState {
             catalog,
-            engine: Arc::new(engine),
+            engine,
             metrics,
             readiness,
-        })
+        }))
 }
 
 /// `POST /mutate` answering "allowed, no patch" for every well-formed review: it parses the
@@ -325,7 +326,7 @@ async fn noop(body: Result<Bytes, BytesRejection>) -> Response {
 }
 
 async fn mutate(
-    State(state): State<MutateState>,
+    State(state): State<Arc<MutateState>>,
     connection: Option<Extension<ConnectionShutdown>>,
     RawQuery(query): RawQuery,
     body: Result<Bytes, BytesRejection>,

@@ -388,6 +388,8 @@ fn clean_command(program: &Path) -> Command {
         }
     }
     command
+        // As the Helm chart runs the binary.
+        .env("MIMALLOC_PURGE_DELAY", "0")
         .env_remove("KUBECONFIG")
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())

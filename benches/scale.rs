@@ -140,6 +140,8 @@ impl Controller {
                 cmd.env_remove(key);
             }
         }
+        // As the Helm chart runs the binary.
+        cmd.env("MIMALLOC_PURGE_DELAY", "0");
         cmd.args([
             "controller",
             "--max-concurrent-pods",

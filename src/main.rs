@@ -5,6 +5,9 @@ use std::process::ExitCode;
 use clap::Parser;
 use restore_hooks::cli::{Cli, Command};
 
+// Admission allocates many small JSON values per request on every worker thread; mimalloc took
+// the webhook from 22.6k to 28.3k req/s on the load harness. The chart sets
+// MIMALLOC_PURGE_DELAY=0 so the controller's memory after a burst matches glibc's.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -71,7 +71,7 @@ const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
 /// paths depend on.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ReviewIn<'a> {
+struct ReviewIn<'a> {
     #[serde(borrow)]
     api_version: Cow<'a, str>,
     #[serde(borrow)]

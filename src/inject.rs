@@ -190,8 +190,9 @@ fn build_patch(
     let injected = if ops.is_empty() { Vec::new() } else { injected };
 
     // 2. Annotations and the exec label: desired state, diffed against the pod.
-    let annotations = pod.metadata.annotations.clone().unwrap_or_default();
-    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    let no_entries = BTreeMap::new();
+    let annotations = pod.metadata.annotations.as_ref().unwrap_or(&no_entries);
+    let labels = pod.metadata.labels.as_ref().unwrap_or(&no_entries);
     let mut want_annotations: BTreeMap<&str, Option<String>> = BTreeMap::new();
     let mut want_labels: BTreeMap<&str, Option<String>> = BTreeMap::new();
     // A pod created with our status (backed up after an earlier restore) is a new pod: its
@@ -232,8 +233,8 @@ fn build_patch(
     let has_metadata = pod_json.get("metadata").is_some_and(Value::is_object);
     let mut metadata_added = false;
     for (field, current, wanted) in [
-        ("annotations", &annotations, &want_annotations),
-        ("labels", &labels, &want_labels),
+        ("annotations", annotations, &want_annotations),
+        ("labels", labels, &want_labels),
     ] {
         let changes: Vec<(&str, &Option<String>)> = wanted
             .iter()

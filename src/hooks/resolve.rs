@@ -5,6 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::annotations::{self as ann, ANNOTATION_HOOK_NAME, DEFAULT_INIT_CONTAINER_NAME};
@@ -250,8 +251,9 @@ fn spec_init_container(
     if !value.is_object() {
         return Err(format!("{at} is not an object"));
     }
-    let container: Container = serde_json::from_value(value.clone())
-        .map_err(|e| format!("{at} is not a valid container: {e}"))?;
+    // From the borrowed value: this runs for every admission a hook applies to.
+    let mut container =
+        Container::deserialize(value).map_err(|e| format!("{at} is not a valid container: {e}"))?;
     if container.name.is_empty() {
         return Err(format!("{at} has no name"));
     }
@@ -261,7 +263,7 @@ fn spec_init_container(
             "{at}: the name is not a valid container name (a lowercase RFC 1123 label)"
         ));
     }
-    let image = container.image.clone().unwrap_or_default();
+    let image = container.image.take().unwrap_or_default();
     if image.is_empty() {
         return Err(format!("{at} has no image"));
     }
@@ -280,7 +282,7 @@ fn spec_init_container(
         }
     }
     // Velero requires a command; we allow the image entrypoint, as for annotations.
-    let command = container.command.clone().filter(|c| !c.is_empty());
+    let command = container.command.take().filter(|c| !c.is_empty());
     Ok(InitContainer {
         name: container.name,
         image,

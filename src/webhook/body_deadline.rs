@@ -23,14 +23,7 @@ impl BodyDeadlineExceeded {
     /// Finds the deadline error in the source chain of whatever wrapped it (axum's rejection
     /// types wrap body errors two or three times).
     pub fn in_chain<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a Self> {
-        let mut next = Some(error);
-        while let Some(error) = next {
-            if let Some(found) = error.downcast_ref::<Self>() {
-                return Some(found);
-            }
-            next = error.source();
-        }
-        None
+        std::iter::successors(Some(error), |e| e.source()).find_map(|e| e.downcast_ref())
     }
 }
 
@@ -86,10 +79,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_stalled_body_fails_with_the_deadline_error() {
-        let (tx, rx) = futures::channel::mpsc::channel::<Result<Bytes, std::io::Error>>(1);
+        let (mut tx, rx) = futures::channel::mpsc::channel::<Result<Bytes, std::io::Error>>(1);
         let request = Request::new(Body::from_stream(rx));
         let request = with_body_deadline(Duration::from_millis(50), request).await;
-        let mut tx = tx;
         futures::SinkExt::send(&mut tx, Ok(Bytes::from_static(b"{")))
             .await
             .unwrap();
@@ -98,6 +90,7 @@ mod tests {
             .unwrap_err();
         let found = BodyDeadlineExceeded::in_chain(&err).expect("deadline error in chain");
         assert_eq!(found.0, Duration::from_millis(50));
+        // The sender lives until here: a dropped sender would end the body instead of stalling it.
         drop(tx);
     }
 

@@ -170,7 +170,8 @@ fn decide_request(
         .unwrap_or_else(|| request.name.as_deref().unwrap_or_default().to_string());
     let uid = request.uid.as_ref();
     let mut reviewed = Reviewed {
-        response: allowed(uid, None, &[]),
+        // Every return below sets the response; built once, for the path actually taken.
+        response: Value::Null,
         outcome: Outcome::Unchanged,
         injected: 0,
         uid: uid.to_string(),
@@ -185,6 +186,7 @@ fn decide_request(
         && request.kind.kind == "Pod"
         && request.sub_resource.as_deref().unwrap_or("").is_empty();
     let Some(pod_json) = object.filter(|_| is_pod_create) else {
+        reviewed.response = allowed(uid, None, &[]);
         return reviewed;
     };
     let decision = match evaluate(pod_json, namespace, catalog, config) {

@@ -15,8 +15,11 @@ fuzz_target!(|data: &[u8]| {
     let _ = compiled.matches(&BTreeMap::new());
     if selector.match_expressions.as_ref().is_none_or(|e| e.is_empty()) {
         assert!(compiled.matches(&labels));
+        // An extra label the selector does not mention never stops a match. The key must be
+        // new: overwriting one of the selector's own labels would (rightly) break the match.
+        let extra = (0..).map(|i| format!("zz-extra-{i}")).find(|k| !labels.contains_key(k));
         let mut more = labels.clone();
-        more.insert("zz-extra".into(), "1".into());
+        more.insert(extra.expect("a free key exists"), "1".into());
         assert!(compiled.matches(&more));
         if let Some((k, _)) = labels.iter().next() {
             let mut fewer = labels.clone();

@@ -9,8 +9,6 @@ use std::sync::Arc;
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
-use k8s_openapi::api::core::v1::Pod;
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::catalog::HookCatalog;
@@ -18,7 +16,8 @@ use crate::config::{EngineConfig, OnInvalid};
 use crate::hooks::plan::{
     EXEC_LABEL, EXEC_PENDING, ExecPlan, INJECTED_ANNOTATION, PLAN_ANNOTATION, STATUS_ANNOTATION,
 };
-use crate::hooks::resolve::{HookSources, Resolution, resolve_hooks};
+use crate::hooks::pod::AdmittedPod;
+use crate::hooks::resolve::{HookSources, InitContainer, Resolution, resolve_hooks};
 use crate::hooks::scope::restore_scope;
 use crate::hooks::types::RestoreHook;
 
@@ -51,14 +50,9 @@ pub fn evaluate(
     catalog: &dyn HookCatalog,
     config: &EngineConfig,
 ) -> Result<Decision, NotAPod> {
-    // Deserialize from the borrowed value: no copy of a possibly large pod.
-    let pod = Pod::deserialize(pod_json)?;
+    let pod = AdmittedPod::from_json(pod_json)?;
     let namespace_labels = catalog.namespace_labels(namespace);
-    let Some(scope) = restore_scope(
-        pod.metadata.labels.as_ref(),
-        namespace_labels.as_ref(),
-        config,
-    ) else {
+    let Some(scope) = restore_scope(pod.labels(), namespace_labels.as_ref(), config) else {
         return Ok(Decision::Unchanged { warnings: vec![] });
     };
     let velero_restore = catalog.velero_restore(&config.velero_namespace, &scope.restore);
@@ -69,27 +63,18 @@ pub fn evaluate(
         restore_hooks: &restore_hooks,
     };
     let resolution = resolve_hooks(&pod, namespace, &scope, sources, config);
-    Ok(decide(pod_json, &pod, namespace, &resolution, config))
-}
-
-/// `namespace/name`, or `namespace/generateName*` before the API server named the pod.
-pub fn pod_display(pod: &Pod, namespace: &str) -> String {
-    match (&pod.metadata.name, &pod.metadata.generate_name) {
-        (Some(name), _) if !name.is_empty() => format!("{namespace}/{name}"),
-        (_, Some(prefix)) => format!("{namespace}/{prefix}*"),
-        _ => format!("{namespace}/<unnamed>"),
-    }
+    Ok(decide(pod_json, &pod, namespace, resolution, config))
 }
 
 /// Turns a resolution into the admission decision for this pod.
 pub fn decide(
     pod_json: &Value,
-    pod: &Pod,
+    pod: &AdmittedPod<'_>,
     namespace: &str,
-    resolution: &Resolution,
+    resolution: Resolution,
     config: &EngineConfig,
 ) -> Decision {
-    let who = pod_display(pod, namespace);
+    let who = pod.display(namespace);
     if !resolution.problems.is_empty() && config.on_invalid == OnInvalid::Deny {
         let problems: Vec<String> = resolution.problems.iter().map(|p| p.to_string()).collect();
         return Decision::Deny {
@@ -119,6 +104,13 @@ pub fn decide(
     }
 }
 
+/// An empty command is no command (the image entrypoint), as for the hooks themselves.
+fn same_command(pod: Option<&[&str]>, hook: Option<&[String]>) -> bool {
+    let pod = pod.unwrap_or_default();
+    let hook = hook.unwrap_or_default();
+    pod.len() == hook.len() && pod.iter().zip(hook).all(|(a, b)| *a == b)
+}
+
 fn pointer<'t>(tokens: impl IntoIterator<Item = &'t str>) -> PointerBuf {
     // from_tokens escapes `~` and `/` (RFC 6901): annotation keys contain `/`.
     PointerBuf::from_tokens(tokens)
@@ -131,32 +123,29 @@ fn add(path: PointerBuf, value: Value) -> PatchOperation {
 /// The operations that bring the pod to the state the resolution asks for, and nothing more.
 fn build_patch(
     pod_json: &Value,
-    pod: &Pod,
-    resolution: &Resolution,
+    pod: &AdmittedPod<'_>,
+    resolution: Resolution,
 ) -> (Vec<PatchOperation>, Vec<String>) {
     let mut ops = Vec::new();
-    let spec = pod.spec.as_ref();
-    let init_containers = spec.and_then(|s| s.init_containers.as_ref());
-    let app_names = spec
-        .map(|s| {
-            s.containers
-                .iter()
-                .map(|c| c.name.as_str())
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
+    let init_containers = pod.init_containers();
+    let app_names: Vec<&str> = pod.containers().iter().map(|c| c.name).collect();
+
+    let nothing_applies = resolution.is_empty();
+    let Resolution {
+        scope, init, exec, ..
+    } = resolution;
 
     // 1. Init containers, after the leading restore-wait/restic-wait run.
-    let mut to_add: Vec<&crate::hooks::resolve::InitContainer> = Vec::new();
-    for hook in &resolution.init {
-        for c in &hook.containers {
+    let mut to_add: Vec<InitContainer> = Vec::new();
+    for hook in init {
+        for c in hook.containers {
             let name_taken = app_names.contains(&c.name.as_str())
                 || init_containers.is_some_and(|ics| ics.iter().any(|ic| ic.name == c.name));
             // Velero (or an earlier restore-hooks cycle under another name) already injected it.
             let same_definition = init_containers.is_some_and(|ics| {
                 ics.iter().any(|ic| {
-                    ic.image.as_deref() == Some(c.image.as_str())
-                        && ic.command.clone().filter(|v| !v.is_empty()) == c.command
+                    ic.image == Some(c.image.as_str())
+                        && same_command(ic.command.as_deref(), c.command.as_deref())
                 })
             });
             if !name_taken && !same_definition {
@@ -170,18 +159,18 @@ fn build_patch(
             // Absent or null: add the whole array (`add .../-` into a missing array fails).
             None => ops.push(add(
                 pointer(["spec", "initContainers"]),
-                Value::Array(to_add.iter().map(|c| c.value.clone()).collect()),
+                Value::Array(to_add.into_iter().map(|c| c.value).collect()),
             )),
             Some(existing) => {
                 let start = existing
                     .iter()
-                    .take_while(|c| RESTORE_WAIT_CONTAINERS.contains(&c.name.as_str()))
+                    .take_while(|c| RESTORE_WAIT_CONTAINERS.contains(&c.name))
                     .count();
-                for (i, c) in to_add.iter().enumerate() {
+                for (i, c) in to_add.into_iter().enumerate() {
                     let index = (start + i).to_string();
                     ops.push(add(
                         pointer(["spec", "initContainers", index.as_str()]),
-                        c.value.clone(),
+                        c.value,
                     ));
                 }
             }
@@ -191,27 +180,25 @@ fn build_patch(
 
     // 2. Annotations and the exec label: desired state, diffed against the pod.
     let no_entries = BTreeMap::new();
-    let annotations = pod.metadata.annotations.as_ref().unwrap_or(&no_entries);
-    let labels = pod.metadata.labels.as_ref().unwrap_or(&no_entries);
+    let annotations = pod.annotations().unwrap_or(&no_entries);
+    let labels = pod.labels().unwrap_or(&no_entries);
     let mut want_annotations: BTreeMap<&str, Option<String>> = BTreeMap::new();
     let mut want_labels: BTreeMap<&str, Option<String>> = BTreeMap::new();
     // A pod created with our status (backed up after an earlier restore) is a new pod: its
     // hooks run again in this restore.
     want_annotations.insert(STATUS_ANNOTATION, None);
-    if resolution.is_empty() {
+    if nothing_applies {
         // Nothing applies: drop stale state so the controller does not run an old plan.
         want_annotations.insert(PLAN_ANNOTATION, None);
         want_labels.insert(EXEC_LABEL, None);
     } else {
+        let any_exec = !exec.is_empty();
         let plan = ExecPlan {
-            restore: resolution.scope.restore.clone(),
-            hooks: resolution.exec.clone(),
+            restore: scope.restore,
+            hooks: exec,
         };
         want_annotations.insert(PLAN_ANNOTATION, Some(plan.to_annotation()));
-        want_labels.insert(
-            EXEC_LABEL,
-            (!resolution.exec.is_empty()).then(|| EXEC_PENDING.to_string()),
-        );
+        want_labels.insert(EXEC_LABEL, any_exec.then(|| EXEC_PENDING.to_string()));
         if !injected.is_empty() {
             let mut names: Vec<String> = annotations
                 .get(INJECTED_ANNOTATION)

@@ -5,6 +5,7 @@ pub mod command;
 pub mod duration;
 pub mod patterns;
 pub mod plan;
+pub mod pod;
 pub mod resolve;
 pub mod scope;
 pub mod selector;

@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::Container;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -13,6 +13,7 @@ use super::command::parse_command;
 use super::duration::{DurationError, parse_go_duration};
 use super::patterns::{IncludesExcludes, NamePattern};
 use super::plan::{DEFAULT_EXEC_TIMEOUT_MS, OnError, PlannedHook};
+use super::pod::AdmittedPod;
 use super::scope::{RestoreScope, ScopeVia};
 use super::selector::Selector;
 use super::types::{ExecRestoreHook, Labels, RestoreHook, RestoreResourceHookSpec, VeleroRestore};
@@ -84,29 +85,17 @@ struct PodShape<'a> {
 }
 
 impl<'a> PodShape<'a> {
-    fn of(pod: &'a Pod) -> Self {
-        let spec = pod.spec.as_ref();
-        let app = spec
-            .map(|s| s.containers.iter().map(|c| c.name.as_str()).collect())
-            .unwrap_or_default();
+    fn of(pod: &AdmittedPod<'a>) -> Self {
+        let app = pod.containers().iter().map(|c| c.name).collect();
         let (mut sidecars, mut plain_init) = (Vec::new(), Vec::new());
-        for c in spec
-            .and_then(|s| s.init_containers.as_ref())
-            .into_iter()
-            .flatten()
-        {
-            if c.restart_policy.as_deref() == Some("Always") {
-                sidecars.push(c.name.as_str());
+        for c in pod.init_containers().unwrap_or_default() {
+            if c.restart_policy == Some("Always") {
+                sidecars.push(c.name);
             } else {
-                plain_init.push(c.name.as_str());
+                plain_init.push(c.name);
             }
         }
-        let volumes = spec
-            .and_then(|s| s.volumes.as_ref())
-            .into_iter()
-            .flatten()
-            .map(|v| v.name.as_str())
-            .collect();
+        let volumes = pod.volumes().iter().map(|v| v.name).collect();
         Self {
             app,
             sidecars,
@@ -313,7 +302,7 @@ fn applies_to_pods(entry: &RestoreResourceHookSpec) -> bool {
 /// Decides the pod's hooks. `namespace` is the pod's (target) namespace; labels are the pod's
 /// labels as admitted.
 pub fn resolve_hooks(
-    pod: &Pod,
+    pod: &AdmittedPod<'_>,
     namespace: &str,
     scope: &RestoreScope,
     sources: HookSources<'_>,
@@ -321,8 +310,8 @@ pub fn resolve_hooks(
 ) -> Resolution {
     let shape = PodShape::of(pod);
     let empty = Labels::new();
-    let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
-    let annotations = pod.metadata.annotations.as_ref();
+    let labels = pod.labels().unwrap_or(&empty);
+    let annotations = pod.annotations();
     let mut problems = Vec::new();
 
     // `defer`: Velero runs its own hooks on pods it created, so its sources are removed before

@@ -147,6 +147,48 @@ mod tests {
         assert_eq!(view.volumes()[0].name, "data");
     }
 
+    /// The view must read exactly what the typed Pod would, for every field it has.
+    #[test]
+    fn agrees_with_the_typed_pod_on_the_example() {
+        let text = include_str!("../../examples/restored-pod.yaml");
+        let json: Value = serde_yaml::from_str(text).unwrap();
+        let typed = k8s_openapi::api::core::v1::Pod::deserialize(&json).unwrap();
+        let view = AdmittedPod::from_json(&json).unwrap();
+        assert_eq!(view.metadata.name, typed.metadata.name.as_deref());
+        assert_eq!(view.labels(), typed.metadata.labels.as_ref());
+        assert_eq!(view.annotations(), typed.metadata.annotations.as_ref());
+        let spec = typed.spec.unwrap();
+        fn names(cs: &[ContainerView<'_>]) -> Vec<String> {
+            cs.iter().map(|c| c.name.to_string()).collect()
+        }
+        fn typed_names(cs: &[k8s_openapi::api::core::v1::Container]) -> Vec<String> {
+            cs.iter().map(|c| c.name.clone()).collect()
+        }
+        assert_eq!(names(view.containers()), typed_names(&spec.containers));
+        let init = spec.init_containers.unwrap();
+        assert_eq!(names(view.init_containers().unwrap()), typed_names(&init));
+        for (v, t) in view.init_containers().unwrap().iter().zip(&init) {
+            assert_eq!(v.image, t.image.as_deref());
+            let command: Option<Vec<String>> = v
+                .command
+                .as_ref()
+                .map(|c| c.iter().map(|s| s.to_string()).collect());
+            assert_eq!(command, t.command);
+            assert_eq!(v.restart_policy, t.restart_policy.as_deref());
+        }
+        let volumes: Vec<&str> = spec
+            .volumes
+            .iter()
+            .flatten()
+            .map(|v| v.name.as_str())
+            .collect();
+        assert_eq!(
+            view.volumes().iter().map(|v| v.name).collect::<Vec<_>>(),
+            volumes
+        );
+        assert!(!volumes.is_empty() && init.len() >= 2);
+    }
+
     #[test]
     fn nulls_and_absences_read_as_empty() {
         for pod in [

@@ -3,13 +3,13 @@
 //! ~50 KB pod with 10 matching RestoreHooks, on one core.
 //!
 //! Two more cases explain the load harness's ratio: `statefulset_pod` is the exact request the
-//! load harness sends (`support/statefulset.rs`), and `noop_floor` is the part of it the no-op
+//! load harness sends (`tests/common/statefulset.rs`), and `noop_floor` is the part of it the no-op
 //! handler also pays (decode the review and its pod, answer "allowed"). Their difference is what
 //! deciding costs per admission.
 //!
 //! `cargo bench --bench admission`
 
-#[path = "support/statefulset.rs"]
+#[path = "../tests/common/statefulset.rs"]
 mod statefulset;
 
 // The allocator of the `restore-hooks` binary: allocation is a large share of this path.

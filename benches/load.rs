@@ -30,8 +30,6 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
-#[path = "support/statefulset.rs"]
-mod statefulset;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -41,7 +39,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use common::{Ca, Conn, KeyKind, SecretDir, TlsClient, http_get, metric};
+use common::{Ca, Conn, KeyKind, SecretDir, TlsClient, http_get, metric, statefulset};
 use hyper::StatusCode;
 use restore_hooks::admin::{AdminServer, Readiness};
 use restore_hooks::catalog::StaticCatalog;

@@ -28,32 +28,8 @@ use tokio::task::JoinHandle;
 use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::rustls::{ClientConfig, ClientConnection, RootCertStore};
 
-/// The init container the hooks below inject into [`restored_pod`].
+/// The init container the shared hooks inject into the restored StatefulSet pod.
 const INIT_CONTAINER: &str = "fetch-wal";
-
-const HOOKS: &str = r#"apiVersion: restore-hooks.dev/v1alpha1
-kind: RestoreHook
-metadata:
-  name: postgres-rehydrate
-  namespace: shop
-spec:
-  restores: ["nightly-*"]
-  labelSelector:
-    matchLabels: {app: postgres}
-  postHooks:
-  - init:
-      initContainers:
-      - name: fetch-wal
-        image: busybox:1.36
-        command: ["/bin/sh", "-c", "echo fetching WAL segments"]
-        volumeMounts:
-        - {name: data, mountPath: /var/lib/postgresql/data}
-  - exec:
-      container: db
-      command: ["/bin/sh", "-c", "until pg_isready; do sleep 1; done"]
-      onError: Fail
-      execTimeout: 2m
-"#;
 
 /// Upper bound for anything the server must do "eventually" (a timeout firing, a connection
 /// closing): generous for a loaded CI machine, and the test fails rather than hangs.
@@ -64,7 +40,7 @@ fn catalog() -> StaticCatalog {
     add_documents(
         &mut catalog,
         Path::new("hooks.yaml"),
-        HOOKS,
+        statefulset::HOOKS,
         &DocumentDefaults {
             namespace: "shop".into(),
             velero_namespace: "velero".into(),
@@ -74,28 +50,8 @@ fn catalog() -> StaticCatalog {
     catalog
 }
 
-fn restored_pod() -> serde_json::Value {
-    serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "postgres-0",
-            "namespace": "shop",
-            "labels": {"app": "postgres", "velero.io/restore-name": "nightly-1"}
-        },
-        "spec": {
-            "containers": [{
-                "name": "db",
-                "image": "postgres:17",
-                "volumeMounts": [{"name": "data", "mountPath": "/var/lib/postgresql/data"}]
-            }],
-            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-postgres-0"}}]
-        }
-    })
-}
-
 fn restored_review(uid: &str) -> Vec<u8> {
-    serde_json::to_vec(&admission_review(uid, "shop", restored_pod())).unwrap()
+    serde_json::to_vec(&admission_review(uid, "shop", statefulset::restored_pod())).unwrap()
 }
 
 /// A correct answer to [`restored_review`]: 200, the uid echoed, allowed, and a JSON Patch
@@ -127,7 +83,7 @@ fn check_answer(status: StatusCode, body: &[u8], uid: &str) -> Result<(), String
     Ok(())
 }
 
-/// A server with the restore hooks above, and a client trusting its CA.
+/// A server with the shared restore hooks, and a client trusting its CA.
 struct Fixture {
     ca: Ca,
     dir: SecretDir,
@@ -323,7 +279,7 @@ async fn broken_and_hostile_bodies_get_clear_errors() {
 
     let valid = restored_review("valid");
     let review_with = |api_version: &str, kind: &str| {
-        let mut review = admission_review("v", "shop", restored_pod());
+        let mut review = admission_review("v", "shop", statefulset::restored_pod());
         review["apiVersion"] = api_version.into();
         review["kind"] = kind.into();
         serde_json::to_vec(&review).unwrap()
@@ -916,7 +872,7 @@ async fn sigterm_under_load_fails_no_in_flight_request() {
     let dir = SecretDir::with_leaf(&ca.leaf(KeyKind::EcdsaPkcs8));
     let scratch = tempfile::tempdir().unwrap();
     let hooks = scratch.path().join("hooks.yaml");
-    std::fs::write(&hooks, HOOKS).unwrap();
+    std::fs::write(&hooks, statefulset::HOOKS).unwrap();
     let (port, admin_port) = (free_port(), free_port());
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_restore-hooks"));
     for (key, _) in std::env::vars() {

@@ -33,6 +33,8 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 use tokio_util::sync::CancellationToken;
 
+pub mod statefulset;
+
 /// The DNS name the webhook Service would have; every test leaf carries it as a SAN.
 pub const SERVICE_DNS: &str = "restore-hooks.restore-hooks.svc";
 

@@ -1,5 +1,6 @@
-//! The load harness's workload, shared with the criterion bench so that the pure cost of the
-//! exact request the load harness sends is measured on its own.
+//! A restored PostgreSQL StatefulSet pod and the hooks that apply to it: the workload of the
+//! load harness, of the criterion bench (the same request's pure cost, measured on its own) and
+//! of the webhook fault tests.
 
 /// What the webhook serves from `--hooks`: an init container and two exec hooks for the
 /// database, one exec hook for its metrics sidecar (the shape of `examples/hooks.yaml`).

@@ -357,24 +357,8 @@ async fn mutate(
     }
 
     let start = Instant::now();
-    let decided = review(&body, state.catalog.as_ref(), &state.engine);
-    let (response, outcome, injected, summary) = match decided {
-        Ok(mut reviewed) => match serde_json::to_vec(&reviewed.response) {
-            Ok(json) => (
-                json,
-                reviewed.outcome,
-                reviewed.injected,
-                Decided::of(&mut reviewed),
-            ),
-            Err(err) => {
-                tracing::error!(error = %err, "cannot encode the AdmissionReview response");
-                return (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "cannot encode the AdmissionReview response\n",
-                )
-                    .into_response();
-            }
-        },
+    let reviewed = match review(&body, state.catalog.as_ref(), &state.engine) {
+        Ok(reviewed) => reviewed,
         Err(BadReview(message)) => {
             state
                 .metrics
@@ -389,6 +373,17 @@ async fn mutate(
             return bad_request(&message);
         }
     };
+    let response = match serde_json::to_vec(&reviewed.response) {
+        Ok(json) => json,
+        Err(err) => {
+            tracing::error!(error = %err, "cannot encode the AdmissionReview response");
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot encode the AdmissionReview response\n",
+            )
+                .into_response();
+        }
+    };
     let elapsed = start.elapsed();
     state
         .metrics
@@ -397,15 +392,15 @@ async fn mutate(
     state
         .metrics
         .admission_requests
-        .with_label_values(&[outcome.as_label()])
+        .with_label_values(&[reviewed.outcome.as_label()])
         .inc();
-    if injected > 0 {
+    if reviewed.injected > 0 {
         state
             .metrics
             .init_containers_injected
-            .inc_by(injected as u64);
+            .inc_by(reviewed.injected as u64);
     }
-    log_decision(summary, outcome, elapsed);
+    log_decision(&reviewed, elapsed);
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],
@@ -461,52 +456,19 @@ fn bad_request(message: &str) -> Response {
         .into_response()
 }
 
-/// What the log line says about the decision; taken from [`Reviewed`] before it is encoded.
-#[derive(Default)]
-struct Decided {
-    uid: String,
-    /// `namespace/name`, or `namespace/generateName*` when the name is not generated yet.
-    object: String,
-    patch_ops: usize,
-    warnings: usize,
-    message: String,
-    operation: String,
-    dry_run: bool,
-}
-
-impl Decided {
-    fn of(reviewed: &mut Reviewed) -> Self {
-        Self {
-            uid: std::mem::take(&mut reviewed.uid),
-            object: std::mem::take(&mut reviewed.object),
-            patch_ops: reviewed.patch_ops,
-            warnings: reviewed.response["response"]["warnings"]
-                .as_array()
-                .map_or(0, Vec::len),
-            message: reviewed.message.take().unwrap_or_default(),
-            operation: std::mem::take(&mut reviewed.operation),
-            dry_run: reviewed.dry_run,
-        }
-    }
-}
-
 /// One structured line per admission: info, or warn for denials.
-fn log_decision(decided: Decided, outcome: Outcome, elapsed: Duration) {
+fn log_decision(reviewed: &Reviewed, elapsed: Duration) {
+    let outcome = reviewed.outcome;
     let denied = outcome == Outcome::Denied;
     if !(tracing::enabled!(tracing::Level::INFO)
         || denied && tracing::enabled!(tracing::Level::WARN))
     {
         return;
     }
-    let Decided {
-        uid,
-        object,
-        patch_ops,
-        warnings,
-        message,
-        operation,
-        dry_run,
-    } = decided;
+    let uid = reviewed.uid.as_str();
+    let object = reviewed.object.as_str();
+    let operation = reviewed.operation.as_str();
+    let dry_run = reviewed.dry_run;
     let duration_us = elapsed.as_micros() as u64;
     if denied {
         tracing::warn!(
@@ -516,7 +478,7 @@ fn log_decision(decided: Decided, outcome: Outcome, elapsed: Duration) {
             dry_run,
             outcome = outcome.as_label(),
             duration_us,
-            message,
+            message = reviewed.message.as_deref().unwrap_or_default(),
             "admission denied"
         );
     } else {
@@ -526,8 +488,10 @@ fn log_decision(decided: Decided, outcome: Outcome, elapsed: Duration) {
             operation,
             dry_run,
             outcome = outcome.as_label(),
-            patch_ops,
-            warnings,
+            patch_ops = reviewed.patch_ops,
+            warnings = reviewed.response["response"]["warnings"]
+                .as_array()
+                .map_or(0, Vec::len),
             duration_us,
             "admission reviewed"
         );

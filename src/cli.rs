@@ -60,12 +60,51 @@ pub struct EngineArgs {
     pub velero_namespace: String,
     /// Who runs hooks from Velero pod annotations and Restore objects: `defer` leaves them to
     /// Velero on pods Velero created; `own` runs them everywhere.
-    #[arg(long, env = "RESTORE_HOOKS_VELERO_HOOKS", value_enum, default_value_t = VeleroHooksMode::Defer)]
-    pub velero_hooks: VeleroHooksMode,
+    #[arg(long, env = "RESTORE_HOOKS_VELERO_HOOKS", value_enum, default_value_t = VeleroHooksArg::Defer)]
+    pub velero_hooks: VeleroHooksArg,
     /// What to do with invalid hook definitions: `deny` the pod, or `warn` and admit it without
     /// the invalid hook.
-    #[arg(long, env = "RESTORE_HOOKS_ON_INVALID", value_enum, default_value_t = OnInvalid::Deny)]
-    pub on_invalid: OnInvalid,
+    #[arg(long, env = "RESTORE_HOOKS_ON_INVALID", value_enum, default_value_t = OnInvalidArg::Deny)]
+    pub on_invalid: OnInvalidArg,
+}
+
+/// `--velero-hooks`: the command-line face of [`VeleroHooksMode`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum VeleroHooksArg {
+    /// Pods Velero created (restore pod label) keep Velero's own hooks; only RestoreHook hooks
+    /// apply to them. Every other in-scope pod gets all three sources.
+    #[default]
+    Defer,
+    /// All three sources for every in-scope pod: Velero without a hook engine, or another tool.
+    Own,
+}
+
+impl From<VeleroHooksArg> for VeleroHooksMode {
+    fn from(arg: VeleroHooksArg) -> Self {
+        match arg {
+            VeleroHooksArg::Defer => VeleroHooksMode::Defer,
+            VeleroHooksArg::Own => VeleroHooksMode::Own,
+        }
+    }
+}
+
+/// `--on-invalid`: the command-line face of [`OnInvalid`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum OnInvalidArg {
+    /// Deny the pod with a message naming the pod, the hook source and the problem.
+    #[default]
+    Deny,
+    /// Admit the pod without the invalid hooks, with an admission warning for each.
+    Warn,
+}
+
+impl From<OnInvalidArg> for OnInvalid {
+    fn from(arg: OnInvalidArg) -> Self {
+        match arg {
+            OnInvalidArg::Deny => OnInvalid::Deny,
+            OnInvalidArg::Warn => OnInvalid::Warn,
+        }
+    }
 }
 
 impl EngineArgs {
@@ -74,8 +113,8 @@ impl EngineArgs {
             restore_label: self.restore_label.clone(),
             restore_namespace_label: self.restore_namespace_label.clone(),
             velero_namespace: self.velero_namespace.clone(),
-            velero_hooks: self.velero_hooks,
-            on_invalid: self.on_invalid,
+            velero_hooks: self.velero_hooks.into(),
+            on_invalid: self.on_invalid.into(),
         }
     }
 }

@@ -1,15 +1,14 @@
 //! restore-hooks: Velero-style restore hooks for any Kubernetes restore.
 #![forbid(unsafe_code)]
 
+pub use restore_hooks_core::{config, hooks, inject};
+
 pub mod admin;
 pub mod catalog;
 pub mod cli;
-pub mod config;
 pub mod controller;
 pub mod crd;
 pub mod demo;
-pub mod hooks;
-pub mod inject;
 pub mod inject_cli;
 pub mod metrics;
 pub mod runtime;

@@ -11,7 +11,7 @@ pub mod exec;
 pub mod lease;
 pub mod reconcile;
 pub mod restorehook;
-pub mod state;
+pub use restore_hooks_core::state;
 pub mod status;
 
 use std::sync::Arc;

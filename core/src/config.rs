@@ -1,9 +1,7 @@
 //! Policy settings shared by the webhook, `inject` and the controller.
 
-use clap::ValueEnum;
-
 /// Who runs the hooks of Velero's own sources (pod annotations and Velero `Restore` objects).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum VeleroHooksMode {
     /// Pods Velero created (restore pod label) keep Velero's own hooks; only RestoreHook hooks
     /// apply to them. Every other in-scope pod gets all three sources.
@@ -14,7 +12,7 @@ pub enum VeleroHooksMode {
 }
 
 /// What to do with a pod whose hook definitions are invalid.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OnInvalid {
     /// Deny the pod with a message naming the pod, the hook source and the problem.
     #[default]

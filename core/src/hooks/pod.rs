@@ -150,7 +150,7 @@ mod tests {
     /// The view must read exactly what the typed Pod would, for every field it has.
     #[test]
     fn agrees_with_the_typed_pod_on_the_example() {
-        let text = include_str!("../../examples/restored-pod.yaml");
+        let text = include_str!("../../../examples/restored-pod.yaml");
         let json: Value = serde_yaml::from_str(text).unwrap();
         let typed = k8s_openapi::api::core::v1::Pod::deserialize(&json).unwrap();
         let view = AdmittedPod::from_json(&json).unwrap();

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::CustomResource;
+use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
     version = "v1",
     kind = "Restore",
     namespaced,
-    schema = "disabled"
+    schema = "disabled",
+    crates(kube_core = "::kube_core")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RestoreSpec {
@@ -112,6 +113,7 @@ pub struct ExecRestoreHook {
     namespaced,
     status = "RestoreHookStatus",
     shortname = "rh",
+    crates(kube_core = "::kube_core"),
     printcolumn = r#"{"name":"Planned","type":"integer","jsonPath":".status.podsPlanned"}"#,
     printcolumn = r#"{"name":"Succeeded","type":"integer","jsonPath":".status.hooks.succeeded"}"#,
     printcolumn = r#"{"name":"Failed","type":"integer","jsonPath":".status.hooks.failed"}"#,

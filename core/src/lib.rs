@@ -1,0 +1,12 @@
+//! The rules of restore-hooks, pure: which pods are restored, where their hooks come from and in
+//! which order, what the webhook's patch and plan are, and what the controller does next for a
+//! pod. Nothing here does I/O or reads a clock; the webhook, `inject` and the controller are thin
+//! shells around these functions. The behaviour they implement is specified in
+//! `docs/behaviour.md`.
+#![forbid(unsafe_code)]
+
+pub mod catalog;
+pub mod config;
+pub mod hooks;
+pub mod inject;
+pub mod state;

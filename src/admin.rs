@@ -15,8 +15,9 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::catalog::HookCatalog;
+use crate::catalog::SharedIndex;
 use crate::metrics::Metrics;
+use crate::plan_key::KeyRing;
 
 /// Content type of the Prometheus text exposition format.
 pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -24,7 +25,11 @@ pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8
 /// What `/readyz` answers. Cloneable: every component holds the same flags.
 ///
 /// Ready means: not shutting down, a serving certificate is loaded (when this process serves
-/// the webhook) and every hook cache has its initial list (when a catalog is tracked).
+/// the webhook), every hook cache has its initial list (when an index is tracked) and the plan
+/// key is loaded (when tracked). A watch that fails after its first list does not make the
+/// replica unready (its cache still serves what it had, and every replica would fail alike, which
+/// would reject every restored pod under `failurePolicy: Fail`): `/readyz` reports it in its body
+/// and `restore_hooks_watch_healthy` says so.
 #[derive(Clone, Default)]
 pub struct Readiness {
     inner: Arc<ReadinessInner>,
@@ -35,7 +40,8 @@ struct ReadinessInner {
     certificate_required: AtomicBool,
     certificate_loaded: AtomicBool,
     shutting_down: AtomicBool,
-    catalog: RwLock<Option<Arc<dyn HookCatalog>>>,
+    index: RwLock<Option<Arc<SharedIndex>>>,
+    keys: RwLock<Option<KeyRing>>,
 }
 
 impl Readiness {
@@ -54,13 +60,14 @@ impl Readiness {
         self.inner.certificate_loaded.store(true, Ordering::Release);
     }
 
-    /// Not ready until `catalog.is_synced()`.
-    pub fn track_catalog(&self, catalog: Arc<dyn HookCatalog>) {
-        *self
-            .inner
-            .catalog
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = Some(catalog);
+    /// Not ready until every watch of `index` has listed.
+    pub fn track_index(&self, index: Arc<SharedIndex>) {
+        *self.inner.index.write().unwrap_or_else(|e| e.into_inner()) = Some(index);
+    }
+
+    /// Not ready until the plan key is loaded.
+    pub fn track_keys(&self, keys: KeyRing) {
+        *self.inner.keys.write().unwrap_or_else(|e| e.into_inner()) = Some(keys);
     }
 
     /// Shutdown began: report not ready from now on, so endpoints stop routing here.
@@ -72,23 +79,45 @@ impl Readiness {
         self.inner.shutting_down.load(Ordering::Acquire)
     }
 
-    /// `Ok` when ready, else why not (the `/readyz` body).
-    pub fn check(&self) -> Result<(), &'static str> {
+    /// `Ok` with what is degraded (empty: nothing) when ready, else why not: the `/readyz` body.
+    pub fn check(&self) -> Result<Vec<String>, String> {
         if self.is_shutting_down() {
-            return Err("shutting down");
+            return Err("shutting down".to_string());
         }
         if self.inner.certificate_required.load(Ordering::Acquire)
             && !self.inner.certificate_loaded.load(Ordering::Acquire)
         {
-            return Err("no serving certificate loaded from --tls-dir");
+            return Err("no serving certificate loaded from --tls-dir".to_string());
         }
-        let catalog = self.inner.catalog.read().unwrap_or_else(|e| e.into_inner());
-        if let Some(catalog) = catalog.as_ref()
-            && !catalog.is_synced()
+        let keys = self.inner.keys.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(keys) = keys.as_ref()
+            && !keys.is_loaded()
         {
-            return Err("hook caches (Restore, RestoreHook, Namespace watches) not synced yet");
+            return Err("the plan key is not loaded yet (Secret --plan-key-secret)".to_string());
         }
-        Ok(())
+        let index = self.inner.index.read().unwrap_or_else(|e| e.into_inner());
+        let Some(index) = index.as_ref() else {
+            return Ok(Vec::new());
+        };
+        let unsynced: Vec<&str> = index
+            .health()
+            .into_iter()
+            .filter(|(_, s)| !s.listed)
+            .map(|(r, _)| r)
+            .collect();
+        if !unsynced.is_empty() {
+            let failing = index.degraded();
+            return Err(format!(
+                "hook caches not synced yet: {}{}",
+                unsynced.join(", "),
+                if failing.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (failing: {})", failing.join("; "))
+                }
+            ));
+        }
+        Ok(index.degraded())
     }
 }
 
@@ -109,7 +138,15 @@ pub fn router(metrics: Metrics, readiness: Readiness) -> Router {
 
 async fn readyz(State(state): State<AdminState>) -> Response {
     match state.readiness.check() {
-        Ok(()) => (StatusCode::OK, "ok\n").into_response(),
+        Ok(degraded) if degraded.is_empty() => (StatusCode::OK, "ok\n").into_response(),
+        Ok(degraded) => (
+            StatusCode::OK,
+            format!(
+                "ok, degraded: watches failing, their caches serve what they had: {}\n",
+                degraded.join("; ")
+            ),
+        )
+            .into_response(),
         Err(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("not ready: {reason}\n"),
@@ -172,50 +209,33 @@ impl AdminServer {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicBool;
-
     use super::*;
-    use crate::catalog::StaticCatalog;
-    use crate::hooks::types::{Labels, RestoreHook, VeleroRestore};
-
-    /// A catalog whose sync state the test flips.
-    #[derive(Default)]
-    struct Flag(AtomicBool);
-
-    impl HookCatalog for Flag {
-        fn namespace_labels(&self, _: &str) -> Option<Labels> {
-            None
-        }
-        fn velero_restore(&self, _: &str, _: &str) -> Option<Arc<VeleroRestore>> {
-            None
-        }
-        fn restore_hooks(&self, _: &str) -> Vec<Arc<RestoreHook>> {
-            Vec::new()
-        }
-        fn is_synced(&self) -> bool {
-            self.0.load(Ordering::SeqCst)
-        }
-    }
+    use crate::catalog::HookIndex;
 
     #[test]
-    fn readiness_needs_a_certificate_synced_caches_and_no_shutdown() {
+    fn readiness_needs_a_certificate_synced_caches_a_key_and_no_shutdown() {
         let readiness = Readiness::new();
-        assert_eq!(readiness.check(), Ok(()), "nothing required: ready");
+        assert_eq!(readiness.check(), Ok(vec![]), "nothing required: ready");
 
         readiness.require_certificate();
         assert!(readiness.check().unwrap_err().contains("certificate"));
         readiness.set_certificate_loaded();
-        assert_eq!(readiness.check(), Ok(()));
+        assert_eq!(readiness.check(), Ok(vec![]));
 
-        let catalog = Arc::new(Flag::default());
-        readiness.track_catalog(catalog.clone());
-        assert!(readiness.check().unwrap_err().contains("not synced"));
-        catalog.0.store(true, Ordering::SeqCst);
-        assert_eq!(readiness.clone().check(), Ok(()), "clones share the state");
+        let index = SharedIndex::new(HookIndex::new());
+        index.watch_started("namespaces");
+        readiness.track_index(index.clone());
+        assert!(readiness.check().unwrap_err().contains("not synced yet: namespaces"));
+        index.watch_listed("namespaces");
+        assert_eq!(readiness.clone().check(), Ok(vec![]), "clones share the state");
+        index.watch_failed("namespaces", "connection refused".into());
+        let degraded = readiness.check().unwrap();
+        assert!(degraded[0].starts_with("namespaces: connection refused"), "{degraded:?}");
+
+        readiness.track_keys(KeyRing::none());
+        assert!(readiness.check().unwrap_err().contains("plan key"));
 
         readiness.begin_shutdown();
-        assert_eq!(readiness.check(), Err("shutting down"));
-        readiness.track_catalog(Arc::new(StaticCatalog::default()));
-        assert_eq!(readiness.check(), Err("shutting down"), "shutdown is final");
+        assert_eq!(readiness.check(), Err("shutting down".to_string()));
     }
 }

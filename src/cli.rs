@@ -39,9 +39,10 @@ pub enum Command {
     Controller(ControllerCommand),
     /// Preview offline what the webhook does to a pod (like `istioctl kube-inject`).
     Inject(InjectArgs),
-    /// Print the RestoreHook CustomResourceDefinition as YAML.
+    /// Print the CustomResourceDefinitions (RestoreHook, ClusterRestoreHook, RestoreRun) as YAML.
     Crd,
     /// Run the whole flow on a built-in API-server simulator: no cluster needed.
+    #[cfg(feature = "demo")]
     Demo(DemoArgs),
 }
 
@@ -66,6 +67,19 @@ pub struct EngineArgs {
     /// the invalid hook.
     #[arg(long, env = "RESTORE_HOOKS_ON_INVALID", value_enum, default_value_t = OnInvalidArg::Deny)]
     pub on_invalid: OnInvalidArg,
+    /// Longest exec timeout a hook may have; longer ones are capped, with an admission warning
+    /// (a running hook holds one of the controller's exec slots).
+    #[arg(long, env = "RESTORE_HOOKS_MAX_EXEC_TIMEOUT", value_parser = duration, default_value = "4h")]
+    pub max_exec_timeout: Duration,
+    /// Namespaces whose pods are never mutated and never exec'd into, whatever they carry
+    /// (the chart passes its own namespace, kube-system and kube-node-lease). Repeatable.
+    #[arg(
+        long = "exclude-namespace",
+        env = "RESTORE_HOOKS_EXCLUDE_NAMESPACES",
+        value_name = "NAMESPACE",
+        value_delimiter = ','
+    )]
+    pub exclude_namespaces: Vec<String>,
 }
 
 /// `--velero-hooks`: the command-line face of [`VeleroHooksMode`].
@@ -115,6 +129,8 @@ impl EngineArgs {
             velero_namespace: self.velero_namespace.clone(),
             velero_hooks: self.velero_hooks.into(),
             on_invalid: self.on_invalid.into(),
+            max_exec_timeout_ms: u64::try_from(self.max_exec_timeout.as_millis()).unwrap_or(u64::MAX),
+            excluded_namespaces: self.exclude_namespaces.clone(),
         }
     }
 }
@@ -157,6 +173,36 @@ pub struct RuntimeArgs {
     /// by the restore pod label only (webhook only).
     #[arg(long, env = "RESTORE_HOOKS_NO_CLUSTER")]
     pub no_cluster: bool,
+    /// This replica's name (the chart passes the pod name): the holder identity in the Lease
+    /// and the key of this replica's entry in RestoreHook status. Default: the host name.
+    #[arg(long, env = "RESTORE_HOOKS_IDENTITY")]
+    pub identity: Option<String>,
+    #[command(flatten)]
+    pub plan_key: PlanKeyArgs,
+}
+
+/// Where the key that signs exec plans comes from (docs/behaviour.md §9.2).
+#[derive(Clone, Debug, Args)]
+pub struct PlanKeyArgs {
+    /// Secret holding the plan key (data `current`, optional `previous`); created with a random
+    /// key on first start if missing. Every replica must use the same Secret.
+    #[arg(
+        long,
+        env = "RESTORE_HOOKS_PLAN_KEY_SECRET",
+        default_value = "restore-hooks-plan-key"
+    )]
+    pub plan_key_secret: String,
+    /// Namespace of that Secret. Default: the namespace this pod runs in (from its service
+    /// account), else `default`.
+    #[arg(long, env = "RESTORE_HOOKS_PLAN_KEY_NAMESPACE")]
+    pub plan_key_namespace: Option<String>,
+    /// Read the plan key from this file (raw bytes, at least 32) instead of a Secret: for
+    /// `--no-cluster`, and for `inject` output a cluster's controller should accept.
+    #[arg(long, env = "RESTORE_HOOKS_PLAN_KEY_FILE", value_name = "FILE")]
+    pub plan_key_file: Option<PathBuf>,
+    /// The previous key, when `--plan-key-file` is used during a rotation.
+    #[arg(long, env = "RESTORE_HOOKS_PREVIOUS_PLAN_KEY_FILE", value_name = "FILE", requires = "plan_key_file")]
+    pub previous_plan_key_file: Option<PathBuf>,
 }
 
 /// The HTTPS admission server.
@@ -188,9 +234,31 @@ pub struct WebhookArgs {
 /// The post-restore exec controller.
 #[derive(Clone, Debug, Args)]
 pub struct ControllerArgs {
-    /// Pods whose hooks run at the same time (hooks of one pod always run one at a time).
-    #[arg(long, env = "RESTORE_HOOKS_MAX_CONCURRENT_PODS", default_value_t = 16)]
-    pub max_concurrent_pods: usize,
+    /// Hooks that run at the same time, over all pods (hooks of one container always run one
+    /// at a time).
+    #[arg(
+        long,
+        alias = "max-concurrent-pods",
+        env = "RESTORE_HOOKS_MAX_CONCURRENT_EXECS",
+        default_value_t = 16
+    )]
+    pub max_concurrent_execs: usize,
+    /// Of those, how many one namespace may hold, so that one restore cannot starve the others.
+    /// Default: three quarters of --max-concurrent-execs, at least 1.
+    #[arg(long, env = "RESTORE_HOOKS_MAX_CONCURRENT_EXECS_PER_NAMESPACE")]
+    pub max_concurrent_execs_per_namespace: Option<usize>,
+    /// A hook found Running that this process did not start (a restart, a failover) counts as
+    /// still running until its startedAt + execTimeout + this grace; then it is recorded as
+    /// interrupted, and the container's next hook may start.
+    #[arg(long, env = "RESTORE_HOOKS_INHERITED_EXEC_GRACE", value_parser = duration, default_value = "30s")]
+    pub inherited_exec_grace: Duration,
+    /// A RestoreHook or ClusterRestoreHook that arrives after a pod of its restore was admitted
+    /// still adds its exec hooks to that pod if the pod is younger than this. 0 disables.
+    #[arg(long, env = "RESTORE_HOOKS_LATE_HOOK_WINDOW", value_parser = duration, default_value = "30m")]
+    pub late_hook_window: Duration,
+    /// RestoreRun objects are deleted this long after their restore's hooks completed.
+    #[arg(long, env = "RESTORE_HOOKS_RESTORE_RUN_RETENTION", value_parser = duration, default_value = "168h")]
+    pub restore_run_retention: Duration,
     /// Name of the coordination.k8s.io Lease that elects the replica allowed to exec.
     #[arg(
         long,
@@ -201,12 +269,18 @@ pub struct ControllerArgs {
     /// Namespace of the Lease (the chart passes the release namespace).
     #[arg(long, env = "RESTORE_HOOKS_LEASE_NAMESPACE", default_value = "default")]
     pub lease_namespace: String,
-    /// This replica's identity in the Lease (the chart passes the pod name).
-    #[arg(long, env = "RESTORE_HOOKS_IDENTITY")]
-    pub identity: Option<String>,
     /// How long a Lease stays valid without renewal.
     #[arg(long, env = "RESTORE_HOOKS_LEASE_DURATION", value_parser = duration, default_value = "15s")]
     pub lease_duration: Duration,
+}
+
+impl ControllerArgs {
+    /// `--max-concurrent-execs-per-namespace`, defaulted.
+    pub fn per_namespace_execs(&self) -> usize {
+        self.max_concurrent_execs_per_namespace
+            .unwrap_or_else(|| (self.max_concurrent_execs * 3 / 4).max(1))
+            .clamp(1, self.max_concurrent_execs.max(1))
+    }
 }
 
 #[derive(Clone, Debug, Args)]
@@ -275,6 +349,10 @@ pub struct InjectArgs {
     /// Output: the mutated pod (`yaml`, `json`) or the JSON Patch (`patch`).
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Yaml)]
     pub output: OutputFormat,
+    /// Sign the plan with this installation's key (raw bytes, at least 32), so that a cluster's
+    /// controller runs it. Without it the plan is unsigned: a preview only.
+    #[arg(long, value_name = "FILE")]
+    pub plan_key_file: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Args)]

@@ -1,63 +1,49 @@
 //! `restore-hooks demo`: the whole flow on the built-in API-server simulator, in one process.
 //!
-//! It starts the simulator (`kube-sim`), the HTTPS webhook (certificate from a throwaway CA made
-//! in memory, registered through a MutatingWebhookConfiguration, exactly as the chart does with
-//! cert-manager) and the controller; restores a small "database" into a namespace labelled as a
-//! restore namespace; prints every step as it happens; and checks that everything behaved as
-//! designed. Exit code 0 means it did; otherwise the error says what did not.
+//! It starts the [`Testbed`] (simulator, the HTTPS webhook registered as the chart registers it,
+//! see the testbed's module doc for what differs, and a controller); restores a small "database"
+//! into a namespace labelled as a restore namespace; then restores a cache pod whose RestoreHook
+//! arrives two seconds after it, as Velero restores custom resources after pods; prints every step
+//! as it happens; and checks that everything behaved as designed. Exit code 0 means it did;
+//! otherwise the error says what did not.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
-use base64::Engine as _;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, CustomResourceExt};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::admin::Readiness;
-use crate::catalog::HookCatalog;
-use crate::catalog::cluster::ClusterCatalog;
-use crate::cli::{ControllerArgs, DemoArgs, WebhookArgs};
-use crate::config::EngineConfig;
-use crate::controller::{self, ControllerDeps};
+use crate::cli::DemoArgs;
 use crate::hooks::plan::{
     EXEC_LABEL, EXEC_PENDING, ExecStatus, HookPhase, INJECTED_ANNOTATION, PLAN_ANNOTATION,
-    STATUS_ANNOTATION,
 };
-use crate::hooks::types::RestoreHook;
-use crate::metrics::Metrics;
-use crate::webhook::WebhookServer;
+use crate::hooks::types::{RestoreHook, RestoreRun};
+use crate::testbed::{ControllerHandle, Testbed, TestbedOptions, exec_label, exec_status};
 
 const NAMESPACE: &str = "shop";
 const RESTORE: &str = "demo-restore";
 const POD: &str = "postgres-0";
 const RESTORE_HOOK: &str = "postgres-rehydrate";
+const LATE_POD: &str = "cache-0";
+const LATE_HOOK: &str = "cache-warm";
 /// The whole demo must end well within this.
-const LIMIT: Duration = Duration::from_secs(30);
+const LIMIT: Duration = Duration::from_secs(45);
 
 /// Runs the demo, printing to standard output.
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
-    crate::install_crypto_provider();
     if args.verbose {
         let _ = tracing_subscriber::fmt()
             .with_env_filter("info,kube_sim=info,restore_hooks=info")
             .with_writer(std::io::stderr)
             .try_init();
     }
-    let workdir = tempfile::tempdir().context("creating the demo's work directory")?;
-    let mut demo = Demo::start(workdir.path(), args.verbose).await?;
+    let mut demo = Demo::start(args.verbose).await?;
     let result = tokio::time::timeout(LIMIT, demo.restore()).await;
     demo.stop().await;
     match result {
@@ -71,44 +57,42 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
 }
 
 struct Demo {
-    sim: Option<kube_sim::SimHandle>,
-    client: Client,
-    shutdown: CancellationToken,
-    tasks: Vec<JoinHandle<()>>,
-    controller: Option<JoinHandle<anyhow::Result<()>>>,
-    catalog: ClusterCatalog,
-    metrics: Metrics,
+    bed: Option<Testbed>,
+    controller: Option<ControllerHandle>,
+    printer: JoinHandle<()>,
+    stop_printer: CancellationToken,
     started: Instant,
 }
 
 impl Demo {
-    async fn start(workdir: &Path, verbose: bool) -> anyhow::Result<Self> {
+    async fn start(verbose: bool) -> anyhow::Result<Self> {
         let started = Instant::now();
         println!("restore-hooks demo: the webhook and the controller on a simulated cluster\n");
-        let sim = kube_sim::start(kube_sim::SimOptions {
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            workdir: workdir.join("cluster"),
-            kubelet: true,
+        let bed = Testbed::start(TestbedOptions {
+            webhook: true,
+            ..TestbedOptions::default()
         })
-        .await
-        .context("starting the API-server simulator")?;
-        let client = sim.client().await;
+        .await?;
         step(
             started,
             &format!(
-                "simulated API server at {} (pods run in {})",
-                sim.url(),
-                workdir.join("cluster").display()
+                "simulated API server at {}; CRDs RestoreHook, ClusterRestoreHook, RestoreRun installed",
+                bed.sim.url()
             ),
         );
-
-        let shutdown = CancellationToken::new();
-        let mut tasks = Vec::new();
+        step(
+            started,
+            &format!(
+                "webhook serving {} with a certificate from a throwaway CA, registered as the chart does (two webhooks: restore pod label, restore namespace label)",
+                bed.webhook_url.as_deref().unwrap_or_default()
+            ),
+        );
         // Print the simulated cluster's own steps as they happen.
-        {
-            let mut log = sim.subscribe_log();
-            let stop = shutdown.clone();
-            tasks.push(tokio::spawn(async move {
+        let stop_printer = CancellationToken::new();
+        let printer = {
+            let mut log = bed.sim.subscribe_log();
+            let stop = stop_printer.clone();
+            tokio::spawn(async move {
                 loop {
                     tokio::select! {
                         _ = stop.cancelled() => return,
@@ -119,166 +103,72 @@ impl Demo {
                         }
                     }
                 }
-            }));
-        }
-
-        // The CRD first, so that the webhook's RestoreHook cache can list it.
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        crds.create(&PostParams::default(), &RestoreHook::crd())
-            .await
-            .context("creating the RestoreHook CRD")?;
-        step(
-            started,
-            "installed the RestoreHook CRD (restorehooks.restore-hooks.dev)",
-        );
-
-        // The webhook: a throwaway CA and serving certificate, as cert-manager would issue.
-        let metrics = Metrics::new();
-        let engine = EngineConfig::default();
-        let (catalog, driver) = ClusterCatalog::start(client.clone(), &engine);
-        tasks.push(tokio::spawn(driver));
-        let pki = Pki::new().context("making the demo CA")?;
-        let tls_dir = workdir.join("tls");
-        std::fs::create_dir_all(&tls_dir)?;
-        std::fs::write(tls_dir.join("tls.crt"), &pki.cert_pem)?;
-        std::fs::write(tls_dir.join("tls.key"), &pki.key_pem)?;
-        let webhook_args = WebhookArgs {
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            tls_dir,
-            tls_reload_interval: Duration::from_secs(10),
-            shutdown_delay: Duration::ZERO,
-            shutdown_grace: Duration::from_secs(1),
+            })
         };
-        let bound = WebhookServer::bind(
-            &webhook_args,
-            Arc::new(catalog.clone()),
-            engine.clone(),
-            metrics.clone(),
-            Readiness::new(),
-        )
-        .context("starting the webhook")?;
-        let url = format!("https://{}/mutate", bound.local_addr());
-        {
-            let stop = shutdown.clone();
-            tasks.push(tokio::spawn(async move {
-                if let Err(e) = bound.serve(stop).await {
-                    eprintln!("webhook: {e}");
-                }
-            }));
-        }
-        register_webhook(&client, &url, &pki.ca_pem).await?;
-        step(
-            started,
-            &format!(
-                "webhook serving {url} with a certificate from a throwaway CA; MutatingWebhookConfiguration registered with that CA bundle"
-            ),
-        );
-
-        let controller = tokio::spawn(controller::run(ControllerDeps {
-            client: client.clone(),
-            args: ControllerArgs {
-                max_concurrent_pods: 4,
-                lease_name: "restore-hooks-controller".into(),
-                lease_namespace: "default".into(),
-                identity: Some("demo-controller".into()),
-                lease_duration: Duration::from_secs(15),
-            },
-            engine,
-            metrics: metrics.clone(),
-            shutdown: shutdown.clone(),
-        }));
+        let mut args = bed.controller_args();
+        args.max_concurrent_execs = 4;
+        let controller = bed.start_controller("demo-controller", args, None);
         let deadline = Instant::now() + Duration::from_secs(10);
-        while metrics.leader.get() != 1 {
-            ensure!(
-                Instant::now() < deadline,
-                "the controller did not acquire its Lease"
-            );
+        while !controller.is_leader() {
+            ensure!(Instant::now() < deadline, "the controller did not acquire its Lease");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        step(
-            started,
-            "controller running and leading (Lease default/restore-hooks-controller)",
-        );
+        step(started, "controller running and leading (Lease restore-hooks/restore-hooks-controller)");
         Ok(Self {
-            sim: Some(sim),
-            client,
-            shutdown,
-            tasks,
+            bed: Some(bed),
             controller: Some(controller),
-            catalog,
-            metrics,
+            printer,
+            stop_printer,
             started,
         })
     }
 
-    /// The restore: namespace, RestoreHook, pod; then watch it through and check the outcome.
+    fn bed(&self) -> &Testbed {
+        self.bed.as_ref().expect("running")
+    }
+
+    /// The restore: namespace, RestoreHook, pod; a late RestoreHook; then check the outcome.
     async fn restore(&mut self) -> anyhow::Result<()> {
         let t0 = self.started;
-        let namespaces: Api<Namespace> = Api::all(self.client.clone());
-        namespaces
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({
-                    "apiVersion": "v1", "kind": "Namespace",
-                    "metadata": {"name": NAMESPACE, "labels": {"restore-hooks.dev/restore": RESTORE}}
-                }))?,
-            )
-            .await
-            .context("creating the namespace")?;
+        let bed = self.bed();
+        bed.create_namespace(NAMESPACE, json!({"restore-hooks.dev/restore": RESTORE}))
+            .await?;
         step(
             t0,
             &format!(
                 "namespace {NAMESPACE} labelled restore-hooks.dev/restore={RESTORE}: pods created in it are restored pods"
             ),
         );
-
-        let hooks: Api<RestoreHook> = Api::namespaced(self.client.clone(), NAMESPACE);
-        let rh: RestoreHook = serde_json::from_value(json!({
-            "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
-            "metadata": {"name": RESTORE_HOOK, "namespace": NAMESPACE},
-            "spec": {
-                "restores": ["demo-*"],
-                "labelSelector": {"matchLabels": {"app": "postgres"}},
-                "postHooks": [
-                    {"exec": {
-                        "container": "db",
-                        "command": ["/bin/sh", "-c", "cat restored.txt && echo 'rows: 42' > rehydrated.txt && echo rehydrated"],
-                        "onError": "Fail",
-                        "waitTimeout": "20s",
-                        "execTimeout": "10s"
-                    }},
-                    {"exec": {
-                        "container": "db",
-                        "command": ["/bin/sh", "-c", "echo analyze: $(cat rehydrated.txt)"],
-                        "waitForReady": true
-                    }}
-                ]
-            }
-        }))?;
-        hooks
-            .create(&PostParams::default(), &rh)
-            .await
-            .context("creating the RestoreHook")?;
+        let hooks: Api<RestoreHook> = Api::namespaced(bed.client.clone(), NAMESPACE);
+        create_restore_hook(&hooks, RESTORE_HOOK, json!({
+            "restores": ["demo-*"],
+            "labelSelector": {"matchLabels": {"app": "postgres"}},
+            "postHooks": [
+                {"exec": {
+                    "container": "db",
+                    "command": ["/bin/sh", "-c", "cat restored.txt && echo 'rows: 42' > rehydrated.txt && echo rehydrated"],
+                    "onError": "Fail",
+                    "waitTimeout": "20s",
+                    "execTimeout": "10s"
+                }},
+                {"exec": {
+                    "container": "db",
+                    "command": ["/bin/sh", "-c", "echo analyze: $(cat rehydrated.txt)"],
+                    "waitForReady": true
+                }}
+            ]
+        }))
+        .await?;
         step(
             t0,
             &format!(
                 "RestoreHook {NAMESPACE}/{RESTORE_HOOK}: exec #0 (onError: Fail) rehydrates from the file the init hook wrote, exec #1 (waitForReady) analyzes"
             ),
         );
-        // The webhook decides from watch caches: wait until they have seen both objects.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self.catalog.namespace_labels(NAMESPACE).is_none()
-            || self.catalog.restore_hooks(NAMESPACE).is_empty()
-            || !self.catalog.is_synced()
-        {
-            ensure!(
-                Instant::now() < deadline,
-                "the webhook's caches did not see the namespace and the RestoreHook"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        // The webhook decides from its watch caches: wait until they have the RestoreHook.
+        self.wait_ready(RESTORE_HOOK).await?;
 
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), NAMESPACE);
+        let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NAMESPACE);
         let pod: Pod = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {
@@ -302,104 +192,56 @@ impl Demo {
         pods.create(&PostParams::default(), &pod)
             .await
             .context("creating the pod (admission through the webhook)")?;
+        let (pod, status) = follow(&pods, POD, t0).await?;
+        self.check_database(&pod, status.as_ref()).await?;
 
-        // Follow the hook status until the controller labels the pod: a watch, so that every
-        // recorded phase (Running before each exec, then the result) is shown.
-        let mut updates = watcher(
-            pods.clone(),
-            watcher::Config::default().labels("app=postgres"),
-        )
-        .default_backoff()
-        .applied_objects()
-        .boxed();
-        let mut shown: BTreeMap<usize, HookPhase> = BTreeMap::new();
-        let (pod, status) = loop {
-            let p = match updates.next().await {
-                Some(Ok(p)) if p.metadata.name.as_deref() == Some(POD) => p,
-                Some(_) => continue,
-                None => bail!("the pod watch ended"),
-            };
-            let status = read_status(&p)?;
-            if let Some(st) = &status {
-                for (i, h) in st.hooks.iter().enumerate() {
-                    if shown.get(&i) == Some(&h.phase) {
-                        continue;
-                    }
-                    shown.insert(i, h.phase);
-                    match h.phase {
-                        HookPhase::Pending => {}
-                        HookPhase::Running => step(
-                            t0,
-                            &format!(
-                                "controller: hook #{i} {} in container {}: Running (recorded before the exec)",
-                                h.name, h.container
-                            ),
-                        ),
-                        _ => step(
-                            t0,
-                            &format!(
-                                "controller: hook #{i} {}: {:?}{}{}{}",
-                                h.name,
-                                h.phase,
-                                h.exit_code
-                                    .map(|c| format!(" (exit {c})"))
-                                    .unwrap_or_default(),
-                                if h.message.is_empty() {
-                                    String::new()
-                                } else {
-                                    format!(": {}", h.message)
-                                },
-                                if h.stdout.is_empty() {
-                                    String::new()
-                                } else {
-                                    format!("; stdout: {}", one_line(&h.stdout))
-                                },
-                            ),
-                        ),
-                    }
-                }
-            }
-            let label = label(&p);
-            if label != EXEC_PENDING {
-                step(
-                    t0,
-                    &format!("controller: all hooks ended; label {EXEC_LABEL}={label}"),
-                );
-                break (p, status);
-            }
-        };
-        drop(updates);
-
-        self.check(&pod, status.as_ref()).await
+        // Velero restores pods before custom resources: the cache's RestoreHook comes later.
+        let cache: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": LATE_POD, "namespace": NAMESPACE, "labels": {"app": "cache"}},
+            "spec": {"containers": [{"name": "redis", "image": "redis:7"}]}
+        }))?;
+        println!();
+        step(t0, &format!("restoring pod {NAMESPACE}/{LATE_POD}: no hook selects it yet"));
+        pods.create(&PostParams::default(), &cache).await.context("creating the cache pod")?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        create_restore_hook(&hooks, LATE_HOOK, json!({
+            "labelSelector": {"matchLabels": {"app": "cache"}},
+            "postHooks": [{"exec": {"container": "redis", "command": ["/bin/sh", "-c", "echo warmed >> warm.log; echo cache warmed"]}}]
+        }))
+        .await?;
+        step(
+            t0,
+            &format!("RestoreHook {NAMESPACE}/{LATE_HOOK} created 2 s after its pod (as Velero restores it): its exec hook is added to the admitted pod"),
+        );
+        let (cache, status) = follow(&pods, LATE_POD, t0).await?;
+        self.check_late(&cache, status.as_ref())?;
+        self.check_restore_run().await?;
+        self.summary(&pod, &cache).await
     }
 
-    /// Everything the demo promises, checked; the first deviation is the error.
-    async fn check(&self, pod: &Pod, status: Option<&ExecStatus>) -> anyhow::Result<()> {
-        let injected = pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(INJECTED_ANNOTATION))
-            .cloned()
-            .unwrap_or_default();
+    async fn wait_ready(&self, name: &str) -> anyhow::Result<()> {
+        let bed = self.bed();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while bed.index.read().restore_hooks(NAMESPACE).all(|h| h.name != name) {
+            ensure!(Instant::now() < deadline, "the webhook's cache did not see RestoreHook {name}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    /// Everything the first restore promises, checked; the first deviation is the error.
+    async fn check_database(&self, pod: &Pod, status: Option<&ExecStatus>) -> anyhow::Result<()> {
+        let bed = self.bed();
+        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+        let injected = annotations.get(INJECTED_ANNOTATION).cloned().unwrap_or_default();
         ensure!(
             !injected.is_empty(),
             "the webhook did not inject the init container (no {INJECTED_ANNOTATION} annotation)"
         );
-        ensure!(
-            pod.metadata
-                .annotations
-                .as_ref()
-                .is_some_and(|a| a.contains_key(PLAN_ANNOTATION)),
-            "the webhook did not write the exec plan"
-        );
-        let sim = self.sim.as_ref().expect("running");
-        let dir = sim.pod_dir(NAMESPACE, POD);
-        let restored = std::fs::read_to_string(dir.join("restored.txt")).unwrap_or_default();
-        ensure!(
-            restored.trim() == "restored from backup",
-            "the init container did not write restored.txt"
-        );
+        ensure!(annotations.contains_key(PLAN_ANNOTATION), "the webhook did not write the exec plan");
+        let restored = std::fs::read_to_string(bed.pod_dir(NAMESPACE, POD).join("restored.txt")).unwrap_or_default();
+        ensure!(restored.trim() == "restored from backup", "the init container did not write restored.txt");
         let status = status.context("the controller wrote no hook status")?;
         let phases: Vec<HookPhase> = status.hooks.iter().map(|h| h.phase).collect();
         ensure!(
@@ -410,17 +252,14 @@ impl Demo {
             status.hooks[0].stdout.contains("restored from backup"),
             "hook #0 did not read the file the init container wrote"
         );
-        ensure!(
-            status.hooks[1].stdout.contains("rows: 42"),
-            "hook #1 did not run after hook #0"
-        );
-        ensure!(label(pod) == "done", "the pod is not labelled done");
+        ensure!(status.hooks[1].stdout.contains("rows: 42"), "hook #1 did not run after hook #0");
+        ensure!(exec_label(pod) == "done", "the pod is not labelled done");
 
         // Events and the RestoreHook status are written just after the label: give them a moment.
-        let events: Api<Event> = Api::namespaced(self.client.clone(), NAMESPACE);
-        let hooks: Api<RestoreHook> = Api::namespaced(self.client.clone(), NAMESPACE);
+        let events: Api<Event> = Api::namespaced(bed.client.clone(), NAMESPACE);
+        let hooks: Api<RestoreHook> = Api::namespaced(bed.client.clone(), NAMESPACE);
         let deadline = Instant::now() + Duration::from_secs(5);
-        let (reasons, counts) = loop {
+        let (reasons, counts, ready) = loop {
             let mut listed: Vec<Event> = events
                 .list(&ListParams::default())
                 .await?
@@ -428,175 +267,187 @@ impl Demo {
                 .into_iter()
                 .filter(|e| e.involved_object.name.as_deref() == Some(POD))
                 .collect();
-            // Lists come in name order (random generated names): show them as they happened.
-            listed.sort_by_key(|e| {
-                let rv = e.metadata.resource_version.as_deref().unwrap_or("");
-                (
-                    e.event_time.as_ref().map(|t| t.0),
-                    rv.parse::<u64>().unwrap_or(0),
-                )
-            });
+            listed.sort_by_key(|e| e.metadata.resource_version.as_deref().unwrap_or("").parse::<u64>().unwrap_or(0));
             let reasons: Vec<String> = listed.into_iter().filter_map(|e| e.reason).collect();
-            let counts = hooks.get(RESTORE_HOOK).await?.status.map(|s| {
-                (
-                    s.pods_planned,
-                    s.hooks.succeeded,
-                    s.hooks.failed,
-                    s.hooks.pending,
-                )
-            });
-            if (reasons.iter().any(|r| r == "HooksCompleted") && counts == Some((1, 2, 0, 0)))
+            let status = hooks.get(RESTORE_HOOK).await?.status;
+            let counts = status.as_ref().map(|s| (s.pods_planned, s.hooks.succeeded, s.hooks.failed, s.hooks.pending));
+            let ready = status
+                .iter()
+                .flat_map(|s| &s.conditions)
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            if (reasons.iter().any(|r| r == "HooksCompleted") && counts == Some((1, 2, 0, 0)) && ready)
                 || Instant::now() > deadline
             {
-                break (reasons, counts);
+                break (reasons, counts, ready);
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
         ensure!(
-            reasons.iter().filter(|r| *r == "HookSucceeded").count() == 2
-                && reasons.iter().any(|r| r == "HooksCompleted"),
+            reasons.iter().filter(|r| *r == "HookSucceeded").count() == 2 && reasons.iter().any(|r| r == "HooksCompleted"),
             "expected Events HookSucceeded x2 and HooksCompleted on the pod, got {reasons:?}"
         );
-        ensure!(
-            counts == Some((1, 2, 0, 0)),
-            "RestoreHook status: expected podsPlanned 1, succeeded 2, got {counts:?}"
-        );
+        ensure!(counts == Some((1, 2, 0, 0)), "RestoreHook status: expected podsPlanned 1, succeeded 2, got {counts:?}");
+        ensure!(ready, "RestoreHook {RESTORE_HOOK} is not Ready");
+        step(self.started, &format!("Events on the pod: {}", reasons.join(", ")));
         step(
             self.started,
-            &format!("Events on the pod: {}", reasons.join(", ")),
+            &format!("RestoreHook {NAMESPACE}/{RESTORE_HOOK} status: Ready, podsPlanned 1, hooks succeeded 2, failed 0, pending 0"),
         );
-        step(
-            self.started,
-            &format!(
-                "RestoreHook {NAMESPACE}/{RESTORE_HOOK} status: podsPlanned 1, hooks succeeded 2, failed 0, pending 0"
-            ),
-        );
+        Ok(())
+    }
 
-        println!("\nSummary ({NAMESPACE}/{POD}, restore {RESTORE}):");
-        println!(
-            "  {:<3} {:<20} {:<10} {:<10} {:<5} stdout",
-            "#", "hook", "container", "result", "exit"
+    fn check_late(&self, pod: &Pod, status: Option<&ExecStatus>) -> anyhow::Result<()> {
+        let status = status.context("the late hook left no status on the cache pod")?;
+        ensure!(
+            status.hooks.len() == 1 && status.hooks[0].phase == HookPhase::Succeeded,
+            "expected the late RestoreHook's hook Succeeded, got {:?}",
+            status.hooks
         );
-        for (i, h) in status.hooks.iter().enumerate() {
-            println!(
-                "  {:<3} {:<20} {:<10} {:<10} {:<5} {}",
-                i,
-                h.name,
-                h.container,
-                format!("{:?}", h.phase),
-                h.exit_code.map(|c| c.to_string()).unwrap_or_default(),
-                one_line(&h.stdout)
-            );
-        }
-        println!("  init containers injected: {injected}");
-        let m = &self.metrics;
+        ensure!(exec_label(pod) == "done", "the cache pod is not labelled done");
+        let runs = std::fs::read_to_string(self.bed().pod_dir(NAMESPACE, LATE_POD).join("warm.log")).unwrap_or_default();
+        ensure!(runs == "warmed\n", "the late hook ran {} times, not once", runs.lines().count());
+        step(self.started, &format!("late RestoreHook {LATE_HOOK}: its exec hook ran exactly once in {LATE_POD}"));
+        Ok(())
+    }
+
+    async fn check_restore_run(&self) -> anyhow::Result<()> {
+        let api: Api<RestoreRun> = Api::all(self.bed().client.clone());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let run = loop {
+            let run = api.get_opt(RESTORE).await?;
+            let done = run.as_ref().and_then(|r| r.status.as_ref()).is_some_and(|s| s.phase == "Completed" && s.pods_planned == 2);
+            if done || Instant::now() > deadline {
+                break run;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let status = run.and_then(|r| r.status).context("no RestoreRun for the restore")?;
+        ensure!(
+            status.phase == "Completed" && status.pods_planned == 2 && status.hooks.succeeded == 3,
+            "RestoreRun {RESTORE}: expected Completed with 2 pods and 3 hooks succeeded, got {} with {} pods, {:?}",
+            status.phase,
+            status.pods_planned,
+            status.hooks
+        );
+        println!("\n$ kubectl get restoreruns");
+        println!("{:<14} {:<14} {:<10} {:<5} {:<10} {:<7} {:<8} {:<8}", "NAME", "RESTORE", "PHASE", "PODS", "SUCCEEDED", "FAILED", "SKIPPED", "PENDING");
         println!(
-            "  metrics: admission requests patched {}, exec hooks succeeded {}, failed {}",
+            "{:<14} {:<14} {:<10} {:<5} {:<10} {:<7} {:<8} {:<8}",
+            RESTORE, RESTORE, status.phase, status.pods_planned, status.hooks.succeeded, status.hooks.failed, status.hooks.skipped, status.hooks.pending
+        );
+        Ok(())
+    }
+
+    async fn summary(&self, pod: &Pod, cache: &Pod) -> anyhow::Result<()> {
+        println!("\nSummary (restore {RESTORE}):");
+        println!("  {:<12} {:<3} {:<20} {:<10} {:<10} {:<5} stdout", "pod", "#", "hook", "container", "result", "exit");
+        for p in [pod, cache] {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            for (i, h) in exec_status(p).map(|s| s.hooks).unwrap_or_default().iter().enumerate() {
+                println!(
+                    "  {:<12} {:<3} {:<20} {:<10} {:<10} {:<5} {}",
+                    name,
+                    i,
+                    h.name,
+                    h.container,
+                    format!("{:?}", h.phase),
+                    h.exit_code.map(|c| c.to_string()).unwrap_or_default(),
+                    one_line(&h.stdout)
+                );
+            }
+        }
+        let injected = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(INJECTED_ANNOTATION))
+            .cloned()
+            .unwrap_or_default();
+        println!("  init containers injected into {POD}: {injected}");
+        let m = &self.bed().metrics;
+        let c = self.controller.as_ref().expect("running");
+        println!(
+            "  metrics: admission requests patched {}, exec hooks succeeded {}, failed {}, late hooks added {}",
             m.admission_requests.with_label_values(&["patched"]).get(),
-            m.exec_hooks.with_label_values(&["succeeded"]).get(),
-            m.exec_hooks.with_label_values(&["failed"]).get(),
+            c.hooks("succeeded"),
+            c.hooks("failed"),
+            c.metrics.late_hooks.get(),
         );
         println!("  elapsed: {:.1?}", self.started.elapsed());
         Ok(())
     }
 
     async fn stop(&mut self) {
-        self.shutdown.cancel();
-        if let Some(c) = self.controller.take() {
-            match tokio::time::timeout(Duration::from_secs(10), c).await {
-                Ok(Ok(Err(e))) => eprintln!("controller: {e:#}"),
-                Err(_) => eprintln!("controller: did not stop in time"),
-                _ => {}
-            }
+        if let Some(c) = self.controller.take()
+            && let Err(e) = c.stop().await
+        {
+            eprintln!("controller: {e:#}");
         }
-        for t in self.tasks.drain(..) {
-            t.abort();
-            let _ = t.await;
-        }
-        if let Some(sim) = self.sim.take() {
-            sim.shutdown().await;
+        self.stop_printer.cancel();
+        let _ = (&mut self.printer).await;
+        if let Some(bed) = self.bed.take() {
+            bed.stop().await;
         }
     }
 }
 
-async fn register_webhook(client: &Client, url: &str, ca_pem: &str) -> anyhow::Result<()> {
-    let gvk = GroupVersionKind::gvk(
-        "admissionregistration.k8s.io",
-        "v1",
-        "MutatingWebhookConfiguration",
-    );
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
-    let config: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": "restore-hooks"},
-        "webhooks": [{
-            "name": "pods.restore-hooks.dev",
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Fail",
-            "reinvocationPolicy": "IfNeeded",
-            "timeoutSeconds": 10,
-            "clientConfig": {
-                "url": url,
-                "caBundle": base64::engine::general_purpose::STANDARD.encode(ca_pem),
-            },
-            "rules": [{
-                "operations": ["CREATE"],
-                "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
-                "scope": "Namespaced"
-            }]
-        }]
+async fn create_restore_hook(api: &Api<RestoreHook>, name: &str, spec: Value) -> anyhow::Result<()> {
+    let rh: RestoreHook = serde_json::from_value(json!({
+        "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": spec,
     }))?;
-    api.create(&PostParams::default(), &config)
+    api.create(&PostParams::default(), &rh)
         .await
-        .context("registering the MutatingWebhookConfiguration")?;
+        .with_context(|| format!("creating RestoreHook {name}"))?;
     Ok(())
 }
 
-/// A CA and a serving certificate for 127.0.0.1 and localhost, in memory.
-struct Pki {
-    ca_pem: String,
-    cert_pem: String,
-    key_pem: String,
-}
-
-impl Pki {
-    fn new() -> anyhow::Result<Self> {
-        let mut ca = CertificateParams::new(Vec::<String>::new())?;
-        ca.distinguished_name
-            .push(DnType::CommonName, "restore-hooks demo CA");
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate()?)?;
-        let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".into()])?;
-        leaf.distinguished_name
-            .push(DnType::CommonName, "restore-hooks webhook");
-        let key = KeyPair::generate()?;
-        let cert = leaf.signed_by(&key, &ca)?;
-        Ok(Self {
-            ca_pem: ca.pem(),
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-        })
+/// Follows a pod's hook status until the controller labels it: a watch, so that every recorded
+/// phase (Running before each exec, then the result) is shown.
+async fn follow(pods: &Api<Pod>, name: &str, t0: Instant) -> anyhow::Result<(Pod, Option<ExecStatus>)> {
+    let mut updates = watcher(pods.clone(), watcher::Config::default().fields(&format!("metadata.name={name}")))
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    let mut shown: BTreeMap<usize, HookPhase> = BTreeMap::new();
+    loop {
+        let p = match updates.next().await {
+            Some(Ok(p)) => p,
+            Some(Err(_)) => continue,
+            None => bail!("the pod watch ended"),
+        };
+        let status = exec_status(&p);
+        for (i, h) in status.iter().flat_map(|s| s.hooks.iter()).enumerate() {
+            if shown.get(&i) == Some(&h.phase) {
+                continue;
+            }
+            shown.insert(i, h.phase);
+            match h.phase {
+                HookPhase::Pending => {}
+                HookPhase::Running => step(
+                    t0,
+                    &format!("controller: {name} hook #{i} {} in container {}: Running (recorded before the exec)", h.name, h.container),
+                ),
+                _ => step(
+                    t0,
+                    &format!(
+                        "controller: {name} hook #{i} {}: {:?}{}{}{}",
+                        h.name,
+                        h.phase,
+                        h.exit_code.map(|c| format!(" (exit {c})")).unwrap_or_default(),
+                        if h.message.is_empty() { String::new() } else { format!(": {}", h.message) },
+                        if h.stdout.is_empty() { String::new() } else { format!("; stdout: {}", one_line(&h.stdout)) },
+                    ),
+                ),
+            }
+        }
+        let label = exec_label(&p);
+        if !label.is_empty() && label != EXEC_PENDING {
+            step(t0, &format!("controller: all hooks of {name} ended; label {EXEC_LABEL}={label}"));
+            return Ok((p, status));
+        }
     }
-}
-
-fn read_status(p: &Pod) -> anyhow::Result<Option<ExecStatus>> {
-    p.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(STATUS_ANNOTATION))
-        .map(|s| ExecStatus::from_annotation(s).context("reading the hook status"))
-        .transpose()
-}
-
-fn label(p: &Pod) -> String {
-    p.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(EXEC_LABEL))
-        .cloned()
-        .unwrap_or_default()
 }
 
 fn step(started: Instant, text: &str) {
@@ -608,33 +459,22 @@ fn one_line(s: &str) -> String {
 }
 
 fn print_sim_event(started: Instant, ev: &kube_sim::SimEvent, verbose: bool) {
-    use kube_sim::SimEventKind as K;
-    let relevant = ev.namespace == NAMESPACE || verbose;
-    if !relevant {
+    if ev.namespace != NAMESPACE && !verbose {
         return;
     }
-    match ev.kind {
-        K::Admission => {
-            // "webhook "x" patched (N ops): [ ...ops... ]": one line per operation.
-            if let Some((head, ops)) = ev.message.split_once(": [")
-                && let Ok(Value::Array(ops)) = serde_json::from_str::<Value>(&format!("[{ops}"))
-            {
-                step(
-                    started,
-                    &format!("cluster: admission of {}/{}: {head}", ev.namespace, ev.name),
+    match (&ev.kind, &ev.patch) {
+        (kube_sim::SimEventKind::Admission, Some(Value::Array(ops))) => {
+            let head = ev.message.split(": [").next().unwrap_or(&ev.message);
+            step(started, &format!("cluster: admission of {}/{}: {head}", ev.namespace, ev.name));
+            for op in ops {
+                let value = op.get("value").map(abbreviate).unwrap_or_default();
+                println!(
+                    "           {} {} {}",
+                    op.get("op").and_then(Value::as_str).unwrap_or("?"),
+                    op.get("path").and_then(Value::as_str).unwrap_or("?"),
+                    value
                 );
-                for op in ops {
-                    let value = op.get("value").map(abbreviate).unwrap_or_default();
-                    println!(
-                        "           {} {} {}",
-                        op.get("op").and_then(Value::as_str).unwrap_or("?"),
-                        op.get("path").and_then(Value::as_str).unwrap_or("?"),
-                        value
-                    );
-                }
-                return;
             }
-            step(started, &format!("cluster: {ev}"));
         }
         _ => step(started, &format!("cluster: {ev}")),
     }

@@ -8,7 +8,9 @@ use serde_json::Value;
 
 use crate::catalog::static_files::{DocumentDefaults, load_with_defaults};
 use crate::cli::{InjectArgs, OutputFormat};
-use crate::inject::{Decision, evaluate};
+use crate::hooks::pod::AdmittedPod;
+use crate::hooks::resolve::PodContext;
+use crate::inject::{Decision, Issuer, evaluate};
 
 /// Exit codes: 0 admitted, 1 denied (the webhook's message on stderr), 2 unusable input.
 pub fn run(args: &InjectArgs) -> ExitCode {
@@ -74,7 +76,24 @@ pub fn preview(args: &InjectArgs) -> anyhow::Result<Preview> {
         namespace_labels.insert(config.restore_namespace_label.clone(), restore.clone());
     }
 
-    let decision = evaluate(&pod, &namespace, &catalog, &config)?;
+    let keys = args
+        .plan_key_file
+        .as_deref()
+        .map(|f| crate::plan_key::from_files(f, None))
+        .transpose()?;
+    let index = catalog.index();
+    let view = AdmittedPod::from_value(&pod)
+        .map_err(|e| anyhow::anyhow!("{}: the object is not a valid Pod: {e}", args.file.display()))?;
+    let ctx = PodContext {
+        pod: &view,
+        namespace: &namespace,
+        namespace_labels: index.namespace_labels(&namespace),
+    };
+    let issuer = Issuer {
+        keys: keys.as_ref(),
+        now: jiff::Timestamp::now(),
+    };
+    let decision = evaluate(&ctx, &index, &config, &issuer);
     let (patch, warnings) = match decision {
         Decision::Deny { message } => {
             return Ok(Preview {

@@ -1,19 +1,23 @@
 //! restore-hooks: Velero-style restore hooks for any Kubernetes restore.
 #![forbid(unsafe_code)]
 
-pub use restore_hooks_core::{config, hooks, inject};
+pub use restore_hooks_core::{config, hooks, index, inject};
 
 pub mod admin;
 pub mod catalog;
 pub mod cli;
 pub mod controller;
 pub mod crd;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod inject_cli;
 pub mod metrics;
+pub mod plan_key;
 pub mod runtime;
 pub mod shutdown;
 pub mod telemetry;
+#[cfg(feature = "demo")]
+pub mod testbed;
 pub mod webhook;
 
 /// Installs ring as rustls' process-wide crypto provider. Exactly one provider is compiled in;

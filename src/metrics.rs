@@ -1,9 +1,9 @@
-//! Prometheus metrics of the webhook and the controller (product.md §6). One registry per
+//! Prometheus metrics of the webhook and the controller (docs/operations.md). One registry per
 //! process (not the global one) so that tests can run several servers side by side.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
-    TextEncoder,
+    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 #[derive(Clone)]
@@ -21,6 +21,21 @@ pub struct Metrics {
     /// `result`: `success`, `error`.
     pub tls_reloads: IntCounterVec,
     pub leader: IntGauge,
+    /// Unix time of the serving certificate's notAfter (alert before it passes).
+    pub certificate_expiry: IntGauge,
+    /// `resource`: 1 while that watch is connected and has its list, 0 while it fails.
+    pub watch_healthy: IntGaugeVec,
+    /// `resource`: watch errors (each is retried with backoff).
+    pub watch_errors: IntCounterVec,
+    /// `reason`: pods whose plan or status failed verification; nothing of theirs ran.
+    pub plans_rejected: IntCounterVec,
+    /// Exec hooks appended to running pods' plans by hook objects that arrived late.
+    pub late_hooks: IntCounter,
+    /// Hooks currently holding an exec slot.
+    pub exec_slots_in_use: IntGauge,
+    /// `result`: namespaces the admission path had to read from the API server because the
+    /// watch cache did not know them yet (`found`, `not_found`, `error`).
+    pub namespace_lookups: IntCounterVec,
 }
 
 impl Metrics {
@@ -86,6 +101,53 @@ impl Metrics {
             "1 while this replica holds the controller Lease and may exec hooks",
         )
         .expect("valid metric");
+        let certificate_expiry = IntGauge::new(
+            "restore_hooks_serving_certificate_expiry_timestamp_seconds",
+            "Unix time at which the serving certificate in --tls-dir expires (its notAfter)",
+        )
+        .expect("valid metric");
+        let watch_healthy = IntGaugeVec::new(
+            Opts::new(
+                "restore_hooks_watch_healthy",
+                "1 while the watch of this resource is connected and synced, 0 while it fails",
+            ),
+            &["resource"],
+        )
+        .expect("valid metric");
+        let watch_errors = IntCounterVec::new(
+            Opts::new(
+                "restore_hooks_watch_errors_total",
+                "Errors of the watch of this resource (each retried with backoff)",
+            ),
+            &["resource"],
+        )
+        .expect("valid metric");
+        let plans_rejected = IntCounterVec::new(
+            Opts::new(
+                "restore_hooks_plans_rejected_total",
+                "Pods whose exec plan or status failed verification; none of their hooks ran",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
+        let late_hooks = IntCounter::new(
+            "restore_hooks_late_hooks_total",
+            "Exec hooks appended to admitted pods by RestoreHooks or ClusterRestoreHooks that arrived after them",
+        )
+        .expect("valid metric");
+        let exec_slots_in_use = IntGauge::new(
+            "restore_hooks_exec_slots_in_use",
+            "Hooks holding one of the --max-concurrent-execs slots",
+        )
+        .expect("valid metric");
+        let namespace_lookups = IntCounterVec::new(
+            Opts::new(
+                "restore_hooks_namespace_lookups_total",
+                "Namespaces admission read from the API server because the watch cache did not know them",
+            ),
+            &["result"],
+        )
+        .expect("valid metric");
         for c in [
             Box::new(admission_requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(admission_duration.clone()),
@@ -95,6 +157,13 @@ impl Metrics {
             Box::new(pending_pods.clone()),
             Box::new(tls_reloads.clone()),
             Box::new(leader.clone()),
+            Box::new(certificate_expiry.clone()),
+            Box::new(watch_healthy.clone()),
+            Box::new(watch_errors.clone()),
+            Box::new(plans_rejected.clone()),
+            Box::new(late_hooks.clone()),
+            Box::new(exec_slots_in_use.clone()),
+            Box::new(namespace_lookups.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
         }
@@ -108,6 +177,13 @@ impl Metrics {
             pending_pods,
             tls_reloads,
             leader,
+            certificate_expiry,
+            watch_healthy,
+            watch_errors,
+            plans_rejected,
+            late_hooks,
+            exec_slots_in_use,
+            namespace_lookups,
         }
     }
 

@@ -14,15 +14,15 @@ use futures::{FutureExt as _, StreamExt as _, TryFutureExt as _};
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::{AdminServer, Readiness};
-use crate::catalog::cluster::ClusterCatalog;
-use crate::catalog::{HookCatalog, LayeredCatalog, StaticCatalog, load_static};
+use crate::catalog::{HookIndex, SharedIndex, StaticCatalog, load_static};
 use crate::cli::{
-    ControllerArgs, ControllerCommand, EngineArgs, RuntimeArgs, ServeArgs, WebhookArgs,
-    WebhookCommand,
+    ControllerArgs, ControllerCommand, EngineArgs, PlanKeyArgs, RuntimeArgs, ServeArgs,
+    WebhookArgs, WebhookCommand,
 };
 use crate::controller::{self, ControllerDeps};
 use crate::metrics::Metrics;
-use crate::webhook::WebhookServer;
+use crate::plan_key::{KeyRing, SecretKeys, from_files};
+use crate::webhook::{WebhookServer, WebhookSources};
 
 pub async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     run(
@@ -78,19 +78,45 @@ async fn run(
         )?)
     };
 
-    // Stops background work (watch caches) once every component has stopped.
+    // Stops background work (watch caches, the key watch) once every component has stopped.
     let background = CancellationToken::new();
+    let spawn_background = |future: BoxFuture<'static, ()>| {
+        let stop = background.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = future => {}
+            }
+        });
+    };
+    let identity = runtime
+        .identity
+        .clone()
+        .unwrap_or_else(controller::lease::default_identity);
+    let index = shared_index(&runtime, client.clone(), &engine, &metrics, &spawn_background)?;
+    // Only a process that runs the controller creates the key: a split webhook waits for it.
+    let keys = plan_keys(&runtime.plan_key, client.clone(), controller.is_some(), &spawn_background)?;
     let mut components: Vec<Component> = Vec::new();
 
     if let Some(args) = webhook {
-        let catalog = webhook_catalog(&runtime, client.clone(), &engine, &background)?;
+        let sources = WebhookSources {
+            index: index.clone(),
+            keys: keys.clone(),
+            namespaces: client.clone().map(kube::Api::all),
+        };
         let bound = WebhookServer::bind(
             &args,
-            catalog,
+            sources,
             engine.clone(),
             metrics.clone(),
             readiness.clone(),
         )?;
+        if let Some(client) = client.clone() {
+            spawn_background(
+                crate::webhook::observed::report(client, index.clone(), identity.clone(), background.clone())
+                    .boxed(),
+            );
+        }
         components.push((
             "webhook",
             bound
@@ -103,11 +129,16 @@ async fn run(
         let client = client
             .clone()
             .expect("checked above: the controller has a client");
+        readiness.track_index(index.clone());
+        readiness.track_keys(keys.clone());
         let deps = ControllerDeps {
             client,
             args,
             engine: engine.clone(),
             metrics: metrics.clone(),
+            identity: identity.clone(),
+            index: index.clone(),
+            keys: keys.clone(),
             shutdown: shutdown.clone(),
         };
         components.push(("controller", controller::run(deps).boxed()));
@@ -179,35 +210,69 @@ async fn run(
     }
 }
 
-/// `--hooks` documents, layered over the cluster's watch caches unless `--no-cluster`.
-fn webhook_catalog(
+/// `--hooks` documents compiled into the index, and the cluster's watches feeding it unless
+/// `--no-cluster`.
+fn shared_index(
     runtime: &RuntimeArgs,
     client: Option<kube::Client>,
     engine: &crate::config::EngineConfig,
-    background: &CancellationToken,
-) -> anyhow::Result<Arc<dyn HookCatalog>> {
+    metrics: &Metrics,
+    spawn_background: &dyn Fn(BoxFuture<'static, ()>),
+) -> anyhow::Result<Arc<SharedIndex>> {
     let statics: StaticCatalog = load_static(&runtime.hooks).context("cannot load --hooks")?;
     if !runtime.hooks.is_empty() {
         tracing::info!(
             files = runtime.hooks.len(),
             restore_hooks = statics.restore_hooks.len(),
+            cluster_restore_hooks = statics.cluster_restore_hooks.len(),
             velero_restores = statics.velero_restores.len(),
             "static hook documents loaded"
         );
     }
+    let mut index = HookIndex::new();
+    statics.apply_to(&mut index);
+    let index = SharedIndex::new(index);
+    if let Some(client) = client {
+        spawn_background(
+            crate::catalog::cluster::watch_into(client, engine, index.clone(), metrics.clone())
+                .boxed(),
+        );
+    }
+    Ok(index)
+}
+
+/// The plan key: from `--plan-key-file`, else from the Secret (created when missing by a process
+/// that runs the controller), else none (`--no-cluster` without a key file: plans are issued
+/// unsigned, and no cluster's controller runs them).
+fn plan_keys(
+    args: &PlanKeyArgs,
+    client: Option<kube::Client>,
+    create: bool,
+    spawn_background: &dyn Fn(BoxFuture<'static, ()>),
+) -> anyhow::Result<KeyRing> {
+    if let Some(file) = &args.plan_key_file {
+        let keys = from_files(file, args.previous_plan_key_file.as_deref())?;
+        tracing::info!(file = %file.display(), current = keys.current_id(), "plan key loaded from file");
+        return Ok(KeyRing::fixed(keys));
+    }
     let Some(client) = client else {
-        return Ok(Arc::new(statics));
+        tracing::warn!("no --plan-key-file with --no-cluster: plans are issued unsigned and no controller will run them");
+        return Ok(KeyRing::none());
     };
-    let (cluster, driver) = ClusterCatalog::start(client, engine);
-    let stop = background.clone();
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = stop.cancelled() => {}
-            _ = driver => {}
-        }
-    });
-    Ok(Arc::new(LayeredCatalog {
-        first: statics,
-        second: cluster,
-    }))
+    let namespace = args
+        .plan_key_namespace
+        .clone()
+        .or_else(own_namespace)
+        .unwrap_or_else(|| "default".to_string());
+    let (keys, driver) = SecretKeys::new(client, &namespace, &args.plan_key_secret, create).start();
+    spawn_background(driver.boxed());
+    Ok(keys)
+}
+
+/// The namespace this pod runs in, from its service account mount.
+fn own_namespace() -> Option<String> {
+    std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
 }

@@ -32,7 +32,15 @@ pub struct EngineConfig {
     pub velero_namespace: String,
     pub velero_hooks: VeleroHooksMode,
     pub on_invalid: OnInvalid,
+    /// `--max-exec-timeout`: longer exec timeouts are capped (a hook holds an exec slot while it
+    /// runs; docs/behaviour.md §6.11).
+    pub max_exec_timeout_ms: u64,
+    /// Namespaces never mutated and never exec'd into (docs/behaviour.md §1.3).
+    pub excluded_namespaces: Vec<String>,
 }
+
+/// Default `--max-exec-timeout`: 4 h, Velero's own cap.
+pub const DEFAULT_MAX_EXEC_TIMEOUT_MS: u64 = 4 * 3_600_000;
 
 pub const DEFAULT_RESTORE_LABEL: &str = "velero.io/restore-name";
 pub const DEFAULT_RESTORE_NAMESPACE_LABEL: &str = "restore-hooks.dev/restore";
@@ -46,6 +54,8 @@ impl Default for EngineConfig {
             velero_namespace: DEFAULT_VELERO_NAMESPACE.to_string(),
             velero_hooks: VeleroHooksMode::Defer,
             on_invalid: OnInvalid::Deny,
+            max_exec_timeout_ms: DEFAULT_MAX_EXEC_TIMEOUT_MS,
+            excluded_namespaces: Vec::new(),
         }
     }
 }

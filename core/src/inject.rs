@@ -1,28 +1,42 @@
 //! The webhook's decision for one pod, shared by `POST /mutate` and `restore-hooks inject`: one
-//! code path decides, two front ends (product.md §4).
+//! code path decides, two front ends (docs/behaviour.md §4).
 //!
-//! The patch only ever adds or removes what this product owns; it never rewrites a list or the
-//! spec from a typed struct, so fields newer than our Kubernetes API version survive.
+//! The patch only ever adds, replaces or removes what this product owns; it never rewrites a list
+//! or the spec from a typed struct, so fields newer than our Kubernetes API version survive. It is
+//! computed from the pod view alone: the request's object is never built as a JSON tree.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
+use jiff::Timestamp;
 use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
+use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation};
 use serde_json::Value;
 
-use crate::catalog::HookCatalog;
 use crate::config::{EngineConfig, OnInvalid};
 use crate::hooks::plan::{
-    EXEC_LABEL, EXEC_PENDING, ExecPlan, INJECTED_ANNOTATION, PLAN_ANNOTATION, STATUS_ANNOTATION,
+    EXEC_LABEL, EXEC_PENDING, ExecPlan, INJECTED_ANNOTATION, MAX_PLAN_BYTES,
+    MAX_STATUS_BYTES, MAX_TOTAL_ANNOTATION_BYTES, PLAN_ANNOTATION, RESTORE_RUN_LABEL,
+    STATUS_ANNOTATION,
 };
-use crate::hooks::pod::AdmittedPod;
-use crate::hooks::resolve::{HookSources, InitContainer, Resolution, resolve_hooks};
+use crate::hooks::resolve::{Placement, PodContext, Resolution, resolve_hooks};
 use crate::hooks::scope::restore_scope;
-use crate::hooks::types::RestoreHook;
+use crate::hooks::signing::{
+    PLAN_SIGNATURE_ANNOTATION, PlanKeys, PodBinding, STATUS_SIGNATURE_ANNOTATION,
+};
+use crate::index::HookIndex;
+use crate::state::timestamp;
 
-/// Init containers that Velero's file-system restore puts first; hook containers go after them.
-const RESTORE_WAIT_CONTAINERS: [&str; 2] = ["restore-wait", "restic-wait"];
+/// Init containers that Velero's file-system restore puts in the pod; hook containers go after
+/// the last of them, because they need the restored volume data (docs/behaviour.md §4.2).
+pub const RESTORE_WAIT_CONTAINERS: [&str; 2] = ["restore-wait", "restic-wait"];
+
+/// How plans are issued: the installation's keys (none: unsigned, `inject` without a key) and the
+/// time to stamp into `issuedAt`.
+#[derive(Clone, Copy, Debug)]
+pub struct Issuer<'a> {
+    pub keys: Option<&'a PlanKeys>,
+    pub now: Timestamp,
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Decision {
@@ -32,49 +46,35 @@ pub enum Decision {
     Patch {
         patch: Patch,
         warnings: Vec<String>,
-        /// Names of the init containers the patch adds, in order.
+        /// Names of the init containers the patch adds or replaces, in order.
         injected: Vec<String>,
     },
-    /// Deny with this message (invalid hooks under `--on-invalid deny`).
+    /// Deny with this message (invalid hooks under `--on-invalid deny`, or a plan too large).
     Deny { message: String },
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("the object is not a valid Pod: {0}")]
-pub struct NotAPod(#[from] serde_json::Error);
-
-/// Decides what happens to `pod` (its JSON as admitted), created in `namespace`.
+/// Decides what happens to the pod.
 pub fn evaluate(
-    pod_json: &Value,
-    namespace: &str,
-    catalog: &dyn HookCatalog,
+    ctx: &PodContext<'_>,
+    index: &HookIndex,
     config: &EngineConfig,
-) -> Result<Decision, NotAPod> {
-    let pod = AdmittedPod::from_json(pod_json)?;
-    let namespace_labels = catalog.namespace_labels(namespace);
-    let Some(scope) = restore_scope(pod.labels(), namespace_labels.as_ref(), config) else {
-        return Ok(Decision::Unchanged { warnings: vec![] });
+    issuer: &Issuer<'_>,
+) -> Decision {
+    let Some(scope) = restore_scope(ctx.namespace, ctx.pod.labels(), ctx.namespace_labels, config) else {
+        return Decision::Unchanged { warnings: vec![] };
     };
-    let velero_restore = catalog.velero_restore(&config.velero_namespace, &scope.restore);
-    let restore_hooks: Vec<Arc<RestoreHook>> = catalog.restore_hooks(namespace);
-    let restore_hooks: Vec<&RestoreHook> = restore_hooks.iter().map(Arc::as_ref).collect();
-    let sources = HookSources {
-        velero_restore: velero_restore.as_deref(),
-        restore_hooks: &restore_hooks,
-    };
-    let resolution = resolve_hooks(&pod, namespace, &scope, sources, config);
-    Ok(decide(pod_json, &pod, namespace, resolution, config))
+    let resolution = resolve_hooks(ctx, &scope, index, config);
+    decide(ctx, resolution, config, issuer)
 }
 
 /// Turns a resolution into the admission decision for this pod.
 pub fn decide(
-    pod_json: &Value,
-    pod: &AdmittedPod<'_>,
-    namespace: &str,
+    ctx: &PodContext<'_>,
     resolution: Resolution,
     config: &EngineConfig,
+    issuer: &Issuer<'_>,
 ) -> Decision {
-    let who = pod.display(namespace);
+    let who = ctx.pod.display(ctx.namespace);
     if !resolution.problems.is_empty() && config.on_invalid == OnInvalid::Deny {
         let problems: Vec<String> = resolution.problems.iter().map(|p| p.to_string()).collect();
         return Decision::Deny {
@@ -82,33 +82,34 @@ pub fn decide(
                 "restore-hooks: pod {who} (restore {:?}) has invalid restore hooks: {}. Fix the \
                  hook definitions and recreate the pod, or run the webhook with --on-invalid warn \
                  to admit pods without their invalid hooks",
-                resolution.scope.restore,
+                resolution.restore,
                 problems.join("; ")
             ),
         };
     }
-    let warnings: Vec<String> = resolution
+    let mut warnings: Vec<String> = resolution
         .problems
         .iter()
         .map(|p| format!("restore-hooks: pod {who}: skipped invalid hook {p}"))
         .collect();
-    let (ops, injected) = build_patch(pod_json, pod, resolution);
-    if ops.is_empty() {
-        Decision::Unchanged { warnings }
-    } else {
-        Decision::Patch {
+    warnings.extend(
+        resolution
+            .notes
+            .iter()
+            .map(|n| format!("restore-hooks: pod {who}: {n}")),
+    );
+    let restore = resolution.restore.clone();
+    match build_patch(ctx, resolution, issuer) {
+        Err(message) => Decision::Deny {
+            message: format!("restore-hooks: pod {who} (restore {restore:?}): {message}"),
+        },
+        Ok((ops, _)) if ops.is_empty() => Decision::Unchanged { warnings },
+        Ok((ops, injected)) => Decision::Patch {
             patch: Patch(ops),
             warnings,
             injected,
-        }
+        },
     }
-}
-
-/// An empty command is no command (the image entrypoint), as for the hooks themselves.
-fn same_command(pod: Option<&[&str]>, hook: Option<&[String]>) -> bool {
-    let pod = pod.unwrap_or_default();
-    let hook = hook.unwrap_or_default();
-    pod.len() == hook.len() && pod.iter().zip(hook).all(|(a, b)| *a == b)
 }
 
 fn pointer<'t>(tokens: impl IntoIterator<Item = &'t str>) -> PointerBuf {
@@ -120,65 +121,73 @@ fn add(path: PointerBuf, value: Value) -> PatchOperation {
     PatchOperation::Add(AddOperation { path, value })
 }
 
-/// The operations that bring the pod to the state the resolution asks for, and nothing more.
+/// The operations that bring the pod to the state the resolution asks for, and nothing more; or
+/// why the pod must be denied (a plan the API server would refuse).
 fn build_patch(
-    pod_json: &Value,
-    pod: &AdmittedPod<'_>,
+    ctx: &PodContext<'_>,
     resolution: Resolution,
-) -> (Vec<PatchOperation>, Vec<String>) {
+    issuer: &Issuer<'_>,
+) -> Result<(Vec<PatchOperation>, Vec<String>), String> {
+    let pod = ctx.pod;
     let mut ops = Vec::new();
+    let has_spec = pod.spec.is_some();
     let init_containers = pod.init_containers();
-    let app_names: Vec<&str> = pod.containers().iter().map(|c| c.name).collect();
 
-    let nothing_applies = resolution.is_empty();
+    let nothing_planned = resolution.is_empty() && resolution.not_applicable.is_empty();
     let Resolution {
-        scope, init, exec, ..
+        scope,
+        restore,
+        init,
+        exec,
+        not_applicable,
+        ..
     } = resolution;
 
-    // 1. Init containers, after the leading restore-wait/restic-wait run.
-    let mut to_add: Vec<InitContainer> = Vec::new();
-    for hook in init {
-        for c in hook.containers {
-            let name_taken = app_names.contains(&c.name.as_str())
-                || init_containers.is_some_and(|ics| ics.iter().any(|ic| ic.name == c.name));
-            // Velero (or an earlier restore-hooks cycle under another name) already injected it.
-            let same_definition = init_containers.is_some_and(|ics| {
-                ics.iter().any(|ic| {
-                    ic.image == Some(c.image.as_str())
-                        && same_command(ic.command.as_deref(), c.command.as_deref())
-                })
-            });
-            if !name_taken && !same_definition {
-                to_add.push(c);
+    // 1. Init containers: stale copies of our own are replaced where they stand (before any
+    // insertion, so their indices are still the admitted ones), new ones go directly after the
+    // last restore-wait / restic-wait.
+    let mut injected: Vec<String> = Vec::new();
+    let mut to_add: Vec<Value> = Vec::new();
+    for placed in init.into_iter().flat_map(|h| h.containers) {
+        match placed.placement {
+            Placement::Present => {}
+            Placement::Replace(i) => {
+                injected.push(placed.container.name.clone());
+                ops.push(PatchOperation::Replace(ReplaceOperation {
+                    path: pointer(["spec", "initContainers", i.to_string().as_str()]),
+                    value: placed.container.value,
+                }));
+            }
+            Placement::New => {
+                injected.push(placed.container.name.clone());
+                to_add.push(placed.container.value);
             }
         }
     }
-    let injected: Vec<String> = to_add.iter().map(|c| c.name.clone()).collect();
-    if !to_add.is_empty() && pod_json.get("spec").is_some_and(Value::is_object) {
+    if !has_spec {
+        // Nothing can be injected into a pod without a spec (the API server rejects it anyway).
+        ops.clear();
+        to_add.clear();
+        injected.clear();
+    }
+    if !to_add.is_empty() {
         match init_containers {
             // Absent or null: add the whole array (`add .../-` into a missing array fails).
-            None => ops.push(add(
-                pointer(["spec", "initContainers"]),
-                Value::Array(to_add.into_iter().map(|c| c.value).collect()),
-            )),
+            None => ops.push(add(pointer(["spec", "initContainers"]), Value::Array(to_add))),
             Some(existing) => {
                 let start = existing
                     .iter()
-                    .take_while(|c| RESTORE_WAIT_CONTAINERS.contains(&c.name))
-                    .count();
-                for (i, c) in to_add.into_iter().enumerate() {
+                    .rposition(|c| RESTORE_WAIT_CONTAINERS.contains(&&*c.name))
+                    .map_or(0, |i| i + 1);
+                for (i, value) in to_add.into_iter().enumerate() {
                     let index = (start + i).to_string();
-                    ops.push(add(
-                        pointer(["spec", "initContainers", index.as_str()]),
-                        c.value,
-                    ));
+                    ops.push(add(pointer(["spec", "initContainers", index.as_str()]), value));
                 }
             }
         }
     }
-    let injected = if ops.is_empty() { Vec::new() } else { injected };
 
-    // 2. Annotations and the exec label: desired state, diffed against the pod.
+    // 2. Annotations and labels: desired state, diffed against the pod.
     let no_entries = BTreeMap::new();
     let annotations = pod.annotations().unwrap_or(&no_entries);
     let labels = pod.labels().unwrap_or(&no_entries);
@@ -187,37 +196,70 @@ fn build_patch(
     // A pod created with our status (backed up after an earlier restore) is a new pod: its
     // hooks run again in this restore.
     want_annotations.insert(STATUS_ANNOTATION, None);
-    if nothing_applies {
+    want_annotations.insert(STATUS_SIGNATURE_ANNOTATION, None);
+    // Every pod admitted in a restore scope is marked, so that hook objects arriving later can
+    // find it (docs/behaviour.md §7.2).
+    want_labels.insert(RESTORE_RUN_LABEL, Some(scope.restore.clone()));
+    if nothing_planned {
         // Nothing applies: drop stale state so the controller does not run an old plan.
         want_annotations.insert(PLAN_ANNOTATION, None);
+        want_annotations.insert(PLAN_SIGNATURE_ANNOTATION, None);
         want_labels.insert(EXEC_LABEL, None);
     } else {
         let any_exec = !exec.is_empty();
         let plan = ExecPlan {
-            restore: scope.restore,
+            restore,
+            issued_at: Some(timestamp(issuer.now)),
             hooks: exec,
+            not_applicable,
+            missed_init: Vec::new(),
         };
-        want_annotations.insert(PLAN_ANNOTATION, Some(plan.to_annotation()));
-        want_labels.insert(EXEC_LABEL, any_exec.then(|| EXEC_PENDING.to_string()));
-        if !injected.is_empty() {
-            let mut names: Vec<String> = annotations
-                .get(INJECTED_ANNOTATION)
-                .map(|v| {
-                    v.split(',')
-                        .filter(|s| !s.is_empty())
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default();
-            for name in &injected {
-                if !names.contains(name) {
-                    names.push(name.clone());
-                }
+        let binding = PodBinding {
+            namespace: ctx.namespace,
+            name: pod.name().unwrap_or_default(),
+            generate_name: pod.generate_name().unwrap_or_default(),
+        };
+        let (text, signature) = match kept_plan(annotations, &plan, binding, issuer) {
+            Some(kept) => kept,
+            None => {
+                let text = plan.to_annotation();
+                let signature = issuer.keys.map(|k| k.sign_plan(binding, &text));
+                (text, signature)
             }
-            want_annotations.insert(INJECTED_ANNOTATION, Some(names.join(",")));
+        };
+        if text.len() > MAX_PLAN_BYTES {
+            return Err(format!(
+                "its exec plan would be {} bytes, over the {} KiB restore-hooks allows (Kubernetes \
+                 limits all annotations of a pod to 256 KiB); shorten the commands of its {} exec \
+                 hook(s) or move long scripts into the image or a ConfigMap",
+                text.len(),
+                MAX_PLAN_BYTES / 1024,
+                plan.hooks.len()
+            ));
         }
+        want_annotations.insert(PLAN_ANNOTATION, Some(text));
+        want_annotations.insert(PLAN_SIGNATURE_ANNOTATION, signature);
+        want_labels.insert(EXEC_LABEL, any_exec.then(|| EXEC_PENDING.to_string()));
     }
-    let has_metadata = pod_json.get("metadata").is_some_and(Value::is_object);
+    if !injected.is_empty() {
+        let mut names: Vec<String> = annotations
+            .get(INJECTED_ANNOTATION)
+            .map(|v| {
+                v.split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for name in &injected {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        want_annotations.insert(INJECTED_ANNOTATION, Some(names.join(",")));
+    }
+    check_annotation_budget(annotations, &want_annotations)?;
+
     let mut metadata_added = false;
     for (field, current, wanted) in [
         ("annotations", annotations, &want_annotations),
@@ -233,22 +275,16 @@ fn build_patch(
         }
         let sets: serde_json::Map<String, Value> = changes
             .iter()
-            .filter_map(|(k, v)| {
-                v.as_ref()
-                    .map(|v| (k.to_string(), Value::String(v.clone())))
-            })
+            .filter_map(|(k, v)| v.as_ref().map(|v| (k.to_string(), Value::String(v.clone()))))
             .collect();
-        if !has_metadata && !metadata_added {
-            ops.push(add(
-                pointer(["metadata"]),
-                Value::Object(Default::default()),
-            ));
+        if pod.metadata.is_none() && !metadata_added {
+            ops.push(add(pointer(["metadata"]), Value::Object(Default::default())));
             metadata_added = true;
         }
-        let field_is_object = pod_json
-            .get("metadata")
-            .and_then(|m| m.get(field))
-            .is_some_and(Value::is_object);
+        let field_is_object = pod.metadata.as_ref().is_some_and(|m| match field {
+            "annotations" => m.annotations.is_some(),
+            _ => m.labels.is_some(),
+        });
         if !field_is_object {
             // Absent or null: the whole map at once (removals have nothing to remove).
             if !sets.is_empty() {
@@ -264,5 +300,70 @@ fn build_patch(
             });
         }
     }
-    (ops, injected)
+    Ok((ops, injected))
+}
+
+/// The plan the pod already carries, when it is this very plan (a reinvocation of the webhook on
+/// its own output, or `inject` on its own output): keeping it, `issuedAt` and signature included,
+/// keeps the second admission patch-free.
+fn kept_plan(
+    annotations: &BTreeMap<String, String>,
+    plan: &ExecPlan,
+    binding: PodBinding<'_>,
+    issuer: &Issuer<'_>,
+) -> Option<(String, Option<String>)> {
+    let text = annotations.get(PLAN_ANNOTATION)?;
+    let existing = ExecPlan::from_annotation(text).ok()?;
+    if !existing.same_content(plan) {
+        return None;
+    }
+    let signature = annotations.get(PLAN_SIGNATURE_ANNOTATION);
+    match issuer.keys {
+        None => signature.is_none().then(|| (text.clone(), None)),
+        Some(keys) => {
+            let signature = signature?;
+            keys.verify_plan(binding, text, Some(signature)).ok()?;
+            // A plan from a much earlier admission (a backed-up pod) is issued again.
+            let issued: Timestamp = existing.issued_at.as_deref()?.parse().ok()?;
+            let age = issuer.now.duration_since(issued).abs();
+            (age <= PLAN_REISSUE_AFTER).then(|| (text.clone(), Some(signature.clone())))
+        }
+    }
+}
+
+/// A reinvocation happens within the same API request, so seconds apart; a plan older than this
+/// came from another admission and gets a fresh `issuedAt`.
+const PLAN_REISSUE_AFTER: jiff::SignedDuration = jiff::SignedDuration::from_secs(5 * 60);
+
+/// Kubernetes rejects a pod whose annotations exceed 256 KiB in total, with an error that does
+/// not say which webhook grew them: check before answering, keeping room for the status the
+/// controller will write.
+fn check_annotation_budget(
+    current: &BTreeMap<String, String>,
+    wanted: &BTreeMap<&str, Option<String>>,
+) -> Result<(), String> {
+    let kept: usize = current
+        .iter()
+        .filter(|(k, _)| !wanted.contains_key(k.as_str()))
+        .map(|(k, v)| k.len() + v.len())
+        .sum();
+    let ours: usize = wanted
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| k.len() + v.len()))
+        .sum();
+    let reserve = MAX_STATUS_BYTES + STATUS_ANNOTATION.len() + STATUS_SIGNATURE_ANNOTATION.len() + 128;
+    let total = kept + ours + reserve;
+    if total > MAX_TOTAL_ANNOTATION_BYTES {
+        return Err(format!(
+            "its annotations would total {} KiB with the exec plan ({} KiB) and room for the hook \
+             status ({} KiB), over Kubernetes' limit of {} KiB; the pod already carries {} KiB of \
+             other annotations",
+            total.div_ceil(1024),
+            ours.div_ceil(1024),
+            reserve.div_ceil(1024),
+            MAX_TOTAL_ANNOTATION_BYTES / 1024,
+            kept.div_ceil(1024)
+        ));
+    }
+    Ok(())
 }

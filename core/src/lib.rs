@@ -8,5 +8,8 @@
 pub mod catalog;
 pub mod config;
 pub mod hooks;
+pub mod index;
 pub mod inject;
 pub mod state;
+pub mod tally;
+pub mod trust;

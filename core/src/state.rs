@@ -1,24 +1,36 @@
-//! The per-pod state machine, pure: from the plan, the recorded status and what the pod looks like
-//! now, decide what the controller does next. No I/O and no clock: `now` is an argument, so every
-//! rule of product.md §5 is a table row in the tests below.
+//! The per-pod state machine, pure: from the plan, the recorded status, what the pod looks like
+//! now and which execs this process is running, decide what the controller does next. No I/O and
+//! no clock: `now` is an argument, so every rule of docs/behaviour.md §6 is a table row in the
+//! tests below.
 //!
-//! The recorded status (`restore-hooks.dev/status`) is the only state. The reconciler writes what
-//! [`decide`] returns before it acts on it, so a controller that restarts (or a new leader) picks up
-//! exactly where the previous one stopped, and a hook that was `Running` when the previous process
-//! died is reported as interrupted instead of being run a second time.
+//! The recorded status (`restore-hooks.dev/status`) is the only state shared between processes.
+//! The reconciler writes what [`decide`] returns before it acts on it, so a controller that
+//! restarts (or a new leader) picks up exactly where the previous one stopped.
+//!
+//! Order (§6.3): the hooks of one container run one at a time, in plan order; containers do not
+//! wait for each other. `onError: Fail` skips every remaining hook of the pod, in every container;
+//! hooks already running elsewhere in the pod finish and are recorded.
+//!
+//! Failover (§6.10): a `Running` hook this process did not start may still be running in its
+//! container (the previous leader was paused, or was killed while the exec went on: the exec API
+//! cannot kill the remote process). It counts as in flight until `startedAt + execTimeout +
+//! grace`; only then is it recorded as interrupted, and only then may the container's next hook
+//! start. It is never run again: hooks run at most once.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
 
+use crate::hooks::duration::format_go_duration;
 use crate::hooks::plan::{
     EXEC_DONE, EXEC_FAILED, ExecPlan, ExecStatus, HookPhase, HookStatus, OnError, PlannedHook,
 };
+use crate::hooks::targets::{ContainerRole, ExecTargets};
 
-/// Message of a hook that was `Running` when a previous controller process stopped.
-pub const INTERRUPTED: &str =
-    "interrupted (controller restarted during the exec); not re-run: hooks run at most once";
+/// Message of a hook found `Running` that its controller never finished recording.
+pub const INTERRUPTED: &str = "interrupted: the controller that started the exec stopped before \
+     recording its result (restart or failover); not re-run: hooks run at most once";
 
 /// Whether a pod still exists, as far as the controller can tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,7 +44,7 @@ pub enum Presence {
 
 /// One container's readiness for exec.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ContainerView {
+pub struct ContainerState {
     pub running: bool,
     pub ready: bool,
 }
@@ -44,30 +56,25 @@ pub struct PodView {
     /// `status.phase` (`Pending`, `Running`, `Succeeded`, `Failed`, `Unknown`).
     pub phase: Option<String>,
     pub created: Option<Timestamp>,
-    /// Names of valid exec targets: app containers and native sidecars (init containers with
-    /// `restartPolicy: Always`).
-    pub targets: BTreeSet<String>,
-    /// Names of plain init containers (run to completion; never exec targets).
-    pub plain_init: BTreeSet<String>,
+    /// Every container and whether it can be an exec target.
+    pub targets: ExecTargets,
     /// Container statuses by name, from `containerStatuses` and `initContainerStatuses` (where
     /// native sidecars report).
-    pub containers: BTreeMap<String, ContainerView>,
+    pub containers: BTreeMap<String, ContainerState>,
 }
 
 impl PodView {
     pub fn from_pod(pod: &Pod) -> Self {
-        let mut targets = BTreeSet::new();
-        let mut plain_init = BTreeSet::new();
-        if let Some(spec) = &pod.spec {
-            targets.extend(spec.containers.iter().map(|c| c.name.clone()));
-            for c in spec.init_containers.iter().flatten() {
-                if c.restart_policy.as_deref() == Some("Always") {
-                    targets.insert(c.name.clone());
-                } else {
-                    plain_init.insert(c.name.clone());
-                }
-            }
-        }
+        let targets = match &pod.spec {
+            Some(spec) => ExecTargets::new(
+                spec.containers.iter().map(|c| c.name.as_str()),
+                spec.init_containers
+                    .iter()
+                    .flatten()
+                    .map(|c| (c.name.as_str(), c.restart_policy.as_deref())),
+            ),
+            None => ExecTargets::default(),
+        };
         let mut containers = BTreeMap::new();
         if let Some(status) = &pod.status {
             let all = status
@@ -79,7 +86,7 @@ impl PodView {
                 let running = cs.state.as_ref().and_then(|s| s.running.as_ref()).is_some();
                 containers.insert(
                     cs.name.clone(),
-                    ContainerView {
+                    ContainerState {
                         running,
                         ready: cs.ready,
                     },
@@ -96,8 +103,18 @@ impl PodView {
             phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
             created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
             targets,
-            plain_init,
             containers,
+        }
+    }
+
+    /// A pod that no longer exists (the last view of it is unknown).
+    pub fn gone() -> Self {
+        PodView {
+            presence: Presence::Gone,
+            phase: None,
+            created: None,
+            targets: ExecTargets::default(),
+            containers: BTreeMap::new(),
         }
     }
 
@@ -109,18 +126,21 @@ impl PodView {
     }
 }
 
-/// What the reconciler does after writing [`Decision::status`] (when [`Decision::write`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// Hook `index` may run now: record it `Running`, then exec it.
-    StartHook { index: usize },
-    /// The current hook's container is not up; it expires at the deadline. Decide again on the
-    /// next pod change or at the deadline, whichever comes first.
-    WaitUntil(Timestamp),
-    /// The current hook's container is not up and its wait has no limit.
-    WaitForChange,
-    /// Every hook is terminal: set the `restore-hooks.dev/exec` label to `label`.
-    Finish { label: &'static str },
+/// What the reconciler knows that the pod does not say.
+#[derive(Clone, Copy, Debug)]
+pub struct Context<'a> {
+    pub now: Timestamp,
+    /// Hooks whose exec this process runs right now (their `Running` record is its own).
+    pub running_here: &'a BTreeSet<usize>,
+    /// Hooks that may start but wait for an exec slot (`--max-concurrent-execs`): past their
+    /// wait deadline they fail as starved, not as "container not up".
+    pub awaiting_slot: &'a BTreeSet<usize>,
+    /// How long past `startedAt + execTimeout` an inherited `Running` hook still counts as in
+    /// flight (the time its controller needs to record a result).
+    pub inherited_grace: SignedDuration,
+    /// Why no new hook may run in this pod (an excluded namespace, no restore scope any more):
+    /// every pending hook fails with this message.
+    pub out_of_scope: Option<&'a str>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -132,7 +152,12 @@ pub struct Decision {
     pub write: bool,
     /// Hooks that became terminal in this decision (for Events, logs and metrics once written).
     pub settled: Vec<usize>,
-    pub action: Action,
+    /// Hooks that may start now: at most one per container, none already running.
+    pub start: Vec<usize>,
+    /// Decide again at this time even if nothing changes (a wait or an in-flight deadline).
+    pub wake_at: Option<Timestamp>,
+    /// Every hook is terminal: set the `restore-hooks.dev/exec` label to this.
+    pub finished: Option<&'static str>,
 }
 
 /// Decides the next step for one pod. `recorded` is the pod's status annotation, if readable.
@@ -140,85 +165,160 @@ pub fn decide(
     plan: &ExecPlan,
     recorded: Option<&ExecStatus>,
     pod: &PodView,
-    now: Timestamp,
+    ctx: &Context<'_>,
 ) -> Decision {
+    let now = ctx.now;
     let mut status = align(plan, recorded);
     let mut settled = Vec::new();
-    let mut action = None;
-    // Containers for which any hook asks for readiness: Velero's rule, kept (§5).
+    // Containers for which any hook asks for readiness: Velero's rule, kept (§6.4).
     let want_ready: BTreeSet<&str> = plan
         .hooks
         .iter()
         .filter(|h| h.wait_for_ready)
         .map(|h| h.container.as_str())
         .collect();
+    let up = |hook: &PlannedHook| {
+        is_up(
+            pod,
+            &hook.container,
+            want_ready.contains(hook.container.as_str()),
+        )
+    };
+    let containers: Vec<&str> = {
+        let mut seen = BTreeSet::new();
+        plan.hooks
+            .iter()
+            .map(|h| h.container.as_str())
+            .filter(|c| seen.insert(*c))
+            .collect()
+    };
+    // The first hook of `container` that has not ended.
+    let current = |status: &ExecStatus, container: &str| {
+        plan.hooks
+            .iter()
+            .enumerate()
+            .find(|(i, h)| h.container == container && !status.hooks[*i].phase.is_terminal())
+            .map(|(i, _)| i)
+    };
 
-    let mut i = 0;
-    while i < plan.hooks.len() {
-        let hook = &plan.hooks[i];
-        let entry = &mut status.hooks[i];
-        match entry.phase {
-            HookPhase::Succeeded | HookPhase::Skipped => {}
-            HookPhase::Failed => {}
-            HookPhase::Running => {
-                // Only a previous process can have left a hook Running: this process writes the
-                // result before it decides again. Never re-run it (at most once).
-                fail(entry, INTERRUPTED.to_string(), now);
-                settled.push(i);
-            }
-            HookPhase::Pending => {
-                if let Some(msg) = cannot_run(hook, pod, now, &want_ready) {
-                    fail(entry, msg, now);
-                    settled.push(i);
-                } else if is_up(
-                    pod,
-                    &hook.container,
-                    want_ready.contains(hook.container.as_str()),
-                ) {
-                    action = Some(Action::StartHook { index: i });
-                    break;
-                } else {
-                    action = Some(match deadline(hook, pod) {
-                        Some(d) => Action::WaitUntil(d),
-                        None => Action::WaitForChange,
-                    });
-                    break;
+    // Phase 1: every transition that needs no exec, until nothing changes.
+    loop {
+        let mut changed = false;
+        if let Some(failed) = fail_stop(plan, &status) {
+            changed |= skip_pending(&mut status, plan, failed, now, &mut settled);
+        }
+        for container in &containers {
+            let Some(i) = current(&status, container) else {
+                continue;
+            };
+            let hook = &plan.hooks[i];
+            let entry = &status.hooks[i];
+            let ends = match entry.phase {
+                HookPhase::Running if ctx.running_here.contains(&i) => None,
+                HookPhase::Running => {
+                    // Inherited. Once the pod is gone the exec is gone with its container.
+                    let deadline = in_flight_until(hook, entry, ctx.inherited_grace);
+                    (pod.presence == Presence::Gone || deadline.is_none_or(|d| now >= d))
+                        .then(|| INTERRUPTED.to_string())
                 }
+                HookPhase::Pending => ctx
+                    .out_of_scope
+                    .filter(|_| pod.presence == Presence::Present)
+                    .map(str::to_string)
+                    .or_else(|| cannot_run(hook, pod, now, up(hook), ctx.awaiting_slot.contains(&i))),
+                _ => None,
+            };
+            if let Some(message) = ends {
+                fail(&mut status.hooks[i], message, now);
+                settled.push(i);
+                changed = true;
             }
         }
-        if status.hooks[i].phase == HookPhase::Failed && hook.on_error == OnError::Fail {
-            skip_rest(&mut status, plan, i, now, &mut settled);
+        if !changed {
             break;
         }
-        i += 1;
     }
 
-    let action = action.unwrap_or_else(|| {
-        let all_ok = status.hooks.iter().all(|h| h.phase == HookPhase::Succeeded);
-        Action::Finish {
-            label: if all_ok { EXEC_DONE } else { EXEC_FAILED },
+    // Phase 2: what to start and when to look again.
+    let mut start = Vec::new();
+    let mut wake_at: Option<Timestamp> = None;
+    let mut earliest = |t: Timestamp| wake_at = Some(wake_at.map_or(t, |w: Timestamp| w.min(t)));
+    for container in &containers {
+        let Some(i) = current(&status, container) else {
+            continue;
+        };
+        let hook = &plan.hooks[i];
+        let entry = &status.hooks[i];
+        match entry.phase {
+            HookPhase::Running if ctx.running_here.contains(&i) => {}
+            HookPhase::Running => {
+                if let Some(d) = in_flight_until(hook, entry, ctx.inherited_grace) {
+                    earliest(d);
+                }
+            }
+            HookPhase::Pending => {
+                if up(hook) {
+                    start.push(i);
+                }
+                if let Some(d) = deadline(hook, pod) {
+                    earliest(d);
+                }
+            }
+            _ => {}
+        }
+    }
+    start.sort_unstable();
+
+    let all_ended = status.hooks.iter().all(|h| h.phase.is_terminal());
+    let finished = all_ended.then(|| {
+        if status.hooks.iter().all(|h| h.phase == HookPhase::Succeeded) {
+            EXEC_DONE
+        } else {
+            EXEC_FAILED
         }
     });
     // A status that only gained its Pending shape is written when the pod has to wait, so that an
     // operator sees the pending hooks; when a hook starts, the Running write carries it anyway.
     let differs = recorded != Some(&status);
-    let waits = matches!(action, Action::WaitUntil(_) | Action::WaitForChange);
-    let write = !settled.is_empty() || (differs && waits);
+    let write = !settled.is_empty() || (differs && start.is_empty() && finished.is_none());
     Decision {
         status,
         write,
         settled,
-        action,
+        start,
+        wake_at,
+        finished,
     }
 }
 
-/// Why the pending hook can never run, if so. Checked before the container test, in this order:
-/// the pod is gone or terminal, the container does not exist, the wait has expired.
+/// The first failed `onError: Fail` hook, if any: everything pending after it is skipped.
+fn fail_stop(plan: &ExecPlan, status: &ExecStatus) -> Option<usize> {
+    plan.hooks
+        .iter()
+        .zip(&status.hooks)
+        .position(|(h, s)| h.on_error == OnError::Fail && s.phase == HookPhase::Failed)
+}
+
+/// Until when an inherited `Running` hook may still be running: `None` when its record has no
+/// readable start time (then it cannot be waited for).
+fn in_flight_until(
+    hook: &PlannedHook,
+    entry: &HookStatus,
+    grace: SignedDuration,
+) -> Option<Timestamp> {
+    let started: Timestamp = entry.started_at.as_deref()?.parse().ok()?;
+    let timeout = SignedDuration::from_millis(i64::try_from(hook.exec_timeout_ms).ok()?);
+    started.checked_add(timeout).ok()?.checked_add(grace).ok()
+}
+
+/// Why the pending hook can never run, if so. In this order: the pod is gone or terminal, the
+/// container cannot be targeted, the wait has expired.
 fn cannot_run(
     hook: &PlannedHook,
     pod: &PodView,
     now: Timestamp,
-    want_ready: &BTreeSet<&str>,
+    up: bool,
+    awaiting_slot: bool,
 ) -> Option<String> {
     if pod.presence != Presence::Present {
         return Some("pod was deleted before the hook ran".to_string());
@@ -226,44 +326,45 @@ fn cannot_run(
     if let Some(phase) = pod.terminal_phase() {
         return Some(format!("pod reached phase {phase} before the hook ran"));
     }
-    if pod.plain_init.contains(&hook.container) {
-        return Some(format!(
-            "container {:?} is a plain init container; exec hooks can only target app containers and native sidecars",
-            hook.container
-        ));
-    }
-    if !pod.targets.contains(&hook.container) {
-        return Some(format!(
-            "container {:?} does not exist in the pod (no app container or native sidecar of that name)",
-            hook.container
-        ));
+    match pod.targets.role(&hook.container) {
+        Some(ContainerRole::PlainInit) => {
+            return Some(format!(
+                "container {:?} is a plain init container; exec hooks can only target app containers and native sidecars",
+                hook.container
+            ));
+        }
+        None => {
+            return Some(format!(
+                "container {:?} does not exist in the pod (no app container or native sidecar of that name)",
+                hook.container
+            ));
+        }
+        Some(_) => {}
     }
     let d = deadline(hook, pod)?;
-    if now >= d {
-        let wait = go_duration(hook.wait_timeout_ms.unwrap_or_default());
-        let up = is_up(
-            pod,
-            &hook.container,
-            want_ready.contains(hook.container.as_str()),
-        );
-        return Some(if up {
-            // The container came up, but earlier hooks (or controller downtime) used the wait.
-            format!(
-                "waitTimeout {wait} from pod creation passed before the hook's turn came; not executed"
-            )
-        } else {
-            format!(
-                "container {} was not up within {wait} of pod creation; not executed",
-                hook.container
-            )
-        });
+    if now < d {
+        return None;
     }
-    None
+    let wait = format_go_duration(hook.wait_timeout_ms.unwrap_or_default());
+    Some(if awaiting_slot {
+        format!(
+            "no exec slot within waitTimeout {wait} of pod creation (every slot was held by other \
+             hooks; see --max-concurrent-execs); not executed"
+        )
+    } else if up {
+        // The container came up, but earlier hooks (or controller downtime) used the wait.
+        format!("waitTimeout {wait} from pod creation passed before the hook's turn came; not executed")
+    } else {
+        format!(
+            "container {} was not up within {wait} of pod creation; not executed",
+            hook.container
+        )
+    })
 }
 
 /// When the hook's wait expires: `waitTimeout` after the pod's creation (so that a restarted
 /// controller does not start the clock again). No creation time or no limit: never.
-fn deadline(hook: &PlannedHook, pod: &PodView) -> Option<Timestamp> {
+pub fn deadline(hook: &PlannedHook, pod: &PodView) -> Option<Timestamp> {
     let ms = hook.wait_timeout_ms?;
     let created = pod.created?;
     created
@@ -283,29 +384,31 @@ fn fail(entry: &mut HookStatus, message: String, now: Timestamp) {
     entry.finished_at = Some(timestamp(now));
 }
 
-fn skip_rest(
+/// Skips every pending hook of the pod after an `onError: Fail` failure; running ones finish.
+fn skip_pending(
     status: &mut ExecStatus,
     plan: &ExecPlan,
     failed: usize,
     now: Timestamp,
     settled: &mut Vec<usize>,
-) {
+) -> bool {
     let by = &plan.hooks[failed];
-    for (j, entry) in status.hooks.iter_mut().enumerate().skip(failed + 1) {
-        if !entry.phase.is_terminal() {
+    let mut changed = false;
+    for (j, entry) in status.hooks.iter_mut().enumerate() {
+        if entry.phase == HookPhase::Pending {
             entry.phase = HookPhase::Skipped;
-            entry.message = format!(
-                "skipped: hook {} (#{failed}) failed with onError: Fail",
-                by.name
-            );
+            entry.message = format!("skipped: hook {} (#{failed}) failed with onError: Fail", by.name);
             entry.finished_at = Some(timestamp(now));
             settled.push(j);
+            changed = true;
         }
     }
+    changed
 }
 
 /// The recorded status lined up with the plan: one entry per plan hook, in plan order. Entries that
 /// do not match the plan hook at their position (another plan, a hand edit) start over as Pending.
+/// A plan that grew (late hooks appended) keeps the entries of its earlier hooks.
 pub fn align(plan: &ExecPlan, recorded: Option<&ExecStatus>) -> ExecStatus {
     let hooks = plan
         .hooks
@@ -321,7 +424,10 @@ pub fn align(plan: &ExecPlan, recorded: Option<&ExecStatus>) -> ExecStatus {
                 .unwrap_or_else(|| pending(hook))
         })
         .collect();
-    ExecStatus { hooks }
+    ExecStatus {
+        hooks,
+        message: recorded.map(|r| r.message.clone()).unwrap_or_default(),
+    }
 }
 
 pub fn pending(hook: &PlannedHook) -> HookStatus {
@@ -342,33 +448,6 @@ pub fn pending(hook: &PlannedHook) -> HookStatus {
 /// RFC 3339 in whole seconds, UTC (`2026-12-02T10:00:00Z`), as Kubernetes writes times.
 pub fn timestamp(t: Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
-
-/// A duration as Go prints it (`30s`, `1m0s`, `1.5s`, `250ms`, `1h0m0s`): the spelling operators
-/// wrote in the hook definitions.
-pub fn go_duration(ms: u64) -> String {
-    if ms == 0 {
-        return "0s".to_string();
-    }
-    if ms < 1000 {
-        return format!("{ms}ms");
-    }
-    let (h, rest) = (ms / 3_600_000, ms % 3_600_000);
-    let (m, rest) = (rest / 60_000, rest % 60_000);
-    let (s, frac) = (rest / 1000, rest % 1000);
-    let secs = if frac == 0 {
-        format!("{s}s")
-    } else {
-        let f = format!("{frac:03}");
-        format!("{s}.{}s", f.trim_end_matches('0'))
-    };
-    if h > 0 {
-        format!("{h}h{m}m{secs}")
-    } else if m > 0 {
-        format!("{m}m{secs}")
-    } else {
-        secs
-    }
 }
 
 #[cfg(test)]
@@ -393,6 +472,7 @@ mod tests {
         ExecPlan {
             restore: "r".to_string(),
             hooks,
+            ..Default::default()
         }
     }
 
@@ -400,20 +480,23 @@ mod tests {
         Timestamp::from_second(1_800_000_000 + secs).unwrap()
     }
 
-    /// A present, running pod (phase Running) created at t(0) with containers `app` and `db`.
+    /// A present, running pod (phase Running) created at t(0) with containers `app`, `db`,
+    /// native sidecar `sidecar` and plain init container `restore-hooks-init`.
     fn pod(up: &[(&str, bool, bool)]) -> PodView {
         PodView {
             presence: Presence::Present,
             phase: Some("Running".to_string()),
             created: Some(t(0)),
-            targets: ["app", "db", "sidecar"].map(String::from).into(),
-            plain_init: ["restore-hooks-init"].map(String::from).into(),
+            targets: ExecTargets::new(
+                ["app", "db"],
+                [("restore-hooks-init", None), ("sidecar", Some("Always"))],
+            ),
             containers: up
                 .iter()
                 .map(|(n, running, ready)| {
                     (
                         n.to_string(),
-                        ContainerView {
+                        ContainerState {
                             running: *running,
                             ready: *ready,
                         },
@@ -435,73 +518,130 @@ mod tests {
         d.status.hooks.iter().map(|h| h.phase).collect()
     }
 
+    const NONE: &BTreeSet<usize> = &BTreeSet::new();
+
+    fn at(secs: i64) -> Context<'static> {
+        Context {
+            now: t(secs),
+            running_here: NONE,
+            awaiting_slot: NONE,
+            inherited_grace: SignedDuration::from_secs(30),
+            out_of_scope: None,
+        }
+    }
+
+    fn running_here(set: &BTreeSet<usize>, secs: i64) -> Context<'_> {
+        Context {
+            running_here: set,
+            ..at(secs)
+        }
+    }
+
     use HookPhase::{Failed as F, Pending as P, Running as R, Skipped as S, Succeeded as OK};
 
     #[test]
-    fn hooks_run_in_plan_order_each_waiting_for_its_own_container() {
+    fn each_container_runs_its_hooks_in_plan_order_independently() {
         let p = plan(vec![hook("a", "db"), hook("b", "app"), hook("c", "db")]);
         struct Row {
             what: &'static str,
             recorded: Vec<HookPhase>,
+            here: Vec<usize>,
             up: Vec<(&'static str, bool, bool)>,
-            action: Action,
+            start: Vec<usize>,
+            finished: Option<&'static str>,
         }
         let rows = [
             Row {
-                what: "nothing up: wait for the first hook's container",
+                what: "nothing up: wait",
                 recorded: vec![],
+                here: vec![],
                 up: vec![],
-                action: Action::WaitForChange,
+                start: vec![],
+                finished: None,
             },
             Row {
-                what: "second container up does not let the second hook overtake the first",
+                what: "app up: its hook starts although db's first hook has not",
                 recorded: vec![],
+                here: vec![],
                 up: vec![("app", true, true)],
-                action: Action::WaitForChange,
+                start: vec![1],
+                finished: None,
             },
             Row {
-                what: "first container running: start hook 0",
+                what: "both up: the first hook of each container starts",
                 recorded: vec![],
-                up: vec![("db", true, false)],
-                action: Action::StartHook { index: 0 },
+                here: vec![],
+                up: vec![("db", true, false), ("app", true, false)],
+                start: vec![0, 1],
+                finished: None,
             },
             Row {
-                what: "hook 0 done, app not up: wait",
-                recorded: vec![OK, P, P],
-                up: vec![("db", true, true)],
-                action: Action::WaitForChange,
+                what: "db's first hook running here: its second waits; app's goes",
+                recorded: vec![R, P, P],
+                here: vec![0],
+                up: vec![("db", true, true), ("app", true, true)],
+                start: vec![1],
+                finished: None,
             },
             Row {
-                what: "hook 0 done, app up: start hook 1",
-                recorded: vec![OK, P, P],
-                up: vec![("db", true, true), ("app", true, false)],
-                action: Action::StartHook { index: 1 },
+                what: "db's first hook done: its second starts",
+                recorded: vec![OK, R, P],
+                here: vec![1],
+                up: vec![("db", true, true), ("app", true, true)],
+                start: vec![2],
+                finished: None,
             },
             Row {
                 what: "a Continue failure goes on",
-                recorded: vec![OK, F, P],
+                recorded: vec![F, OK, P],
+                here: vec![],
                 up: vec![("db", true, true)],
-                action: Action::StartHook { index: 2 },
+                start: vec![2],
+                finished: None,
             },
             Row {
                 what: "all succeeded: done",
                 recorded: vec![OK, OK, OK],
+                here: vec![],
                 up: vec![],
-                action: Action::Finish { label: EXEC_DONE },
+                start: vec![],
+                finished: Some(EXEC_DONE),
             },
             Row {
                 what: "one failed: failed",
                 recorded: vec![OK, F, OK],
+                here: vec![],
                 up: vec![],
-                action: Action::Finish { label: EXEC_FAILED },
+                start: vec![],
+                finished: Some(EXEC_FAILED),
             },
         ];
         for row in rows {
             let recorded = (!row.recorded.is_empty()).then(|| with_phases(&p, &row.recorded));
-            let d = decide(&p, recorded.as_ref(), &pod(&row.up), t(5));
-            assert_eq!(d.action, row.action, "{}", row.what);
+            let here: BTreeSet<usize> = row.here.iter().copied().collect();
+            let d = decide(&p, recorded.as_ref(), &pod(&row.up), &running_here(&here, 5));
+            assert_eq!(d.start, row.start, "{}", row.what);
+            assert_eq!(d.finished, row.finished, "{}", row.what);
             assert!(d.settled.is_empty(), "{}", row.what);
         }
+    }
+
+    /// A never-ready sidecar does not hold back the database's hooks; its own hook expires.
+    #[test]
+    fn a_never_ready_sidecar_blocks_only_its_own_hooks() {
+        let mut side = hook("metrics", "sidecar");
+        side.wait_for_ready = true;
+        side.wait_timeout_ms = Some(10_000);
+        let p = plan(vec![side, hook("db", "db")]);
+        let view = pod(&[("sidecar", true, false), ("db", true, true)]);
+        let d = decide(&p, None, &view, &at(1));
+        assert_eq!(d.start, vec![1]);
+        assert_eq!(d.wake_at, Some(t(10)));
+        let done = with_phases(&p, &[P, OK]);
+        let d = decide(&p, Some(&done), &view, &at(10));
+        assert_eq!(phases(&d), vec![F, OK]);
+        assert!(d.status.hooks[0].message.contains("not up within 10s"));
+        assert_eq!(d.finished, Some(EXEC_FAILED));
     }
 
     #[test]
@@ -510,29 +650,22 @@ mod tests {
         ready.wait_for_ready = true;
         let p = plan(vec![hook("a", "db"), ready]);
         let running_not_ready = pod(&[("db", true, false)]);
-        assert_eq!(
-            decide(&p, None, &running_not_ready, t(1)).action,
-            Action::WaitForChange,
-            "hook a waits for Ready because hook b on the same container asks for it"
-        );
+        assert!(decide(&p, None, &running_not_ready, &at(1)).start.is_empty());
         let ready_pod = pod(&[("db", true, true)]);
-        assert_eq!(
-            decide(&p, None, &ready_pod, t(1)).action,
-            Action::StartHook { index: 0 }
-        );
+        assert_eq!(decide(&p, None, &ready_pod, &at(1)).start, vec![0]);
     }
 
     #[test]
     fn native_sidecars_are_targets_and_plain_init_containers_are_not() {
         let p = plan(vec![hook("a", "sidecar")]);
-        let d = decide(&p, None, &pod(&[("sidecar", true, false)]), t(1));
-        assert_eq!(d.action, Action::StartHook { index: 0 });
+        let d = decide(&p, None, &pod(&[("sidecar", true, false)]), &at(1));
+        assert_eq!(d.start, vec![0]);
 
         let p = plan(vec![hook("a", "restore-hooks-init"), hook("b", "db")]);
-        let d = decide(&p, None, &pod(&[("db", true, true)]), t(1));
+        let d = decide(&p, None, &pod(&[("db", true, true)]), &at(1));
         assert_eq!(phases(&d), vec![F, P]);
         assert!(d.status.hooks[0].message.contains("plain init container"));
-        assert_eq!(d.action, Action::StartHook { index: 1 });
+        assert_eq!(d.start, vec![1]);
         assert!(d.write);
         assert_eq!(d.settled, vec![0]);
     }
@@ -540,91 +673,140 @@ mod tests {
     #[test]
     fn a_missing_container_fails_at_once_without_waiting() {
         let p = plan(vec![hook("a", "nope")]);
-        let d = decide(&p, None, &pod(&[]), t(1));
+        let d = decide(&p, None, &pod(&[]), &at(1));
         assert_eq!(phases(&d), vec![F]);
         assert_eq!(
             d.status.hooks[0].message,
             "container \"nope\" does not exist in the pod (no app container or native sidecar of that name)"
         );
-        assert_eq!(d.action, Action::Finish { label: EXEC_FAILED });
+        assert_eq!(d.finished, Some(EXEC_FAILED));
     }
 
     #[test]
     fn wait_timeout_counts_from_creation_and_expired_hooks_are_not_executed() {
         let mut h = hook("a", "db");
         h.wait_timeout_ms = Some(10_000);
-        let p = plan(vec![h, hook("b", "app")]);
+        let p = plan(vec![h, hook("b", "db")]);
         // Before the deadline: wait until it.
-        let d = decide(&p, None, &pod(&[]), t(3));
-        assert_eq!(d.action, Action::WaitUntil(t(10)));
+        let d = decide(&p, None, &pod(&[]), &at(3));
+        assert_eq!(d.wake_at, Some(t(10)));
         assert!(d.write, "the Pending status is written while waiting");
         assert!(d.settled.is_empty());
         // At the deadline, not up: expired, not started; the next hook (Continue) goes on.
-        let d = decide(&p, None, &pod(&[("app", true, true)]), t(10));
+        let d = decide(&p, None, &pod(&[]), &at(10));
         assert_eq!(phases(&d), vec![F, P]);
         assert_eq!(
             d.status.hooks[0].message,
             "container db was not up within 10s of pod creation; not executed"
         );
-        assert_eq!(d.action, Action::StartHook { index: 1 });
         // Up, but the turn came too late: still not executed.
-        let d = decide(&p, None, &pod(&[("db", true, true)]), t(11));
+        let d = decide(&p, None, &pod(&[("db", true, true)]), &at(11));
         assert_eq!(phases(&d)[0], F);
-        assert!(d.status.hooks[0].message.contains("not executed"));
+        assert!(d.status.hooks[0].message.contains("turn came"));
+        assert_eq!(d.start, vec![1]);
         // Up in time: runs.
-        let d = decide(&p, None, &pod(&[("db", true, true)]), t(9));
-        assert_eq!(d.action, Action::StartHook { index: 0 });
+        let d = decide(&p, None, &pod(&[("db", true, true)]), &at(9));
+        assert_eq!(d.start, vec![0]);
     }
 
     #[test]
-    fn on_error_fail_skips_the_remaining_hooks() {
+    fn a_hook_starved_of_exec_slots_fails_at_its_wait_deadline() {
+        let mut h = hook("a", "db");
+        h.wait_timeout_ms = Some(10_000);
+        let p = plan(vec![h]);
+        let waiting: BTreeSet<usize> = [0].into();
+        let ctx = Context {
+            awaiting_slot: &waiting,
+            ..at(10)
+        };
+        let d = decide(&p, None, &pod(&[("db", true, true)]), &ctx);
+        assert_eq!(phases(&d), vec![F]);
+        assert!(d.status.hooks[0].message.starts_with("no exec slot within waitTimeout 10s"));
+    }
+
+    #[test]
+    fn on_error_fail_skips_the_remaining_hooks_of_every_container() {
         let mut first = hook("a", "db");
         first.on_error = OnError::Fail;
         first.wait_timeout_ms = Some(1000);
-        let p = plan(vec![first, hook("b", "db"), hook("c", "app")]);
-        // A recorded Fail failure (after an exec).
-        let d = decide(&p, Some(&with_phases(&p, &[F, P, P])), &pod(&[]), t(5));
-        assert_eq!(phases(&d), vec![F, S, S]);
-        assert_eq!(d.settled, vec![1, 2]);
+        let p = plan(vec![first, hook("b", "db"), hook("c", "app"), hook("d", "sidecar")]);
+        // A recorded Fail failure (after an exec); app's hook is running here and finishes.
+        let here: BTreeSet<usize> = [2].into();
+        let d = decide(
+            &p,
+            Some(&with_phases(&p, &[F, P, R, P])),
+            &pod(&[("db", true, true), ("app", true, true)]),
+            &running_here(&here, 5),
+        );
+        assert_eq!(phases(&d), vec![F, S, R, S]);
+        assert_eq!(d.settled, vec![1, 3]);
         assert_eq!(
             d.status.hooks[1].message,
             "skipped: hook a (#0) failed with onError: Fail"
         );
-        assert_eq!(d.action, Action::Finish { label: EXEC_FAILED });
+        assert!(d.start.is_empty());
+        assert_eq!(d.finished, None, "hook c still runs");
         // An expiry of a Fail hook skips as well.
-        let d = decide(&p, None, &pod(&[]), t(5));
-        assert_eq!(phases(&d), vec![F, S, S]);
-        assert_eq!(d.settled, vec![0, 1, 2]);
+        let d = decide(&p, None, &pod(&[]), &at(5));
+        assert_eq!(phases(&d), vec![F, S, S, S]);
+        assert_eq!(d.settled, vec![0, 1, 2, 3]);
     }
 
     #[test]
-    fn a_running_hook_after_restart_is_interrupted_not_rerun() {
-        let mut second = hook("b", "db");
-        second.on_error = OnError::Fail;
-        let p = plan(vec![hook("a", "db"), hook("b2", "db")]);
-        let d = decide(
-            &p,
-            Some(&with_phases(&p, &[R, P])),
-            &pod(&[("db", true, true)]),
-            t(5),
-        );
+    fn an_inherited_running_hook_is_in_flight_until_its_timeout_and_grace() {
+        let p = plan(vec![hook("a", "db"), hook("b", "db")]);
+        let mut status = with_phases(&p, &[R, P]);
+        status.hooks[0].started_at = Some(timestamp(t(0)));
+        let up = pod(&[("db", true, true)]);
+        // 30 s exec timeout + 30 s grace: before t(60) the next hook of db never starts.
+        for secs in [1, 59] {
+            let d = decide(&p, Some(&status), &up, &at(secs));
+            assert_eq!(phases(&d), vec![R, P], "at {secs}");
+            assert!(d.start.is_empty(), "at {secs}");
+            assert_eq!(d.wake_at, Some(t(60)));
+            assert!(!d.write);
+        }
+        let d = decide(&p, Some(&status), &up, &at(60));
         assert_eq!(phases(&d), vec![F, P]);
         assert_eq!(d.status.hooks[0].message, INTERRUPTED);
-        assert_eq!(d.action, Action::StartHook { index: 1 });
+        assert_eq!(d.start, vec![1]);
         assert!(d.write);
+        // Without a readable start time it cannot be waited for: interrupted at once.
+        status.hooks[0].started_at = None;
+        let d = decide(&p, Some(&status), &up, &at(1));
+        assert_eq!(phases(&d), vec![F, P]);
+        // The previous owner of the record finishing in time is just a recorded result.
+        let mut finished = with_phases(&p, &[OK, P]);
+        finished.hooks[0].started_at = Some(timestamp(t(0)));
+        assert_eq!(decide(&p, Some(&finished), &up, &at(2)).start, vec![1]);
+    }
 
-        let p = plan(vec![second, hook("c", "db")]);
+    #[test]
+    fn an_interrupted_fail_hook_skips_the_rest() {
+        let mut first = hook("a", "db");
+        first.on_error = OnError::Fail;
+        let p = plan(vec![first, hook("c", "db")]);
         let d = decide(
             &p,
             Some(&with_phases(&p, &[R, P])),
             &pod(&[("db", true, true)]),
-            t(5),
+            &at(5),
         );
-        assert_eq!(
-            phases(&d),
-            vec![F, S],
-            "an interrupted Fail hook skips the rest"
-        );
+        assert_eq!(phases(&d), vec![F, S]);
+    }
+
+    #[test]
+    fn a_pod_out_of_scope_runs_nothing_more() {
+        let p = plan(vec![hook("a", "db"), hook("b", "app")]);
+        let ctx = Context {
+            out_of_scope: Some("namespace kube-system is excluded"),
+            ..at(1)
+        };
+        let d = decide(&p, Some(&with_phases(&p, &[OK, P])), &pod(&[("app", true, true)]), &ctx);
+        assert_eq!(phases(&d), vec![OK, F]);
+        assert_eq!(d.status.hooks[1].message, "namespace kube-system is excluded");
+        assert!(d.start.is_empty());
+        assert_eq!(d.finished, Some(EXEC_FAILED));
     }
 
     #[test]
@@ -632,18 +814,18 @@ mod tests {
         let p = plan(vec![hook("a", "db"), hook("b", "db")]);
         let mut done = pod(&[]);
         done.phase = Some("Succeeded".to_string());
-        let d = decide(&p, Some(&with_phases(&p, &[OK, P])), &done, t(5));
+        let d = decide(&p, Some(&with_phases(&p, &[OK, P])), &done, &at(5));
         assert_eq!(phases(&d), vec![OK, F]);
         assert_eq!(
             d.status.hooks[1].message,
             "pod reached phase Succeeded before the hook ran"
         );
-        assert_eq!(d.action, Action::Finish { label: EXEC_FAILED });
+        assert_eq!(d.finished, Some(EXEC_FAILED));
 
         for presence in [Presence::Terminating, Presence::Gone] {
             let mut gone = pod(&[("db", true, true)]);
             gone.presence = presence;
-            let d = decide(&p, None, &gone, t(5));
+            let d = decide(&p, None, &gone, &at(5));
             assert_eq!(phases(&d), vec![F, F], "{presence:?}: Failed, not Skipped");
             assert_eq!(
                 d.status.hooks[0].message,
@@ -657,36 +839,41 @@ mod tests {
     fn a_decided_status_is_stable() {
         // Deciding again on the written status settles nothing new and writes nothing.
         let p = plan(vec![hook("a", "nope"), hook("b", "db")]);
-        let first = decide(&p, None, &pod(&[]), t(1));
+        let first = decide(&p, None, &pod(&[]), &at(1));
         assert!(first.write);
-        let again = decide(&p, Some(&first.status), &pod(&[]), t(2));
+        let again = decide(&p, Some(&first.status), &pod(&[]), &at(2));
         assert!(!again.write);
         assert!(again.settled.is_empty());
-        assert_eq!(again.action, Action::WaitForChange);
+        assert!(again.start.is_empty() && again.finished.is_none());
     }
 
     #[test]
     fn no_write_before_a_start_when_only_the_shape_is_new() {
         let p = plan(vec![hook("a", "db")]);
-        let d = decide(&p, None, &pod(&[("db", true, false)]), t(1));
-        assert_eq!(d.action, Action::StartHook { index: 0 });
+        let d = decide(&p, None, &pod(&[("db", true, false)]), &at(1));
+        assert_eq!(d.start, vec![0]);
         assert!(!d.write);
     }
 
     #[test]
-    fn status_from_another_plan_starts_over() {
+    fn status_from_another_plan_starts_over_and_a_grown_plan_keeps_its_past() {
         let p = plan(vec![hook("a", "db")]);
         let mut stale = with_phases(&p, &[OK]);
         stale.hooks[0].name = "other".to_string();
-        let d = decide(&p, Some(&stale), &pod(&[("db", true, true)]), t(1));
-        assert_eq!(d.action, Action::StartHook { index: 0 });
+        let d = decide(&p, Some(&stale), &pod(&[("db", true, true)]), &at(1));
+        assert_eq!(d.start, vec![0]);
         assert_eq!(d.status.hooks[0].name, "a");
+
+        let grown = plan(vec![hook("a", "db"), hook("late", "db")]);
+        let d = decide(&grown, Some(&with_phases(&p, &[OK])), &pod(&[("db", true, true)]), &at(1));
+        assert_eq!(phases(&d), vec![OK, P]);
+        assert_eq!(d.start, vec![1]);
     }
 
     #[test]
     fn an_empty_plan_is_done() {
-        let d = decide(&plan(vec![]), None, &pod(&[]), t(1));
-        assert_eq!(d.action, Action::Finish { label: EXEC_DONE });
+        let d = decide(&plan(vec![]), None, &pod(&[]), &at(1));
+        assert_eq!(d.finished, Some(EXEC_DONE));
         assert!(!d.write);
     }
 
@@ -711,11 +898,11 @@ mod tests {
         }))
         .unwrap();
         let v = PodView::from_pod(&pod);
-        assert_eq!(v.targets, ["app", "side"].map(String::from).into());
-        assert_eq!(v.plain_init, ["init"].map(String::from).into());
+        assert_eq!(v.targets.target_names(), ["app", "side"]);
+        assert_eq!(v.targets.role("init"), Some(ContainerRole::PlainInit));
         assert_eq!(
             v.containers["side"],
-            ContainerView {
+            ContainerState {
                 running: true,
                 ready: true
             }
@@ -725,21 +912,6 @@ mod tests {
             v.created,
             Some("2026-12-02T10:00:00Z".parse::<Timestamp>().unwrap())
         );
-    }
-
-    #[test]
-    fn durations_print_like_go() {
-        for (ms, s) in [
-            (0, "0s"),
-            (250, "250ms"),
-            (1500, "1.5s"),
-            (30_000, "30s"),
-            (60_000, "1m0s"),
-            (90_500, "1m30.5s"),
-            (3_600_000, "1h0m0s"),
-        ] {
-            assert_eq!(go_duration(ms), s);
-        }
         assert_eq!(timestamp(t(0)), "2027-01-15T08:00:00Z");
     }
 }

@@ -276,17 +276,18 @@ async fn call_one(
         ))
     })?;
     let changed = *obj != before;
-    sim.emit(
-        SimEventKind::Admission,
-        &ns,
-        &pod,
-        format!(
+    sim.emit_event(crate::SimEvent {
+        kind: SimEventKind::Admission,
+        namespace: ns.clone(),
+        name: pod.clone(),
+        message: format!(
             "webhook \"{}\" patched ({} ops): {}",
             h.name,
             patch.0.len(),
             serde_json::to_string(&patch).unwrap_or_default()
         ),
-    );
+        patch: serde_json::to_value(&patch).ok(),
+    });
     Ok(changed)
 }
 

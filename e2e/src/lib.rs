@@ -120,6 +120,8 @@ pub struct SimEvent {
     /// Pod name (or its `generateName` followed by `*` before a name was assigned).
     pub name: String,
     pub message: String,
+    /// For admissions that patched the pod: the JSON Patch that was applied.
+    pub patch: Option<serde_json::Value>,
 }
 
 impl fmt::Display for SimEvent {
@@ -145,12 +147,16 @@ pub(crate) struct Sim {
 
 impl Sim {
     pub fn emit(&self, kind: SimEventKind, ns: &str, name: &str, message: impl Into<String>) {
-        let ev = SimEvent {
+        self.emit_event(SimEvent {
             kind,
             namespace: ns.to_string(),
             name: name.to_string(),
             message: message.into(),
-        };
+            patch: None,
+        });
+    }
+
+    pub fn emit_event(&self, ev: SimEvent) {
         tracing::info!(target: "kube_sim", "{ev}");
         let _ = self.log.send(ev);
     }

@@ -1,178 +1,247 @@
-//! The cluster's hook sources, from watch caches (kube-runtime reflectors): Velero `Restore`s in
-//! `--velero-namespace`, `RestoreHook`s in every namespace and the labels of every namespace.
+//! The cluster's hook sources, watched into the [`SharedIndex`]: `RestoreHook`s and
+//! `ClusterRestoreHook`s everywhere, Velero `Restore`s in `--velero-namespace`, and the labels of
+//! every namespace.
 //!
-//! The admission path only reads these in-memory stores: never an API call per request (a slow
-//! or throttled API server must not turn into admission latency).
+//! Hook objects are read as untyped objects and decoded one by one: a single object that does not
+//! decode (a Velero Restore written by a newer Velero, a RestoreHook from before a CRD change)
+//! becomes a recorded problem for the pods it might select, instead of failing the whole list and
+//! with it every other hook.
 
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{ApiResource, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client, Resource, ResourceExt};
+use restore_hooks_core::hooks::compiled::SourceKind;
 use serde::de::DeserializeOwned;
 
-use super::HookCatalog;
+use super::{IndexKind, IndexObject, Origin, SharedIndex};
 use crate::config::EngineConfig;
-use crate::hooks::types::{Labels, RestoreHook, VeleroRestore};
+use crate::hooks::types::{ClusterRestoreHook, RestoreHook, VeleroRestore};
+use crate::metrics::Metrics;
 
-/// Hook sources and namespace labels as seen by three watches.
-#[derive(Clone)]
-pub struct ClusterCatalog {
-    velero_namespace: String,
-    restores: Store<VeleroRestore>,
-    restore_hooks: Store<RestoreHook>,
-    namespaces: Store<PartialObjectMeta<Namespace>>,
-    synced: Arc<Synced>,
+pub const RESTORE_HOOKS: &str = "restorehooks.restore-hooks.dev";
+pub const CLUSTER_RESTORE_HOOKS: &str = "clusterrestorehooks.restore-hooks.dev";
+pub const VELERO_RESTORES: &str = "restores.velero.io";
+pub const NAMESPACES: &str = "namespaces";
+
+/// The future that keeps `index` filled from the cluster. Spawn it; it runs until dropped
+/// (watch errors are retried with kube-runtime's default backoff, never returned).
+pub fn watch_into(
+    client: Client,
+    engine: &EngineConfig,
+    index: Arc<SharedIndex>,
+    metrics: Metrics,
+) -> impl Future<Output = ()> + Send + 'static {
+    let restore_hooks: Api<DynamicObject> =
+        Api::all_with(client.clone(), &ApiResource::erase::<RestoreHook>(&()));
+    let cluster_hooks: Api<DynamicObject> =
+        Api::all_with(client.clone(), &ApiResource::erase::<ClusterRestoreHook>(&()));
+    let velero: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &engine.velero_namespace,
+        &ApiResource::erase::<VeleroRestore>(&()),
+    );
+    // Metadata-only requests: labels are all we need of namespaces.
+    let namespaces: Api<PartialObjectMeta<Namespace>> = Api::all(client);
+    for resource in [RESTORE_HOOKS, CLUSTER_RESTORE_HOOKS, VELERO_RESTORES, NAMESPACES] {
+        index.watch_started(resource);
+        metrics.watch_healthy.with_label_values(&[resource]).set(0);
+    }
+    let config = watcher::Config::default();
+    let velero_namespace = engine.velero_namespace.clone();
+    async move {
+        let w = |resource| Watch {
+            resource,
+            index: index.clone(),
+            metrics: metrics.clone(),
+        };
+        futures::join!(
+            w(RESTORE_HOOKS).run(
+                watcher::watcher(restore_hooks, config.clone()).default_backoff(),
+                IndexKind::RestoreHook,
+                Absent::Wait,
+                |o| hook_object::<RestoreHook>(o, SourceKind::RestoreHook, IndexObject::RestoreHook),
+            ),
+            // Created by the same chart as RestoreHook, but a binary newer than its CRDs must
+            // still serve RestoreHooks: an absent kind is empty, and keeps being retried.
+            w(CLUSTER_RESTORE_HOOKS).run(
+                watcher::watcher(cluster_hooks, config.clone()).default_backoff(),
+                IndexKind::ClusterRestoreHook,
+                Absent::Empty("the ClusterRestoreHook CRD is not installed (upgrade the chart's CRDs)".into()),
+                |o| hook_object::<ClusterRestoreHook>(
+                    o,
+                    SourceKind::ClusterRestoreHook,
+                    IndexObject::ClusterRestoreHook,
+                ),
+            ),
+            // Velero may be installed after us, or never (other restore tools).
+            w(VELERO_RESTORES).run(
+                watcher::watcher(velero, config.clone()).default_backoff(),
+                IndexKind::VeleroRestore,
+                Absent::Empty(format!(
+                    "Velero's Restore CRD is not installed: namespace {velero_namespace} has no Restores"
+                )),
+                |o| hook_object::<VeleroRestore>(o, SourceKind::VeleroRestore, IndexObject::VeleroRestore),
+            ),
+            w(NAMESPACES).run(
+                watcher::watcher(namespaces, config).default_backoff(),
+                IndexKind::Namespace,
+                Absent::Wait,
+                |ns: PartialObjectMeta<Namespace>| IndexObject::Namespace {
+                    name: ns.name_any(),
+                    labels: ns.metadata.labels.unwrap_or_default(),
+                },
+            ),
+        );
+    }
 }
 
-/// One flag per watch: set when its initial list completed (or, for Velero Restores, when the
-/// CRD turned out not to be installed).
-#[derive(Debug, Default)]
-struct Synced {
-    restores: AtomicBool,
-    restore_hooks: AtomicBool,
-    namespaces: AtomicBool,
-}
-
-impl ClusterCatalog {
-    /// Creates the caches and the future that fills them. Spawn the future (it runs until
-    /// dropped; watch errors are retried with kube-runtime's default backoff, never returned).
-    pub fn start(
-        client: Client,
-        engine: &EngineConfig,
-    ) -> (Self, impl Future<Output = ()> + Send + 'static) {
-        let (restores, restores_writer) = reflector::store();
-        let (restore_hooks, hooks_writer) = reflector::store();
-        let (namespaces, ns_writer) = reflector::store();
-        let synced = Arc::new(Synced::default());
-
-        let restore_api: Api<VeleroRestore> =
-            Api::namespaced(client.clone(), &engine.velero_namespace);
-        let hooks_api: Api<RestoreHook> = Api::all(client.clone());
-        // `Api<PartialObjectMeta<_>>` makes metadata-only requests: labels are all we need, and
-        // namespace specs and statuses are not worth caching.
-        let ns_api: Api<PartialObjectMeta<Namespace>> = Api::all(client);
-        let config = watcher::Config::default();
-
-        let driver = {
-            let synced = synced.clone();
-            let velero_namespace = engine.velero_namespace.clone();
-            async move {
-                let restores = drive(
-                    "velero.io/v1 Restore",
-                    watcher(restore_api, config.clone()).default_backoff(),
-                    restores_writer,
-                    |s: &Synced| &s.restores,
-                    synced.clone(),
-                    // Velero may be installed after us, or never (other restore tools): a 404 on
-                    // the list means "no Velero Restores", and the watch keeps retrying so they
-                    // show up once the CRD exists.
-                    Some(velero_namespace),
-                );
-                let hooks = drive(
-                    "restore-hooks.dev/v1alpha1 RestoreHook",
-                    watcher(hooks_api, config.clone()).default_backoff(),
-                    hooks_writer,
-                    |s: &Synced| &s.restore_hooks,
-                    synced.clone(),
-                    None,
-                );
-                let namespaces = drive(
-                    "v1 Namespace (metadata)",
-                    watcher(ns_api, config).default_backoff(),
-                    ns_writer,
-                    |s: &Synced| &s.namespaces,
-                    synced,
-                    None,
-                );
-                futures::join!(restores, hooks, namespaces);
+/// A typed object from an untyped one, or the reason it is unreadable.
+fn hook_object<K: DeserializeOwned>(
+    object: DynamicObject,
+    kind: SourceKind,
+    wrap: fn(K) -> IndexObject,
+) -> IndexObject {
+    let namespace = object.metadata.namespace.clone();
+    let name = object.name_any();
+    let generation = object.metadata.generation;
+    let decoded = serde_json::to_value(&object)
+        .and_then(serde_json::from_value::<K>)
+        .map_err(|e| e.to_string());
+    match decoded {
+        Ok(typed) => wrap(typed),
+        Err(reason) => {
+            tracing::warn!(
+                kind = kind.prefix(),
+                namespace = namespace.as_deref().unwrap_or_default(),
+                name,
+                error = %reason,
+                "hook object cannot be decoded; pods it might select are told why"
+            );
+            IndexObject::Unreadable {
+                kind,
+                namespace,
+                name,
+                generation,
+                reason,
             }
-        };
-
-        let catalog = Self {
-            velero_namespace: engine.velero_namespace.clone(),
-            restores,
-            restore_hooks,
-            namespaces,
-            synced,
-        };
-        (catalog, driver)
-    }
-
-    /// Which caches still wait for their initial list (for the readiness message and logs).
-    pub fn unsynced(&self) -> Vec<&'static str> {
-        let mut out = Vec::new();
-        if !self.synced.restores.load(Ordering::Acquire) {
-            out.push("velero.io Restore");
         }
-        if !self.synced.restore_hooks.load(Ordering::Acquire) {
-            out.push("RestoreHook");
-        }
-        if !self.synced.namespaces.load(Ordering::Acquire) {
-            out.push("Namespace");
-        }
-        out
     }
 }
 
-fn watcher<K>(api: Api<K>, config: watcher::Config) -> impl Stream<Item = watcher::Result<Event<K>>>
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-{
-    watcher::watcher(api, config)
+/// What a 404 on a kind's list means.
+enum Absent {
+    /// Not ready until the kind exists (our own RestoreHook CRD, namespaces).
+    Wait,
+    /// Empty, logged once with this message; the watch keeps retrying so objects show up once
+    /// the CRD exists.
+    Empty(String),
 }
 
-/// Applies one watch stream to its store and maintains its synced flag.
-async fn drive<K>(
+struct Watch {
     resource: &'static str,
-    stream: impl Stream<Item = watcher::Result<Event<K>>>,
-    mut writer: reflector::store::Writer<K>,
-    flag: fn(&Synced) -> &AtomicBool,
-    synced: Arc<Synced>,
-    // `Some(namespace)`: a 404 (CRD not installed) counts as synced and empty.
-    absent_ok_in: Option<String>,
-) where
-    K: kube::runtime::reflector::Lookup + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    let mut stream = std::pin::pin!(stream);
-    // Log a missing CRD once per outage, not at every backoff retry.
-    let mut reported_absent = false;
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(event) => {
-                writer.apply_watcher_event(&event);
-                if matches!(event, Event::InitDone) {
-                    reported_absent = false;
-                    if !flag(&synced).swap(true, Ordering::AcqRel) {
-                        tracing::info!(resource, "watch cache synced");
+    index: Arc<SharedIndex>,
+    metrics: Metrics,
+}
+
+impl Watch {
+    async fn run<K>(
+        self,
+        stream: impl Stream<Item = watcher::Result<Event<K>>>,
+        kind: IndexKind,
+        absent: Absent,
+        convert: impl Fn(K) -> IndexObject,
+    ) where
+        K: Resource + Clone + Debug + Send + 'static,
+    {
+        let resource = self.resource;
+        let mut stream = std::pin::pin!(stream);
+        let mut relist: Option<Vec<IndexObject>> = None;
+        // Log an absent CRD once per outage, not at every backoff retry.
+        let mut reported_absent = false;
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(Event::Init) => relist = Some(Vec::new()),
+                Ok(Event::InitApply(object)) => {
+                    let converted = convert(object);
+                    match relist.as_mut() {
+                        Some(buffer) => buffer.push(converted),
+                        None => self.apply(converted),
                     }
                 }
-            }
-            Err(err) if absent_ok_in.is_some() && is_not_found(&err) => {
-                // Treat as an empty list: forget what we had (the CRD was removed) and be ready.
-                writer.apply_watcher_event(&Event::Init);
-                writer.apply_watcher_event(&Event::InitDone);
-                flag(&synced).store(true, Ordering::Release);
-                if !reported_absent {
-                    reported_absent = true;
-                    tracing::info!(
-                        resource,
-                        namespace = absent_ok_in.as_deref().unwrap_or_default(),
-                        "resource not served (CRD not installed?): treating as empty; will keep retrying"
-                    );
+                Ok(Event::InitDone) => {
+                    // Swapped in at once: admission never sees a half-listed cache.
+                    let objects = relist.take().unwrap_or_default();
+                    let count = objects.len();
+                    self.index.write().reset(Origin::Cluster, kind, objects);
+                    self.announce_all(kind);
+                    reported_absent = false;
+                    if !self.index.health().get(resource).is_some_and(|s| s.listed) {
+                        tracing::info!(resource, objects = count, "watch cache synced");
+                    }
+                    self.index.watch_listed(resource);
+                    self.metrics.watch_healthy.with_label_values(&[resource]).set(1);
+                }
+                Ok(Event::Apply(object)) => {
+                    self.apply(convert(object));
+                    self.index.watch_ok(resource);
+                    self.metrics.watch_healthy.with_label_values(&[resource]).set(1);
+                }
+                Ok(Event::Delete(object)) => {
+                    let namespace = object.meta().namespace.clone().unwrap_or_default();
+                    let name = object.meta().name.clone().unwrap_or_default();
+                    self.index.write().delete(Origin::Cluster, kind, &namespace, &name);
+                    self.index.forget(kind, &namespace, &name);
+                }
+                Err(err) => {
+                    if let Absent::Empty(message) = &absent
+                        && is_not_found(&err)
+                    {
+                        // Treat as an empty list: forget what we had (the CRD was removed).
+                        self.index.write().reset(Origin::Cluster, kind, Vec::new());
+                        self.index.watch_listed(resource);
+                        self.metrics.watch_healthy.with_label_values(&[resource]).set(1);
+                        if !reported_absent {
+                            reported_absent = true;
+                            tracing::info!(resource, "{message}; treating it as empty and retrying");
+                        }
+                        continue;
+                    }
+                    self.metrics.watch_errors.with_label_values(&[resource]).inc();
+                    self.metrics.watch_healthy.with_label_values(&[resource]).set(0);
+                    self.index.watch_failed(resource, err.to_string());
+                    tracing::warn!(resource, error = %err, "watch failed; retrying with backoff (the cache keeps serving what it had)");
                 }
             }
-            Err(err) => {
-                tracing::warn!(resource, error = %err, "watch failed; retrying with backoff");
+        }
+    }
+
+    fn apply(&self, object: IndexObject) {
+        let compiled = self.index.write().apply(Origin::Cluster, object);
+        if let Some(compiled) = compiled {
+            self.index.announce(compiled);
+        }
+    }
+
+    /// After a relist every hook object is announced again; `changed` tells new generations.
+    fn announce_all(&self, kind: IndexKind) {
+        let objects: Vec<_> = {
+            let index = self.index.read();
+            match kind {
+                IndexKind::ClusterRestoreHook => index.cluster_restore_hooks().cloned().collect(),
+                IndexKind::RestoreHook => index.all_restore_hooks().cloned().collect(),
+                IndexKind::VeleroRestore | IndexKind::Namespace => Vec::new(),
             }
+        };
+        for object in objects {
+            self.index.announce(object);
         }
     }
 }
@@ -187,38 +256,12 @@ fn is_not_found(err: &watcher::Error) -> bool {
     }
 }
 
-impl HookCatalog for ClusterCatalog {
-    fn namespace_labels(&self, namespace: &str) -> Option<Labels> {
-        self.namespaces
-            .get(&ObjectRef::new(namespace))
-            .map(|ns| ns.metadata.labels.clone().unwrap_or_default())
-    }
-
-    fn velero_restore(&self, namespace: &str, name: &str) -> Option<Arc<VeleroRestore>> {
-        if namespace != self.velero_namespace {
-            return None;
-        }
-        self.restores.get(&ObjectRef::new(name).within(namespace))
-    }
-
-    fn restore_hooks(&self, namespace: &str) -> Vec<Arc<RestoreHook>> {
-        self.restore_hooks
-            .state_filter(|h| h.metadata.namespace.as_deref() == Some(namespace))
-    }
-
-    fn is_synced(&self) -> bool {
-        self.synced.restores.load(Ordering::Acquire)
-            && self.synced.restore_hooks.load(Ordering::Acquire)
-            && self.synced.namespaces.load(Ordering::Acquire)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     //! Against a minimal fake API server over plain HTTP: the real kube client and watchers,
     //! canned list responses, watches that stay open without events.
 
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
     use axum::Router;
@@ -229,6 +272,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::catalog::HookIndex;
 
     #[derive(Clone, Default)]
     struct Fake {
@@ -268,10 +312,19 @@ mod tests {
             axum::Json(json!({
                 "apiVersion": "velero.io/v1", "kind": "RestoreList",
                 "metadata": {"resourceVersion": "5"},
-                "items": [{"apiVersion": "velero.io/v1", "kind": "Restore",
-                           "metadata": {"name": "nightly-1", "namespace": "velero",
-                                        "resourceVersion": "5"},
-                           "spec": {"hooks": {"resources": [{"name": "db"}]}}}]
+                "items": [
+                    {"apiVersion": "velero.io/v1", "kind": "Restore",
+                     "metadata": {"name": "nightly-1", "namespace": "velero", "resourceVersion": "5"},
+                     "spec": {"hooks": {"resources": [{"name": "db"}]}}},
+                    // Go writes empty lists as null: a valid, empty Restore.
+                    {"apiVersion": "velero.io/v1", "kind": "Restore",
+                     "metadata": {"name": "nulls", "namespace": "velero", "resourceVersion": "5"},
+                     "spec": {"hooks": {"resources": null}}},
+                    // Does not decode: recorded, and the other Restores still work.
+                    {"apiVersion": "velero.io/v1", "kind": "Restore",
+                     "metadata": {"name": "broken", "namespace": "velero", "resourceVersion": "5"},
+                     "spec": {"hooks": {"resources": "not-a-list"}}}
+                ]
             }))
             .into_response()
         })
@@ -300,6 +353,10 @@ mod tests {
         .await
     }
 
+    async fn cluster_hooks(params: Params) -> Response {
+        watch_or(&params, || status(404, "NotFound")).await
+    }
+
     async fn namespaces(params: Params) -> Response {
         watch_or(&params, || {
             axum::Json(json!({
@@ -318,15 +375,13 @@ mod tests {
         .await
     }
 
-    async fn start(fake: Fake) -> ClusterCatalog {
+    async fn start(fake: Fake) -> (Arc<SharedIndex>, Metrics) {
         let app = Router::new()
+            .route("/apis/velero.io/v1/namespaces/velero/restores", get(restores))
+            .route("/apis/restore-hooks.dev/v1alpha1/restorehooks", get(restore_hooks))
             .route(
-                "/apis/velero.io/v1/namespaces/velero/restores",
-                get(restores),
-            )
-            .route(
-                "/apis/restore-hooks.dev/v1alpha1/restorehooks",
-                get(restore_hooks),
+                "/apis/restore-hooks.dev/v1alpha1/clusterrestorehooks",
+                get(cluster_hooks),
             )
             .route("/api/v1/namespaces", get(namespaces))
             .with_state(fake);
@@ -335,9 +390,15 @@ mod tests {
         tokio::spawn(async move { axum::serve(listener, app).await });
         let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
         let client = Client::try_from(config).unwrap();
-        let (catalog, driver) = ClusterCatalog::start(client, &EngineConfig::default());
-        tokio::spawn(driver);
-        catalog
+        let index = SharedIndex::new(HookIndex::new());
+        let metrics = Metrics::new();
+        tokio::spawn(watch_into(
+            client,
+            &EngineConfig::default(),
+            index.clone(),
+            metrics.clone(),
+        ));
+        (index, metrics)
     }
 
     async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
@@ -354,51 +415,47 @@ mod tests {
             restores_missing_for: 1,
             ..Fake::default()
         };
-        let lists = fake.restore_lists.clone();
-        let catalog = start(fake).await;
-        eventually("synced", || catalog.is_synced()).await;
-        assert!(catalog.unsynced().is_empty());
-
-        assert_eq!(
-            catalog
-                .namespace_labels("shop")
-                .unwrap()
-                .get("restore-hooks.dev/restore")
-                .map(String::as_str),
-            Some("nightly-1")
-        );
-        assert_eq!(catalog.namespace_labels("bare"), Some(Labels::new()));
-        assert_eq!(catalog.namespace_labels("unknown"), None);
-        let hooks = catalog.restore_hooks("shop");
-        assert_eq!(hooks.len(), 1);
-        assert_eq!(hooks[0].metadata.name.as_deref(), Some("a"));
-        assert!(catalog.restore_hooks("nowhere").is_empty());
-
-        // The first Restore list was a 404 (Velero not installed): synced and empty, and the
-        // watch keeps retrying with backoff until the CRD is there.
-        if lists.load(Ordering::SeqCst) == 1 {
-            assert!(catalog.velero_restore("velero", "nightly-1").is_none());
+        let (index, metrics) = start(fake).await;
+        eventually("synced", || index.is_synced()).await;
+        assert!(index.degraded().is_empty());
+        {
+            let i = index.read();
+            assert_eq!(
+                i.namespace_labels("shop").unwrap().get("restore-hooks.dev/restore").map(String::as_str),
+                Some("nightly-1")
+            );
+            assert!(i.namespace_labels("bare").unwrap().is_empty());
+            assert!(i.namespace_labels("unknown").is_none());
+            let hooks: Vec<_> = i.restore_hooks("shop").map(|h| h.name.clone()).collect();
+            assert_eq!(hooks, ["a"]);
+            assert_eq!(i.restore_hooks("nowhere").count(), 0);
+            assert_eq!(i.cluster_restore_hooks().count(), 0, "absent CRD: empty");
         }
-        eventually("Velero Restore appears", || {
-            catalog.velero_restore("velero", "nightly-1").is_some()
+        eventually("Velero Restores appear", || {
+            index.read().velero_restore("velero", "nightly-1").is_some()
         })
         .await;
-        assert!(catalog.velero_restore("other", "nightly-1").is_none());
-        assert!(catalog.is_synced());
+        let i = index.read();
+        assert!(i.velero_restore("velero", "nulls").unwrap().entries.is_empty());
+        let broken = i.velero_restore("velero", "broken").unwrap();
+        assert!(broken.first_problem().unwrap().message.contains("cannot be read"), "{:?}", broken.first_problem());
+        assert!(i.velero_restore("other", "nightly-1").is_none());
+        assert_eq!(metrics.watch_healthy.with_label_values(&[VELERO_RESTORES]).get(), 1);
     }
 
     #[tokio::test]
-    async fn a_forbidden_list_keeps_the_catalog_unsynced() {
-        let catalog = start(Fake {
+    async fn a_forbidden_list_keeps_the_index_unsynced_and_reports_it() {
+        let (index, metrics) = start(Fake {
             hooks_forbidden: true,
             ..Fake::default()
         })
         .await;
-        eventually("the other caches sync", || {
-            catalog.unsynced() == ["RestoreHook"]
+        eventually("the failure is reported", || {
+            index.degraded().iter().any(|d| d.starts_with(RESTORE_HOOKS))
         })
         .await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(!catalog.is_synced());
+        assert!(!index.is_synced());
+        assert!(metrics.watch_errors.with_label_values(&[RESTORE_HOOKS]).get() >= 1);
+        assert_eq!(metrics.watch_healthy.with_label_values(&[RESTORE_HOOKS]).get(), 0);
     }
 }

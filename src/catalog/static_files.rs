@@ -1,15 +1,14 @@
 //! Hook documents from files (`--hooks` of the servers and of `inject`): multi-document YAML or
-//! JSON holding RestoreHook and Velero Restore objects, optionally Namespaces (their labels) and
-//! `List`s of those.
+//! JSON holding RestoreHook, ClusterRestoreHook and Velero Restore objects, optionally Namespaces
+//! (their labels) and `List`s of those.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::StaticCatalog;
-use crate::hooks::types::{Labels, RestoreHook, VeleroRestore};
+use crate::hooks::types::{ClusterRestoreHook, Labels, RestoreHook, VeleroRestore};
 
 /// Namespaces for documents that do not name one.
 #[derive(Clone, Debug)]
@@ -43,7 +42,7 @@ pub enum DocumentError {
         reason: String,
     },
     #[error(
-        "hooks file {path}, document {index}: {kind:?} ({api_version:?}) is not a hook document; expected RestoreHook (restore-hooks.dev/v1alpha1), Restore (velero.io/v1), Namespace (v1) or List"
+        "hooks file {path}, document {index}: {kind:?} ({api_version:?}) is not a hook document; expected RestoreHook or ClusterRestoreHook (restore-hooks.dev/v1alpha1), Restore (velero.io/v1), Namespace (v1) or List"
     )]
     Kind {
         path: PathBuf,
@@ -139,7 +138,15 @@ fn add_object(
             hook.metadata
                 .namespace
                 .get_or_insert_with(|| defaults.namespace.clone());
-            catalog.restore_hooks.push(Arc::new(hook));
+            catalog.restore_hooks.push(hook);
+        }
+        ("restore-hooks.dev/v1alpha1", "ClusterRestoreHook") => {
+            if name.is_empty() {
+                return Err(invalid("metadata.name is required".into()));
+            }
+            let hook: ClusterRestoreHook =
+                serde_json::from_value(value.clone()).map_err(|e| invalid(e.to_string()))?;
+            catalog.cluster_restore_hooks.push(hook);
         }
         ("velero.io/v1", "Restore") => {
             if name.is_empty() {
@@ -151,7 +158,7 @@ fn add_object(
                 .metadata
                 .namespace
                 .get_or_insert_with(|| defaults.velero_namespace.clone());
-            catalog.velero_restores.push(Arc::new(restore));
+            catalog.velero_restores.push(restore);
         }
         ("v1", "Namespace") => {
             let labels: Labels = value
@@ -188,7 +195,6 @@ fn add_object(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::HookCatalog;
 
     fn load(text: &str) -> Result<StaticCatalog, DocumentError> {
         let mut c = StaticCatalog::default();
@@ -222,6 +228,14 @@ spec:
       postHooks:
       - exec: {command: [/bin/true], onError: Fail}
 ---
+apiVersion: restore-hooks.dev/v1alpha1
+kind: ClusterRestoreHook
+metadata: {name: platform}
+spec:
+  namespaceSelector: {matchLabels: {tier: db}}
+  postHooks:
+  - exec: {command: [/bin/true]}
+---
 {"apiVersion": "v1", "kind": "List", "items": [
   {"apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook", "metadata": {"name": "b"}, "spec": {}},
   {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop", "labels": {"x": "y"}}}
@@ -230,10 +244,12 @@ spec:
 "#,
         )
         .unwrap();
-        assert_eq!(c.restore_hooks("shop").len(), 1);
-        assert_eq!(c.restore_hooks("default").len(), 1);
-        assert!(c.velero_restore("velero", "nightly").is_some());
-        assert_eq!(c.namespace_labels("shop").unwrap()["x"], "y");
+        let index = c.index();
+        assert_eq!(index.restore_hooks("shop").count(), 1);
+        assert_eq!(index.restore_hooks("default").count(), 1);
+        assert_eq!(index.cluster_restore_hooks().count(), 1);
+        assert!(index.velero_restore("velero", "nightly").is_some());
+        assert_eq!(index.namespace_labels("shop").unwrap()["x"], "y");
     }
 
     #[test]

@@ -1,18 +1,24 @@
-//! Kubernetes Events on the pod (`HookSucceeded`, `HookFailed`, `HooksCompleted`): what an
-//! operator sees in `kubectl describe pod`. Best effort: a failed Event is logged, never retried
-//! at the expense of the hooks.
+//! Kubernetes Events on pods (`HookSucceeded`, `HookFailed`, `HooksCompleted`, `PlanRejected`)
+//! and on hook objects (`InitHooksMissed`): what an operator sees in `kubectl describe`. Best
+//! effort: a failed Event is logged, never retried at the expense of the hooks.
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
-use kube::Resource;
 use kube::api::{Api, PostParams};
 use tracing::debug;
 
 pub const HOOK_SUCCEEDED: &str = "HookSucceeded";
 pub const HOOK_FAILED: &str = "HookFailed";
 pub const HOOKS_COMPLETED: &str = "HooksCompleted";
+/// A pod's plan or status failed verification: nothing of it ran.
+pub const PLAN_REJECTED: &str = "PlanRejected";
+/// On a RestoreHook or ClusterRestoreHook: pods it selected were created before it, so its init
+/// hooks could not apply to them.
+pub const INIT_HOOKS_MISSED: &str = "InitHooksMissed";
+/// On a RestoreHook or ClusterRestoreHook: its exec hooks were added to pods admitted before it.
+pub const LATE_HOOKS_ADDED: &str = "LateHooksAdded";
 
 /// The component name in Events.
 pub const COMPONENT: &str = "restore-hooks-controller";
@@ -37,10 +43,11 @@ impl EventSink {
         Self { client, instance }
     }
 
-    /// Creates a core/v1 Event about `pod`.
-    pub async fn publish(&self, pod: &Pod, type_: EventType, reason: &str, message: &str) {
-        let ns = pod.metadata.namespace.clone().unwrap_or_default();
-        let name = pod.metadata.name.clone().unwrap_or_default();
+    /// Creates a core/v1 Event about `about`.
+    pub async fn publish(&self, about: &Regarding, type_: EventType, reason: &str, message: &str) {
+        // Events of cluster-scoped objects live in `default`, as kubectl looks for them.
+        let ns = about.namespace.clone().unwrap_or_else(|| "default".to_string());
+        let name = about.name.clone();
         let now = jiff::Timestamp::now();
         let event = Event {
             metadata: ObjectMeta {
@@ -49,12 +56,12 @@ impl EventSink {
                 ..Default::default()
             },
             involved_object: ObjectReference {
-                api_version: Some(Pod::api_version(&()).to_string()),
-                kind: Some(Pod::kind(&()).to_string()),
+                api_version: Some(about.api_version.to_string()),
+                kind: Some(about.kind.to_string()),
                 name: Some(name.clone()),
-                namespace: Some(ns.clone()),
-                uid: pod.metadata.uid.clone(),
-                resource_version: pod.metadata.resource_version.clone(),
+                namespace: about.namespace.clone(),
+                uid: about.uid.clone(),
+                resource_version: about.resource_version.clone(),
                 ..Default::default()
             },
             reason: Some(reason.to_string()),
@@ -91,6 +98,49 @@ impl EventSink {
                 debug!(pod = %name, namespace = %ns, reason, error = %e, "could not create Event")
             }
             Err(_) => debug!(pod = %name, namespace = %ns, reason, "creating an Event timed out"),
+        }
+    }
+}
+
+/// The object an Event is about.
+#[derive(Clone, Debug)]
+pub struct Regarding {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+}
+
+impl Regarding {
+    pub fn pod(pod: &super::pod::PodState) -> Self {
+        Self {
+            api_version: "v1",
+            kind: "Pod",
+            namespace: Some(pod.namespace.clone()),
+            name: pod.name.clone(),
+            uid: Some(pod.uid.clone()),
+            resource_version: Some(pod.resource_version.clone()),
+        }
+    }
+
+    pub fn hook_object(kind: restore_hooks_core::hooks::compiled::SourceKind, namespace: Option<&str>, name: &str) -> Self {
+        use restore_hooks_core::hooks::compiled::SourceKind;
+        Self {
+            api_version: match kind {
+                SourceKind::VeleroRestore => "velero.io/v1",
+                _ => "restore-hooks.dev/v1alpha1",
+            },
+            kind: match kind {
+                SourceKind::VeleroRestore => "Restore",
+                SourceKind::ClusterRestoreHook => "ClusterRestoreHook",
+                SourceKind::RestoreHook => "RestoreHook",
+            },
+            namespace: namespace.map(str::to_string),
+            name: name.to_string(),
+            uid: None,
+            resource_version: None,
         }
     }
 }

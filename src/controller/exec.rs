@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kube::api::{Api, AttachParams};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::state::go_duration;
+use crate::hooks::duration::format_go_duration as go_duration;
 
 /// How much of each output stream is kept (product.md §5: "the last 1 KiB").
 pub const TAIL_BYTES: usize = 1024;

@@ -1,34 +1,50 @@
-//! The post-restore exec controller (product.md §5).
+//! The post-restore exec controller (docs/behaviour.md §6).
 //!
-//! - [`state`]: the pure per-pod state machine (every rule, table-tested);
+//! - `restore_hooks_core::state`: the pure per-pod state machine (every rule, table-tested);
 //! - [`exec`]: running a command in a container (kube WebSocket exec, and a fake);
-//! - [`reconcile`]: the pod watch and one worker per pending pod;
-//! - [`status`], [`events`], [`restorehook`]: what the controller writes;
+//! - [`reconcile`]: the pending-pod watch and one worker per pending pod;
+//! - [`slots`]: exec slots shared fairly across namespaces;
+//! - [`status`], [`events`]: what the controller writes on pods;
+//! - [`tally`]: RestoreHook / ClusterRestoreHook / RestoreRun status;
+//! - [`late`]: exec hooks of hook objects that arrive after their pods;
 //! - [`lease`]: leader election, so that only one replica execs.
 
 pub mod events;
 pub mod exec;
+pub mod finished;
+pub mod late;
 pub mod lease;
+pub mod pod;
 pub mod reconcile;
-pub mod restorehook;
-pub use restore_hooks_core::state;
+pub mod slots;
 pub mod status;
+pub mod tally;
+pub use restore_hooks_core::state;
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::catalog::SharedIndex;
 use crate::cli::ControllerArgs;
 use crate::config::EngineConfig;
 use crate::metrics::Metrics;
+use crate::plan_key::KeyRing;
 
 use self::events::EventSink;
 use self::exec::{Exec, KubeExec};
+use self::finished::FinishedPods;
+use self::late::LateHooks;
 use self::lease::LeaseConfig;
-use self::reconcile::Shared;
-use self::restorehook::RestoreHookStatus;
+use self::reconcile::Workers;
+use self::slots::ExecSlots;
+use self::tally::TallyConfig;
+
+/// How many finished pods the controller remembers (a few MiB at most).
+const FINISHED_PODS: usize = 100_000;
 
 /// Everything the controller needs from the process that hosts it.
 pub struct ControllerDeps {
@@ -36,6 +52,11 @@ pub struct ControllerDeps {
     pub args: ControllerArgs,
     pub engine: EngineConfig,
     pub metrics: Metrics,
+    /// This replica's name in the Lease.
+    pub identity: String,
+    /// Namespace labels and hook objects (the scope check, late hooks, Ready conditions).
+    pub index: Arc<SharedIndex>,
+    pub keys: KeyRing,
     /// Cancelled on SIGTERM: stop starting hooks, let running ones finish or time out, release
     /// the Lease, return.
     pub shutdown: CancellationToken,
@@ -52,22 +73,21 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
     let ControllerDeps {
         client,
         args,
-        engine: _,
+        engine,
         metrics,
+        identity,
+        index,
+        keys,
         shutdown,
     } = deps;
     anyhow::ensure!(
-        args.max_concurrent_pods > 0,
-        "--max-concurrent-pods must be at least 1"
+        args.max_concurrent_execs > 0,
+        "--max-concurrent-execs must be at least 1"
     );
     anyhow::ensure!(
         !args.lease_duration.is_zero(),
         "--lease-duration must be longer than zero"
     );
-    let identity = args
-        .identity
-        .clone()
-        .unwrap_or_else(lease::default_identity);
     let lease_config = LeaseConfig {
         name: args.lease_name.clone(),
         namespace: args.lease_namespace.clone(),
@@ -85,31 +105,77 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
         metrics.clone(),
         elector_stop.clone(),
     )));
-    let writer_stop = CancellationToken::new();
-    let (restorehooks, writer) = RestoreHookStatus::spawn(client.clone(), writer_stop.clone());
-    let mut writer = AbortOnDrop(writer);
-    let shared = Arc::new(Shared {
-        client: client.clone(),
-        exec,
-        metrics: metrics.clone(),
-        events: EventSink::new(client, identity.clone()),
-        restorehooks,
-        slots: Arc::new(Semaphore::new(args.max_concurrent_pods)),
-    });
-    info!(identity = %identity, lease = %args.lease_name, lease_namespace = %args.lease_namespace, "controller started; waiting for the Lease");
+    let slots = ExecSlots::new(
+        args.max_concurrent_execs,
+        args.per_namespace_execs(),
+        metrics.exec_slots_in_use.clone(),
+    );
+    let finished = Arc::new(FinishedPods::new(FINISHED_PODS));
+    let events = EventSink::new(client.clone(), identity.clone());
+    let inherited_grace = jiff::SignedDuration::try_from(args.inherited_exec_grace)
+        .unwrap_or(jiff::SignedDuration::from_secs(30));
+    info!(identity = %identity, lease = %args.lease_name, lease_namespace = %args.lease_namespace,
+          max_concurrent_execs = args.max_concurrent_execs, per_namespace = args.per_namespace_execs(),
+          "controller started; waiting for the Lease");
 
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
             led = leader.wait_for(|l| *l) => if led.is_err() { break },
         }
+        // Nothing is verified, so nothing runs, until the plan key is loaded.
+        while !keys.is_loaded() {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            }
+        }
+        if shutdown.is_cancelled() {
+            break;
+        }
         // Leading: watch and run hooks until shutdown or until the Lease is lost. A lost Lease
         // cancels `term` at once, so no new exec starts; running execs finish and are recorded.
         let term = shutdown.child_token();
-        let mut pods = AbortOnDrop(tokio::spawn(reconcile::serve_pods(
-            shared.clone(),
+        let (tally, marked, tally_task) = tally::spawn(
+            client.clone(),
+            keys.clone(),
+            index.clone(),
+            TallyConfig {
+                replicas_namespace: args.lease_namespace.clone(),
+                restore_run_retention: args.restore_run_retention,
+            },
             term.clone(),
-        )));
+        );
+        let tally_task = AbortOnDrop(tally_task);
+        let late = AbortOnDrop(tokio::spawn(
+            LateHooks {
+                client: client.clone(),
+                index: index.clone(),
+                marked,
+                keys: keys.clone(),
+                engine: engine.clone(),
+                window: args.late_hook_window,
+                events: events.clone(),
+                metrics: metrics.clone(),
+                tally: tally.clone(),
+                finished: finished.clone(),
+            }
+            .run(term.clone()),
+        ));
+        let workers = Arc::new(Workers {
+            client: client.clone(),
+            exec: exec.clone(),
+            metrics: metrics.clone(),
+            events: events.clone(),
+            tally,
+            slots: slots.clone(),
+            keys: keys.clone(),
+            index: index.clone(),
+            engine: engine.clone(),
+            finished: finished.clone(),
+            inherited_grace,
+        });
+        let mut pods = AbortOnDrop(tokio::spawn(reconcile::serve_pods(workers, term.clone())));
         // (The select only classifies what happened: `wait_for`'s guard must not live across
         // an await.)
         let watch_ended = tokio::select! {
@@ -123,16 +189,18 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
             // start it again rather than lead without processing pods.
             ended = &mut pods.0 => Some(ended),
         };
+        term.cancel();
+        let _ = (&mut pods.0).await;
+        let _ = late.join().await;
+        let _ = tally_task.join().await;
         if let Some(ended) = watch_ended {
             match ended {
                 Err(e) => warn!(error = %e, "the pod watch task failed; restarting it"),
                 Ok(()) => warn!("the pod watch ended; restarting it"),
             }
-            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
             continue;
         }
-        term.cancel();
-        let _ = (&mut pods.0).await;
         if shutdown.is_cancelled() {
             break;
         }
@@ -140,14 +208,19 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
     // Release the Lease only after the last exec ended, so a successor never overlaps with us.
     elector_stop.cancel();
     let _ = (&mut elector.0).await;
-    writer_stop.cancel();
-    let _ = (&mut writer.0).await;
     info!("controller stopped");
     Ok(())
 }
 
 /// A spawned task that is aborted when its handle is dropped.
 struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> AbortOnDrop<T> {
+    /// Waits for the task to end by itself.
+    async fn join(mut self) -> Result<T, tokio::task::JoinError> {
+        (&mut self.0).await
+    }
+}
 
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {

@@ -1,56 +1,72 @@
-//! The watch and the per-pod workers.
+//! The pending-pod watch and one worker per pending pod.
 //!
 //! One resilient watch (`watcher` with backoff: it relists after API errors and dropped
 //! connections) over pods labelled `restore-hooks.dev/exec=pending` feeds one worker task per pod.
-//! A worker holds the latest observed pod, runs the state machine ([`super::state::decide`]) and
-//! acts on its decision. Hooks of one pod therefore run strictly one after another; hooks of
-//! different pods run in parallel, bounded by `--max-concurrent-pods` exec slots.
+//! A worker is an event loop over its pod's observations, the exec slots it waits for and the
+//! execs it runs; it alone writes its pod's status, so hooks of different containers run at the
+//! same time without losing each other's results (docs/behaviour.md §6.3).
 //!
-//! Ordering for at-most-once: a hook is recorded `Running` (merge patch with the pod's
+//! Ordering for at-most-once (§6.9): a hook is recorded `Running` (merge patch with the pod's
 //! resourceVersion) before its exec starts; a conflicting write is never retried blindly but
 //! re-read and decided again, so a hook whose `Running` record another writer won is not started.
+//! A result is recorded on top of the latest status, only where the `Running` record is still ours.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
+use jiff::{SignedDuration, Timestamp};
 use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch_pods};
-use tokio::sync::{Semaphore, watch};
+use restore_hooks_core::config::EngineConfig;
+use restore_hooks_core::hooks::plan::{
+    EXEC_FAILED, EXEC_LABEL, EXEC_PENDING, ExecPlan, ExecStatus, HookPhase, HookStatus,
+};
+use restore_hooks_core::hooks::scope::restore_scope;
+use restore_hooks_core::state::{Context, Decision, Presence, align, decide, timestamp};
+use restore_hooks_core::trust::{Rejection, verify};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use crate::hooks::plan::{
-    EXEC_LABEL, EXEC_PENDING, ExecPlan, ExecStatus, HookPhase, PLAN_ANNOTATION,
-};
+use crate::catalog::SharedIndex;
+use crate::hooks::duration::format_go_duration;
 use crate::metrics::Metrics;
+use crate::plan_key::KeyRing;
 
-use super::events::{EventSink, EventType, HOOK_FAILED, HOOK_SUCCEEDED, HOOKS_COMPLETED};
-use super::exec::Exec;
-use super::restorehook::RestoreHookStatus;
-use super::state::{Action, PodView, Presence, decide, go_duration, timestamp};
-use super::status::{WriteError, recorded, set_exec_label, write_status};
+use super::events::{
+    EventSink, EventType, HOOK_FAILED, HOOK_SUCCEEDED, HOOKS_COMPLETED, PLAN_REJECTED, Regarding,
+};
+use super::exec::{Exec, ExecOutcome};
+use super::finished::FinishedPods;
+use super::pod::{PodState, SlimPod};
+use super::slots::{ExecSlots, SlotPermit};
+use super::status::{WriteError, set_exec_label, write_status};
+use super::tally::Tally;
 
-/// What the controller shares between pod workers.
-pub struct Shared {
+/// What every pod worker shares.
+pub struct Workers {
     pub client: kube::Client,
     pub exec: Arc<dyn Exec>,
     pub metrics: Metrics,
     pub events: EventSink,
-    pub restorehooks: RestoreHookStatus,
-    /// Exec slots (`--max-concurrent-pods`): a pod holds one while one of its hooks runs.
-    pub slots: Arc<Semaphore>,
+    pub tally: Tally,
+    pub slots: Arc<ExecSlots>,
+    pub keys: KeyRing,
+    /// Namespace labels, for the scope check before every exec.
+    pub index: Arc<SharedIndex>,
+    pub engine: EngineConfig,
+    pub finished: Arc<FinishedPods>,
+    pub inherited_grace: SignedDuration,
 }
 
 /// What a worker knows about its pod.
 #[derive(Clone)]
 enum Observed {
-    Pod(Arc<Pod>),
+    Pod(Arc<PodState>),
     /// The watch says the pod left the selection (deleted, or relabelled by someone else):
     /// the worker confirms with a read.
     MaybeGone,
@@ -58,7 +74,7 @@ enum Observed {
 
 type Key = (String, String);
 
-struct Worker {
+struct Handle {
     uid: String,
     tx: watch::Sender<Observed>,
 }
@@ -66,15 +82,15 @@ struct Worker {
 /// Watches pending pods and runs their hooks until `term` is cancelled (shutdown or lost
 /// leadership); then stops starting execs, lets running ones finish and record their result, and
 /// returns.
-pub async fn serve_pods(shared: Arc<Shared>, term: CancellationToken) {
-    let api: Api<Pod> = Api::all(shared.client.clone());
+pub async fn serve_pods(shared: Arc<Workers>, term: CancellationToken) {
+    let api: Api<SlimPod> = Api::all(shared.client.clone());
     let selector = format!("{EXEC_LABEL}={EXEC_PENDING}");
     let mut stream = watch_pods(api, watcher::Config::default().labels(&selector))
         .default_backoff()
         .boxed();
     // Workers stop with `term`, or when this watch ends (the caller starts a new one).
     let term = term.child_token();
-    let mut workers: HashMap<Key, Worker> = HashMap::new();
+    let mut workers: HashMap<Key, Handle> = HashMap::new();
     let mut tasks: JoinSet<(Key, String)> = JoinSet::new();
     // Pods listed since the current (re)list began: after it, workers of pods not listed any more
     // are told their pod may be gone (a delete can be missed while the watch was down).
@@ -132,7 +148,7 @@ pub async fn serve_pods(shared: Arc<Shared>, term: CancellationToken) {
     shared.metrics.pending_pods.set(0);
 }
 
-fn key_of(pod: &Pod) -> Key {
+fn key_of(pod: &SlimPod) -> Key {
     (
         pod.metadata.namespace.clone().unwrap_or_default(),
         pod.metadata.name.clone().unwrap_or_default(),
@@ -140,15 +156,15 @@ fn key_of(pod: &Pod) -> Key {
 }
 
 fn dispatch(
-    shared: &Arc<Shared>,
+    shared: &Arc<Workers>,
     term: &CancellationToken,
-    workers: &mut HashMap<Key, Worker>,
+    workers: &mut HashMap<Key, Handle>,
     tasks: &mut JoinSet<(Key, String)>,
-    pod: Pod,
+    pod: SlimPod,
 ) {
     let key = key_of(&pod);
-    let uid = pod.metadata.uid.clone().unwrap_or_default();
-    let pod = Arc::new(pod);
+    let pod = PodState::from_slim(pod);
+    let uid = pod.uid.clone();
     if let Some(w) = workers.get(&key) {
         if w.uid == uid {
             w.tx.send_replace(Observed::Pod(pod));
@@ -160,7 +176,7 @@ fn dispatch(
     let (tx, rx) = watch::channel(Observed::Pod(pod));
     workers.insert(
         key.clone(),
-        Worker {
+        Handle {
             uid: uid.clone(),
             tx,
         },
@@ -189,30 +205,54 @@ impl Backoff {
     }
 }
 
+/// An exec that ended, with what the worker needs to record it.
+struct Finished {
+    index: usize,
+    outcome: ExecOutcome,
+    elapsed: Duration,
+}
+
 struct PodWorker {
-    shared: Arc<Shared>,
-    api: Api<Pod>,
+    shared: Arc<Workers>,
+    api: Api<SlimPod>,
     namespace: String,
     name: String,
     uid: String,
     rx: watch::Receiver<Observed>,
     term: CancellationToken,
     backoff: Backoff,
-    /// The last pod object seen, for Events and the plan once the pod is gone.
-    last: Option<Arc<Pod>>,
+    /// The latest state of the pod, and the last plan/status this worker trusted.
+    pod: Option<Arc<PodState>>,
+    trusted: Option<(ExecPlan, Option<ExecStatus>)>,
+    /// Hooks whose exec runs in this worker, and their `Running` records.
+    running: BTreeSet<usize>,
+    execs: JoinSet<Finished>,
+    /// Results waiting to be written.
+    results: Vec<(usize, HookStatus)>,
+    awaiting_slot: BTreeSet<usize>,
+    /// One task per slot wait (a task, not a future here, so the worker stays `Sync`), aborted
+    /// when its hook stops waiting.
+    slot_waits: JoinSet<(usize, SlotPermit)>,
+    slot_wait_handles: std::collections::BTreeMap<usize, tokio::task::AbortHandle>,
+    granted: Vec<(usize, SlotPermit)>,
+    wake_at: Option<Timestamp>,
+    /// The watch told us the pod may be gone: confirm before anything else.
+    maybe_gone: bool,
 }
 
-/// How a step ended.
-enum Step {
-    /// Decide again with this observation.
-    Again(Observed),
-    /// The worker is done with this pod.
+/// How an action ended.
+enum Flow {
+    /// Look at the pod again (something changed).
+    Again,
+    /// Nothing to do until the next event.
+    Wait,
+    /// The worker is done with this pod (once its execs are recorded).
     Stop,
 }
 
 impl PodWorker {
     fn new(
-        shared: Arc<Shared>,
+        shared: Arc<Workers>,
         (namespace, name): Key,
         uid: String,
         rx: watch::Receiver<Observed>,
@@ -228,7 +268,17 @@ impl PodWorker {
             rx,
             term,
             backoff: Backoff::new(),
-            last: None,
+            pod: None,
+            trusted: None,
+            running: BTreeSet::new(),
+            execs: JoinSet::new(),
+            results: Vec::new(),
+            awaiting_slot: BTreeSet::new(),
+            slot_waits: JoinSet::new(),
+            slot_wait_handles: Default::default(),
+            granted: Vec::new(),
+            wake_at: None,
+            maybe_gone: false,
         }
     }
 
@@ -236,238 +286,350 @@ impl PodWorker {
         format!("{}/{}", self.namespace, self.name)
     }
 
+    fn observe(&mut self, observed: Observed) {
+        match observed {
+            Observed::Pod(pod) if pod.uid == self.uid => self.pod = Some(pod),
+            _ => self.maybe_gone = true,
+        }
+    }
+
     async fn run(mut self) {
-        let mut observed = self.rx.borrow_and_update().clone();
+        let first = self.rx.borrow_and_update().clone();
+        self.observe(first);
+        let mut stopping = false;
         loop {
-            if self.term.is_cancelled() {
-                return;
+            let idle = |w: &Self| w.running.is_empty() && w.results.is_empty();
+            match self.act(stopping).await {
+                Flow::Again => continue,
+                Flow::Stop if idle(&self) => return,
+                // Done with the pod once its running execs are recorded; nothing new starts.
+                Flow::Stop => stopping = true,
+                Flow::Wait if stopping && idle(&self) => return,
+                Flow::Wait => {}
             }
-            let step = match observed {
-                Observed::Pod(pod) => self.step(pod).await,
-                Observed::MaybeGone => self.confirm().await,
-            };
-            match step {
-                Step::Again(next) => observed = next,
-                Step::Stop => return,
+            let wake = self.wake_at.map(|t| {
+                let left = t.duration_since(Timestamp::now());
+                // Re-decide just after the deadline, not just before it.
+                Duration::try_from(left).unwrap_or_default() + Duration::from_millis(10)
+            });
+            tokio::select! {
+                Some(done) = self.execs.join_next(), if !self.execs.is_empty() => {
+                    match done {
+                        Ok(f) => self.exec_ended(f),
+                        Err(e) => error!(pod = %self.pod_ref(), error = %e, "an exec task failed"),
+                    }
+                }
+                Some(waited) = self.slot_waits.join_next(), if !self.slot_waits.is_empty() => {
+                    // An aborted wait is a hook that stopped waiting: nothing to do.
+                    let Ok((i, permit)) = waited else { continue };
+                    self.awaiting_slot.remove(&i);
+                    self.slot_wait_handles.remove(&i);
+                    if stopping {
+                        drop(permit);
+                    } else {
+                        self.granted.push((i, permit));
+                    }
+                }
+                changed = self.rx.changed() => match changed {
+                    Ok(()) => {
+                        let observed = self.rx.borrow_and_update().clone();
+                        self.observe(observed);
+                    }
+                    // The watch loop stopped: finish what runs, start nothing.
+                    Err(_) => stopping = true,
+                },
+                _ = tokio::time::sleep(wake.unwrap_or_default()), if wake.is_some() => {}
+                _ = self.term.cancelled(), if !stopping => stopping = true,
             }
         }
     }
 
+    /// One step: confirm, record, verify, decide, write, start.
+    async fn act(&mut self, stopping: bool) -> Flow {
+        if self.maybe_gone {
+            return self.confirm().await;
+        }
+        if !self.results.is_empty() {
+            return self.record().await;
+        }
+        let Some(pod) = self.pod.clone() else {
+            return Flow::Wait;
+        };
+        if self.shared.keys.current().is_none() {
+            // The controller starts workers only once the key is loaded; a Secret gone bad later
+            // keeps the keys loaded before. Look again shortly rather than reject the pod.
+            self.wake_at = Some(Timestamp::now() + SignedDuration::from_secs(1));
+            return Flow::Wait;
+        }
+        if stopping {
+            // Release unused slots; only recording remains.
+            self.granted.clear();
+            return Flow::Wait;
+        }
+        if pod.label(EXEC_LABEL) != Some(EXEC_PENDING) && pod.view.presence == Presence::Present {
+            // Finished (by us, from a stale event, or by another replica): nothing to do.
+            return if self.running.is_empty() { Flow::Stop } else { Flow::Wait };
+        }
+        let (plan, status) = match verify(&pod.facts(), self.shared.keys.current().as_deref()) {
+            Ok(trusted) => (trusted.plan, trusted.status),
+            Err(rejection) if self.running.is_empty() => return self.reject(&pod, rejection).await,
+            Err(rejection) => {
+                // Our own execs run on a plan we verified; their results are recorded on top of
+                // the last status we trusted (see `record`). Nothing new starts.
+                warn!(pod = %self.pod_ref(), reason = %rejection, "the pod's plan or status no longer verifies; no new hook starts");
+                return Flow::Wait;
+            }
+        };
+        if self.running.is_empty() && self.shared.finished.contains(&self.uid) {
+            let rejection = "its hooks already ran to completion under this controller; a reset \
+                 status or label does not run them again (hooks run at most once)";
+            return self.reject_with(&pod, "rerun", rejection.to_string()).await;
+        }
+        self.trusted = Some((plan.clone(), status.clone()));
+        let out_of_scope = self.out_of_scope(&pod);
+        let decision = decide(
+            &plan,
+            status.as_ref(),
+            &pod.view,
+            &Context {
+                now: Timestamp::now(),
+                running_here: &self.running,
+                awaiting_slot: &self.awaiting_slot,
+                inherited_grace: self.shared.inherited_grace,
+                out_of_scope: out_of_scope.as_deref(),
+            },
+        );
+        let handles = &mut self.slot_wait_handles;
+        self.awaiting_slot.retain(|i| {
+            let waiting = decision.status.hooks[*i].phase == HookPhase::Pending;
+            if !waiting && let Some(h) = handles.remove(i) {
+                h.abort();
+            }
+            waiting
+        });
+        self.wake_at = decision.wake_at;
+        let finishing = decision.finished.filter(|_| self.running.is_empty());
+        if decision.write || finishing.is_some() {
+            return self.write(&pod, &plan, decision, finishing).await;
+        }
+        // A granted slot starts its hook if the hook may still start (the pod changed while the
+        // worker waited for the slot); otherwise the slot goes back.
+        while let Some((i, permit)) = self.granted.pop() {
+            if decision.start.contains(&i) && !self.running.contains(&i) {
+                return self.start(&pod, &plan, decision.status, i, permit).await;
+            }
+        }
+        for &i in &decision.start {
+            if !self.awaiting_slot.contains(&i) && !self.running.contains(&i) {
+                self.awaiting_slot.insert(i);
+                let slots = self.shared.slots.clone();
+                let namespace = self.namespace.clone();
+                let handle = self
+                    .slot_waits
+                    .spawn(async move { (i, slots.acquire(namespace).await) });
+                self.slot_wait_handles.insert(i, handle);
+            }
+        }
+        Flow::Wait
+    }
+
+    /// A pod whose namespace is excluded, or that is in no restore scope any more: nothing more
+    /// runs in it, whatever it carries (docs/behaviour.md §6.2).
+    fn out_of_scope(&self, pod: &PodState) -> Option<String> {
+        let engine = &self.shared.engine;
+        if engine.excluded_namespaces.contains(&pod.namespace) {
+            return Some(format!(
+                "namespace {} is excluded from restore hooks (--exclude-namespace); not executed",
+                pod.namespace
+            ));
+        }
+        let index = self.shared.index.read();
+        let in_scope = restore_scope(
+            &pod.namespace,
+            Some(&pod.labels),
+            index.namespace_labels(&pod.namespace),
+            engine,
+        )
+        .is_some();
+        (!in_scope).then(|| {
+            format!(
+                "the pod is in no restore scope now (no {} label, and namespace {} has no {} label); not executed",
+                engine.restore_label, pod.namespace, engine.restore_namespace_label
+            )
+        })
+    }
+
     /// Reads the pod after the watch lost sight of it.
-    async fn confirm(&mut self) -> Step {
+    async fn confirm(&mut self) -> Flow {
         match self.api.get_opt(&self.name).await {
             Ok(Some(pod)) if pod.metadata.uid.as_deref() == Some(self.uid.as_str()) => {
-                if is_pending(&pod) || pod.metadata.deletion_timestamp.is_some() {
-                    Step::Again(Observed::Pod(Arc::new(pod)))
+                self.maybe_gone = false;
+                self.backoff.reset();
+                let pod = PodState::from_slim(pod);
+                let pending = pod.label(EXEC_LABEL) == Some(EXEC_PENDING);
+                let terminating = pod.view.presence == Presence::Terminating;
+                self.pod = Some(pod);
+                if pending || terminating || !self.running.is_empty() || !self.results.is_empty() {
+                    Flow::Again
                 } else {
                     debug!(pod = %self.pod_ref(), "pod no longer pending (finished elsewhere)");
-                    Step::Stop
+                    Flow::Stop
                 }
             }
             Ok(_) => {
+                self.maybe_gone = false;
                 self.gone().await;
-                Step::Stop
+                Flow::Stop
             }
             Err(e) => self.api_error("reading the pod", e).await,
         }
     }
 
-    async fn api_error(&mut self, what: &str, e: impl std::fmt::Display) -> Step {
+    async fn api_error(&mut self, what: &str, e: impl std::fmt::Display) -> Flow {
         let wait = self.backoff.next();
         warn!(pod = %self.pod_ref(), error = %e, retry_in = ?wait, "{what} failed; retrying");
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = self.term.cancelled() => return Step::Stop,
-        }
-        self.refresh().await
+        tokio::time::sleep(wait).await;
+        self.maybe_gone = true;
+        Flow::Again
     }
 
     /// A fresh read of the pod (after a conflict or an error).
-    async fn refresh(&mut self) -> Step {
-        match self.api.get_opt(&self.name).await {
-            Ok(Some(pod)) if pod.metadata.uid.as_deref() == Some(self.uid.as_str()) => {
-                Step::Again(Observed::Pod(Arc::new(pod)))
-            }
-            Ok(_) => Step::Again(Observed::MaybeGone),
-            Err(e) => {
-                let wait = self.backoff.next();
-                warn!(pod = %self.pod_ref(), error = %e, retry_in = ?wait, "reading the pod failed; retrying");
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => Step::Again(Observed::MaybeGone),
-                    _ = self.term.cancelled() => Step::Stop,
-                }
-            }
-        }
+    fn refresh(&mut self) -> Flow {
+        self.maybe_gone = true;
+        Flow::Again
     }
 
-    /// Next watch observation (or the deadline, or the end of leadership).
-    async fn wait(&mut self, deadline: Option<Timestamp>, current: Arc<Pod>) -> Step {
-        let sleep = async {
-            match deadline {
-                Some(d) => {
-                    let left = d.duration_since(Timestamp::now());
-                    let left = Duration::try_from(left).unwrap_or_default();
-                    // Re-decide just after the deadline, not just before it.
-                    tokio::time::sleep(left + Duration::from_millis(10)).await
-                }
-                None => std::future::pending().await,
-            }
+    /// Writes the decided status (and the final label when every hook ended).
+    async fn write(
+        &mut self,
+        pod: &Arc<PodState>,
+        plan: &ExecPlan,
+        decision: Decision,
+        finishing: Option<&'static str>,
+    ) -> Flow {
+        let Some(keys) = self.shared.keys.current() else {
+            return Flow::Wait;
         };
-        tokio::select! {
-            changed = self.rx.changed() => match changed {
-                Ok(()) => Step::Again(self.rx.borrow_and_update().clone()),
-                Err(_) => Step::Stop,
-            },
-            _ = sleep => Step::Again(Observed::Pod(current)),
-            _ = self.term.cancelled() => Step::Stop,
-        }
-    }
-
-    fn plan(&self, pod: &Pod) -> Result<ExecPlan, String> {
-        let raw = pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(PLAN_ANNOTATION))
-            .ok_or_else(|| format!("the pod has no {PLAN_ANNOTATION} annotation"))?;
-        ExecPlan::from_annotation(raw)
-            .map_err(|e| format!("the {PLAN_ANNOTATION} annotation is not a valid plan: {e}"))
-    }
-
-    async fn step(&mut self, pod: Arc<Pod>) -> Step {
-        if pod.metadata.uid.as_deref() != Some(self.uid.as_str()) {
-            return Step::Again(Observed::MaybeGone);
-        }
-        self.last = Some(pod.clone());
-        if !is_pending(&pod) && pod.metadata.deletion_timestamp.is_none() {
-            // Finished (by us, from a stale event, or by another replica): nothing to do.
-            return Step::Stop;
-        }
-        let plan = match self.plan(&pod) {
-            Ok(p) => p,
-            Err(msg) => return self.unusable(&pod, msg).await,
-        };
-        let recorded = match recorded(&pod) {
-            Ok(r) => r,
-            // An unreadable status might hide a started hook: running anything could run it twice.
-            Err(e) => {
-                return self
-                    .unusable(
-                        &pod,
-                        format!("the restore-hooks.dev/status annotation is unreadable ({e}); no hook is run, to keep hooks at most once"),
-                    )
-                    .await;
-            }
-        };
-        let view = PodView::from_pod(&pod);
-        let now = Timestamp::now();
-        let decision = decide(&plan, recorded.as_ref(), &view, now);
-        let rv = pod.metadata.resource_version.clone().unwrap_or_default();
-
-        if let Action::StartHook { index } = decision.action {
-            return self
-                .start(pod, &plan, decision.status, decision.settled, index)
-                .await;
-        }
-        if decision.write {
-            match write_status(&self.api, &self.name, &rv, &decision.status).await {
-                Ok(updated) => {
-                    self.backoff.reset();
-                    self.settled(&updated, &plan, &decision.status, &decision.settled)
-                        .await;
-                    return Step::Again(Observed::Pod(Arc::new(updated)));
+        let result = write_status(
+            &self.api,
+            &self.name,
+            &self.uid,
+            &pod.resource_version,
+            &decision.status,
+            &keys,
+            finishing,
+        )
+        .await;
+        match result {
+            Ok(updated) => {
+                self.backoff.reset();
+                let updated = PodState::from_slim(updated);
+                self.settled(&updated, plan, &decision.status, &decision.settled).await;
+                self.pod = Some(updated.clone());
+                if let Some(label) = finishing {
+                    self.completed(&updated, plan, &decision.status, label).await;
+                    self.shared.finished.insert(&self.uid);
+                    return Flow::Stop;
                 }
-                Err(e) => return self.write_failed(e).await,
+                Flow::Again
             }
-        }
-        match decision.action {
-            Action::WaitUntil(d) => {
-                debug!(pod = %self.pod_ref(), deadline = %d, "waiting for the next hook's container");
-                self.wait(Some(d), pod).await
-            }
-            Action::WaitForChange => self.wait(None, pod).await,
-            Action::Finish { label } => self.finish(&pod, &plan, &decision.status, label).await,
-            Action::StartHook { .. } => unreachable!("handled above"),
+            Err(e) => self.write_failed(e).await,
         }
     }
 
-    /// A write of the status failed: decide what that means.
-    async fn write_failed(&mut self, e: WriteError) -> Step {
+    /// A write failed: decide what that means.
+    async fn write_failed(&mut self, e: WriteError) -> Flow {
         match e {
             WriteError::Conflict => {
                 debug!(pod = %self.pod_ref(), "status write conflicted; re-reading the pod");
-                self.refresh().await
+                self.refresh()
             }
             WriteError::Gone => {
-                // Report from what was persisted (the last pod seen), not from the write that
-                // failed: that one may hold a Running record for an exec that never started.
                 self.gone().await;
-                Step::Stop
+                Flow::Stop
             }
-            WriteError::Api(e) => self.api_error("writing the hook status", e).await,
+            WriteError::Api(e) => self.api_error("writing the status", e).await,
         }
     }
 
-    /// Runs hook `index`: record Running, exec, record the result.
+    /// Records hook `index` Running, then starts its exec holding `permit`.
     async fn start(
         &mut self,
-        pod: Arc<Pod>,
+        pod: &Arc<PodState>,
         plan: &ExecPlan,
         mut status: ExecStatus,
-        settled: Vec<usize>,
         index: usize,
-    ) -> Step {
-        // Take the exec slot before writing Running, so that a Running record always means the
-        // exec is about to start, not that it waits for a slot.
-        let permit = tokio::select! {
-            p = self.shared.slots.clone().acquire_owned() => p.expect("the slot semaphore is never closed"),
-            _ = self.term.cancelled() => return Step::Stop,
+        permit: SlotPermit,
+    ) -> Flow {
+        let Some(keys) = self.shared.keys.current() else {
+            return Flow::Wait;
         };
-        if self.term.is_cancelled() {
-            return Step::Stop;
-        }
-        if self.rx.has_changed().unwrap_or(false) {
-            // The pod changed while we waited for a slot: decide on the newer state.
-            return Step::Again(self.rx.borrow_and_update().clone());
-        }
-        let hook = &plan.hooks[index];
+        let hook = plan.hooks[index].clone();
         let started_at = timestamp(Timestamp::now());
-        {
-            let entry = &mut status.hooks[index];
-            entry.phase = HookPhase::Running;
-            entry.started_at = Some(started_at.clone());
-        }
-        let rv = pod.metadata.resource_version.clone().unwrap_or_default();
-        let running = match write_status(&self.api, &self.name, &rv, &status).await {
-            Ok(p) => p,
-            Err(e) => return self.write_failed(e).await,
+        status.hooks[index].phase = HookPhase::Running;
+        status.hooks[index].started_at = Some(started_at);
+        let written = write_status(
+            &self.api,
+            &self.name,
+            &self.uid,
+            &pod.resource_version,
+            &status,
+            &keys,
+            None,
+        )
+        .await;
+        let updated = match written {
+            Ok(p) => PodState::from_slim(p),
+            Err(e) => {
+                drop(permit);
+                return self.write_failed(e).await;
+            }
         };
         self.backoff.reset();
-        self.settled(&running, plan, &status, &settled).await;
+        self.pod = Some(updated);
+        self.trusted = Some((plan.clone(), Some(status.clone())));
+        let timeout_ms = hook.exec_timeout_ms.min(self.shared.engine.max_exec_timeout_ms);
         info!(
             pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index,
             source = %hook.source, container = %hook.container, command = ?hook.command,
-            timeout = %go_duration(hook.exec_timeout_ms), "hook started"
+            timeout = %format_go_duration(timeout_ms), "hook started"
         );
-        let clock = Instant::now();
-        let outcome = self
-            .shared
-            .exec
-            .exec(
-                &self.namespace,
-                &self.name,
-                &hook.container,
-                &hook.command,
-                Duration::from_millis(hook.exec_timeout_ms),
-            )
-            .await;
-        let elapsed = clock.elapsed();
-        drop(permit);
+        self.running.insert(index);
+        let exec = self.shared.exec.clone();
+        let (namespace, name) = (self.namespace.clone(), self.name.clone());
+        self.execs.spawn(async move {
+            let clock = Instant::now();
+            let outcome = exec
+                .exec(
+                    &namespace,
+                    &name,
+                    &hook.container,
+                    &hook.command,
+                    Duration::from_millis(timeout_ms),
+                )
+                .await;
+            drop(permit);
+            Finished {
+                index,
+                outcome,
+                elapsed: clock.elapsed(),
+            }
+        });
+        Flow::Again
+    }
+
+    /// An exec ended: queue its result for the next write.
+    fn exec_ended(&mut self, f: Finished) {
+        let Some((plan, status)) = self.trusted.as_ref() else {
+            return;
+        };
+        let hook = &plan.hooks[f.index];
         self.shared
             .metrics
             .exec_duration
-            .observe(elapsed.as_secs_f64());
-        let mut result = status.hooks[index].clone();
+            .observe(f.elapsed.as_secs_f64());
+        let mut result = align(plan, status.as_ref()).hooks[f.index].clone();
+        let outcome = f.outcome;
         result.phase = if outcome.succeeded() {
             HookPhase::Succeeded
         } else {
@@ -479,183 +641,194 @@ impl PodWorker {
         result.stdout = outcome.stdout_tail.clone();
         result.stderr = outcome.stderr_tail.clone();
         info!(
-            pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index,
+            pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index = f.index,
             source = %hook.source, container = %hook.container,
             result = if outcome.succeeded() { "succeeded" } else { "failed" },
-            exit_code = outcome.exit_code, duration_ms = elapsed.as_millis() as u64,
+            exit_code = outcome.exit_code, duration_ms = f.elapsed.as_millis() as u64,
             result_message = %result.message, stdout = %outcome.stdout_tail, stderr = %outcome.stderr_tail,
             "hook finished"
         );
-        self.record(Arc::new(running), plan, index, result).await
+        self.results.push((f.index, result));
     }
 
-    /// Writes the result of hook `index` on top of the latest status. Retried through conflicts
-    /// (the kubelet updates pod status all the time) and API errors; given up only when the pod
-    /// is gone, or when the status no longer shows our Running record (someone else, e.g. a new
-    /// leader after we lost the Lease mid-exec, already reported the hook interrupted).
-    async fn record(
-        &mut self,
-        mut pod: Arc<Pod>,
-        plan: &ExecPlan,
-        index: usize,
-        result: crate::hooks::plan::HookStatus,
-    ) -> Step {
-        let mut attempts = 0u32;
-        loop {
-            attempts += 1;
-            let current = recorded(&pod).ok().flatten();
-            let mut status = super::state::align(plan, current.as_ref());
-            let ours = status.hooks[index].phase == HookPhase::Running
-                && status.hooks[index].started_at == result.started_at;
-            if !ours {
-                warn!(pod = %self.pod_ref(), hook = %result.name, index, "the hook's Running record was replaced while it ran; its result is only logged");
-                return Step::Again(Observed::Pod(pod));
-            }
-            status.hooks[index] = result.clone();
-            // Settle what follows from the result (onError: Fail skips the rest) in the same write.
-            let decision = decide(
-                plan,
-                Some(&status),
-                &PodView::from_pod(&pod),
-                Timestamp::now(),
-            );
-            let rv = pod.metadata.resource_version.clone().unwrap_or_default();
-            match write_status(&self.api, &self.name, &rv, &decision.status).await {
-                Ok(updated) => {
-                    self.backoff.reset();
-                    let mut done = vec![index];
-                    done.extend(decision.settled.iter().copied());
-                    self.settled(&updated, plan, &decision.status, &done).await;
-                    return Step::Again(Observed::Pod(Arc::new(updated)));
-                }
-                Err(WriteError::Gone) => {
-                    let mut status = decision.status.clone();
-                    status.hooks[index] = result.clone();
-                    self.gone_with_result(plan, status, index).await;
-                    return Step::Stop;
-                }
-                Err(e) => {
-                    if !matches!(e, WriteError::Conflict) {
-                        let wait = self.backoff.next();
-                        warn!(pod = %self.pod_ref(), hook = %result.name, index, error = %e, retry_in = ?wait, "recording the hook result failed; retrying");
-                        // Not cancellable by `term`: the result of an exec that ran must be kept.
-                        tokio::time::sleep(wait).await;
-                    }
-                    if attempts > 50 {
-                        error!(pod = %self.pod_ref(), hook = %result.name, index, "giving up recording the hook result; it will be reported interrupted");
-                        return Step::Stop;
-                    }
-                    match self.api.get_opt(&self.name).await {
-                        Ok(Some(p)) if p.metadata.uid.as_deref() == Some(self.uid.as_str()) => {
-                            pod = Arc::new(p)
-                        }
-                        Ok(_) => {
-                            let mut status = decision.status.clone();
-                            status.hooks[index] = result.clone();
-                            self.gone_with_result(plan, status, index).await;
-                            return Step::Stop;
-                        }
-                        Err(e) => {
-                            warn!(pod = %self.pod_ref(), error = %e, "reading the pod failed; retrying")
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// The pod disappeared after hook `index` ran: report its result and fail the rest.
-    async fn gone_with_result(&mut self, plan: &ExecPlan, status: ExecStatus, index: usize) {
-        let mut view = self
-            .last
-            .as_deref()
-            .map(PodView::from_pod)
-            .unwrap_or_else(empty_view);
-        view.presence = Presence::Gone;
-        let decision = decide(plan, Some(&status), &view, Timestamp::now());
-        let mut done = vec![index];
-        done.extend(decision.settled.iter().copied());
-        let label = match decision.action {
-            Action::Finish { label } => label,
-            _ => crate::hooks::plan::EXEC_FAILED,
+    /// Writes every queued result on top of the latest status. Retried through conflicts (the
+    /// kubelet updates pod status all the time) and API errors, and not cancelled by shutdown: the
+    /// result of an exec that ran must be kept. A result whose `Running` record was replaced while
+    /// it ran (a new leader after we lost the Lease already reported it interrupted) is only
+    /// logged.
+    async fn record(&mut self) -> Flow {
+        let (Some(pod), Some((plan, last_trusted))) = (self.pod.clone(), self.trusted.clone()) else {
+            return Flow::Wait;
         };
-        if let Some(pod) = self.last.clone() {
-            self.settled(&pod, plan, &decision.status, &done).await;
-            self.completed(&pod, plan, &decision.status, label).await;
+        let Some(keys) = self.shared.keys.current() else {
+            return Flow::Wait;
+        };
+        let base = match verify(&pod.facts(), Some(&keys)) {
+            Ok(t) => t.status,
+            Err(_) => last_trusted,
+        };
+        let mut status = align(&plan, base.as_ref());
+        let mut recorded = Vec::new();
+        for (i, result) in &self.results {
+            let ours = status.hooks[*i].phase == HookPhase::Running
+                && status.hooks[*i].started_at == result.started_at;
+            if ours {
+                status.hooks[*i] = result.clone();
+                recorded.push(*i);
+            } else {
+                warn!(pod = %self.pod_ref(), hook = %result.name, index = i, "the hook's Running record was replaced while it ran; its result is only logged");
+            }
         }
-        self.shared
-            .restorehooks
-            .pod_gone(&self.namespace, &self.uid, plan, &decision.status);
+        let mut still_running = self.running.clone();
+        for (i, _) in &self.results {
+            still_running.remove(i);
+        }
+        // Settle what follows from the results (onError: Fail skips the rest) in the same write.
+        let decision = decide(
+            &plan,
+            Some(&status),
+            &pod.view,
+            &Context {
+                now: Timestamp::now(),
+                running_here: &still_running,
+                awaiting_slot: &self.awaiting_slot,
+                inherited_grace: self.shared.inherited_grace,
+                out_of_scope: None,
+            },
+        );
+        let finishing = decision.finished.filter(|_| still_running.is_empty());
+        let written = write_status(
+            &self.api,
+            &self.name,
+            &self.uid,
+            &pod.resource_version,
+            &decision.status,
+            &keys,
+            finishing,
+        )
+        .await;
+        match written {
+            Ok(updated) => {
+                self.backoff.reset();
+                let done: Vec<usize> = self.results.drain(..).map(|(i, _)| i).collect();
+                for i in &done {
+                    self.running.remove(i);
+                }
+                let updated = PodState::from_slim(updated);
+                let mut settled = recorded;
+                settled.extend(decision.settled.iter().copied());
+                self.settled(&updated, &plan, &decision.status, &settled).await;
+                self.trusted = Some((plan.clone(), Some(decision.status.clone())));
+                self.pod = Some(updated.clone());
+                if let Some(label) = finishing {
+                    self.completed(&updated, &plan, &decision.status, label).await;
+                    self.shared.finished.insert(&self.uid);
+                    return Flow::Stop;
+                }
+                Flow::Again
+            }
+            Err(WriteError::Conflict) => self.refresh(),
+            Err(WriteError::Gone) => {
+                self.gone().await;
+                Flow::Stop
+            }
+            Err(WriteError::Api(e)) => {
+                let wait = self.backoff.next();
+                warn!(pod = %self.pod_ref(), error = %e, retry_in = ?wait, "recording hook results failed; retrying");
+                tokio::time::sleep(wait).await;
+                self.refresh()
+            }
+        }
     }
 
-    /// The pod is gone: every hook that did not run fails (Event, log, metric, RestoreHook
-    /// status); nothing can be written on the pod any more.
+    /// The pod is gone: every hook that did not end fails (Event, log, metric, counts); nothing
+    /// can be written on the pod any more.
     async fn gone(&mut self) {
-        let Some(pod) = self.last.clone() else {
+        let (Some(pod), Some((plan, status))) = (self.pod.clone(), self.trusted.clone()) else {
             return;
         };
-        let Ok(plan) = self.plan(&pod) else {
-            return;
-        };
-        let status = recorded(&pod).ok().flatten();
-        // A Running entry we wrote ourselves cannot be here (start() records its own result), so
-        // deciding on the last known status reports exactly the hooks that never ran.
-        let mut view = PodView::from_pod(&pod);
+        let mut status = align(&plan, status.as_ref());
+        for (i, result) in self.results.drain(..) {
+            status.hooks[i] = result;
+        }
+        self.running.clear();
+        let mut view = pod.view.clone();
         view.presence = Presence::Gone;
-        let decision = decide(&plan, status.as_ref(), &view, Timestamp::now());
+        let decision = decide(
+            &plan,
+            Some(&status),
+            &view,
+            &Context {
+                now: Timestamp::now(),
+                running_here: &BTreeSet::new(),
+                awaiting_slot: &BTreeSet::new(),
+                inherited_grace: self.shared.inherited_grace,
+                out_of_scope: None,
+            },
+        );
         warn!(pod = %self.pod_ref(), restore = %plan.restore, not_run = decision.settled.len(), "pod deleted before all hooks ran");
         self.settled(&pod, &plan, &decision.status, &decision.settled)
             .await;
         if !decision.settled.is_empty() {
-            self.completed(&pod, &plan, &decision.status, "failed")
+            self.completed(&pod, &plan, &decision.status, EXEC_FAILED)
                 .await;
         }
         self.shared
-            .restorehooks
-            .pod_gone(&self.namespace, &self.uid, &plan, &decision.status);
+            .tally
+            .pod_gone(&self.uid, &plan, &decision.status);
     }
 
-    /// The pod's plan or status cannot be used: mark it failed without running anything.
-    async fn unusable(&mut self, pod: &Pod, message: String) -> Step {
-        error!(pod = %self.pod_ref(), %message, "cannot run this pod's hooks");
-        match set_exec_label(&self.api, &self.name, None, crate::hooks::plan::EXEC_FAILED).await {
-            Ok(_) | Err(WriteError::Gone) => {
+    /// Nothing of this pod runs: a Warning Event, the `failed` label, a status naming why.
+    async fn reject(&mut self, pod: &Arc<PodState>, rejection: Rejection) -> Flow {
+        let reason = match &rejection {
+            Rejection::NoPlan | Rejection::UnreadablePlan(_) => "unreadable_plan",
+            Rejection::Unsigned(_) => "unsigned_plan",
+            Rejection::OtherPod { .. } => "other_pod",
+            Rejection::ForgedStatus(_) | Rejection::UnreadableStatus(_) => "forged_status",
+        };
+        self.reject_with(pod, reason, rejection.to_string()).await
+    }
+
+    async fn reject_with(&mut self, pod: &Arc<PodState>, reason: &str, message: String) -> Flow {
+        error!(pod = %self.pod_ref(), reason, %message, "not running this pod's hooks");
+        self.shared
+            .metrics
+            .plans_rejected
+            .with_label_values(&[reason])
+            .inc();
+        let written = match self.shared.keys.current() {
+            // A signed status that says why, so the rejection itself cannot be forged away.
+            Some(keys) => write_status(
+                &self.api,
+                &self.name,
+                &self.uid,
+                &pod.resource_version,
+                &ExecStatus {
+                    hooks: Vec::new(),
+                    message: message.clone(),
+                },
+                &keys,
+                Some(EXEC_FAILED),
+            )
+            .await
+            .map(|_| ()),
+            None => set_exec_label(&self.api, &self.name, &pod.resource_version, EXEC_FAILED)
+                .await
+                .map(|_| ()),
+        };
+        match written {
+            Ok(()) | Err(WriteError::Gone) => {
                 self.shared
                     .events
-                    .publish(pod, EventType::Warning, HOOKS_COMPLETED, &message)
+                    .publish(&Regarding::pod(pod), EventType::Warning, PLAN_REJECTED, &message)
                     .await;
-                Step::Stop
+                Flow::Stop
             }
-            Err(e) => self.api_error("labelling the pod", e).await,
+            Err(e) => self.write_failed(e).await,
         }
     }
 
-    /// Every hook is terminal: set the label, report.
-    async fn finish(
-        &mut self,
-        pod: &Pod,
-        plan: &ExecPlan,
-        status: &ExecStatus,
-        label: &'static str,
-    ) -> Step {
-        let rv = pod.metadata.resource_version.as_deref();
-        match set_exec_label(&self.api, &self.name, rv, label).await {
-            Ok(updated) => {
-                self.completed(&updated, plan, status, label).await;
-                self.shared.restorehooks.touch(&self.namespace, plan);
-                Step::Stop
-            }
-            Err(WriteError::Gone) => {
-                self.completed(pod, plan, status, label).await;
-                self.shared.restorehooks.touch(&self.namespace, plan);
-                Step::Stop
-            }
-            Err(WriteError::Conflict) => self.refresh().await,
-            Err(e) => self.api_error("labelling the pod", e).await,
-        }
-    }
-
-    async fn completed(&self, pod: &Pod, plan: &ExecPlan, status: &ExecStatus, label: &str) {
+    async fn completed(&self, pod: &PodState, plan: &ExecPlan, status: &ExecStatus, label: &str) {
         let count = |p: HookPhase| status.hooks.iter().filter(|h| h.phase == p).count();
         let (ok, failed, skipped) = (
             count(HookPhase::Succeeded),
@@ -675,16 +848,13 @@ impl PodWorker {
         };
         self.shared
             .events
-            .publish(pod, kind, HOOKS_COMPLETED, &message)
+            .publish(&Regarding::pod(pod), kind, HOOKS_COMPLETED, &message)
             .await;
     }
 
     /// Reports hooks that became terminal (after their phase was written, or the pod vanished):
-    /// Events, logs, metrics, RestoreHook counts.
-    async fn settled(&self, pod: &Pod, plan: &ExecPlan, status: &ExecStatus, which: &[usize]) {
-        if which.is_empty() {
-            return;
-        }
+    /// Events, logs, metrics.
+    async fn settled(&self, pod: &PodState, plan: &ExecPlan, status: &ExecStatus, which: &[usize]) {
         for &i in which {
             let (hook, entry) = (&plan.hooks[i], &status.hooks[i]);
             let result = match entry.phase {
@@ -705,6 +875,7 @@ impl PodWorker {
                     result_message = %entry.message, "hook not run"
                 );
             }
+            let about = Regarding::pod(pod);
             match entry.phase {
                 HookPhase::Succeeded => {
                     let msg = format!(
@@ -716,7 +887,7 @@ impl PodWorker {
                     );
                     self.shared
                         .events
-                        .publish(pod, EventType::Normal, HOOK_SUCCEEDED, &msg)
+                        .publish(&about, EventType::Normal, HOOK_SUCCEEDED, &msg)
                         .await;
                 }
                 HookPhase::Failed => {
@@ -729,36 +900,16 @@ impl PodWorker {
                     }
                     self.shared
                         .events
-                        .publish(pod, EventType::Warning, HOOK_FAILED, &msg)
+                        .publish(&about, EventType::Warning, HOOK_FAILED, &msg)
                         .await;
                 }
                 _ => {}
             }
         }
-        self.shared.restorehooks.touch(&self.namespace, plan);
     }
-}
-
-fn is_pending(pod: &Pod) -> bool {
-    pod.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(EXEC_LABEL))
-        .is_some_and(|v| v == EXEC_PENDING)
 }
 
 /// True for entries that carry an exec result (they have a start time).
-fn is_exec_result(entry: &crate::hooks::plan::HookStatus) -> bool {
-    entry.started_at.is_some() && entry.message != super::state::INTERRUPTED
-}
-
-fn empty_view() -> PodView {
-    PodView {
-        presence: Presence::Gone,
-        phase: None,
-        created: None,
-        targets: Default::default(),
-        plain_init: Default::default(),
-        containers: Default::default(),
-    }
+fn is_exec_result(entry: &HookStatus) -> bool {
+    entry.started_at.is_some() && entry.message != restore_hooks_core::state::INTERRUPTED
 }

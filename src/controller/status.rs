@@ -1,10 +1,11 @@
-//! Writing the pod: the status annotation (with optimistic concurrency) and the exec label.
+//! Writing the pod: the signed status annotation (with optimistic concurrency) and the exec label.
 
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
+use restore_hooks_core::hooks::plan::{EXEC_LABEL, ExecStatus, STATUS_ANNOTATION};
+use restore_hooks_core::hooks::signing::{PlanKeys, STATUS_SIGNATURE_ANNOTATION};
 use serde_json::json;
 
-use crate::hooks::plan::{EXEC_LABEL, ExecStatus, STATUS_ANNOTATION};
+use super::pod::SlimPod;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -27,51 +28,46 @@ impl From<kube::Error> for WriteError {
     }
 }
 
-/// Writes `restore-hooks.dev/status` only if the pod is still at `resource_version`: a merge patch
-/// carrying `metadata.resourceVersion` is rejected with 409 otherwise. This is what makes a hook
-/// start at most once: the `Running` record is written (and must win) before the exec begins.
+/// Writes `restore-hooks.dev/status` (signed, bound to the pod's uid) and optionally the exec
+/// label, only if the pod is still at `resource_version`: a merge patch carrying
+/// `metadata.resourceVersion` is rejected with 409 otherwise. This is what makes a hook start at
+/// most once: the `Running` record is written (and must win) before the exec begins.
 pub async fn write_status(
-    api: &Api<Pod>,
+    api: &Api<SlimPod>,
     name: &str,
+    uid: &str,
     resource_version: &str,
     status: &ExecStatus,
-) -> Result<Pod, WriteError> {
-    let body = json!({
+    keys: &PlanKeys,
+    label: Option<&str>,
+) -> Result<SlimPod, WriteError> {
+    let text = status.to_annotation();
+    let signature = keys.sign_status(uid, &text);
+    let mut body = json!({
         "metadata": {
             "resourceVersion": resource_version,
-            "annotations": {STATUS_ANNOTATION: status.to_annotation()},
+            "annotations": {STATUS_ANNOTATION: text, STATUS_SIGNATURE_ANNOTATION: signature},
         }
     });
-    Ok(api
-        .patch(name, &PatchParams::default(), &Patch::Merge(&body))
-        .await?)
-}
-
-/// Sets the `restore-hooks.dev/exec` label (`done` or `failed`), if the pod is still at
-/// `resource_version` (when given): a worker acting on a stale view of a pod that another worker
-/// already finished gets a conflict, re-reads, and sees the pod is no longer pending.
-pub async fn set_exec_label(
-    api: &Api<Pod>,
-    name: &str,
-    resource_version: Option<&str>,
-    value: &str,
-) -> Result<Pod, WriteError> {
-    let mut body = json!({"metadata": {"labels": {EXEC_LABEL: value}}});
-    if let Some(rv) = resource_version {
-        body["metadata"]["resourceVersion"] = json!(rv);
+    if let Some(label) = label {
+        body["metadata"]["labels"] = json!({ EXEC_LABEL: label });
     }
     Ok(api
         .patch(name, &PatchParams::default(), &Patch::Merge(&body))
         .await?)
 }
 
-/// The pod's recorded status. An unreadable annotation counts as none (every hook Pending) only
-/// when no hook can have started; the caller logs it.
-pub fn recorded(pod: &Pod) -> Result<Option<ExecStatus>, serde_json::Error> {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(STATUS_ANNOTATION))
-        .map(|v| ExecStatus::from_annotation(v))
-        .transpose()
+/// Sets the `restore-hooks.dev/exec` label (`done` or `failed`), if the pod is still at
+/// `resource_version`: a worker acting on a stale view of a pod that another worker already
+/// finished gets a conflict, re-reads, and sees the pod is no longer pending.
+pub async fn set_exec_label(
+    api: &Api<SlimPod>,
+    name: &str,
+    resource_version: &str,
+    value: &str,
+) -> Result<SlimPod, WriteError> {
+    let body = json!({"metadata": {"resourceVersion": resource_version, "labels": {EXEC_LABEL: value}}});
+    Ok(api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+        .await?)
 }

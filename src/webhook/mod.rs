@@ -2,8 +2,11 @@
 //! that is [`review`]'s job, through the hook engine.
 
 mod body_deadline;
+pub mod observed;
 pub mod review;
 pub mod server;
 pub mod tls;
 
-pub use server::{Bound, MAX_BODY_BYTES, Timeouts, WebhookError, WebhookServer, noop_router};
+pub use server::{
+    Bound, MAX_BODY_BYTES, Timeouts, WebhookError, WebhookServer, WebhookSources, noop_router,
+};

@@ -1,16 +1,24 @@
 //! AdmissionReview in, AdmissionReview out: decoding, the decision (by [`crate::inject`]) and
 //! encoding. No sockets here; the server calls [`review`] with the request body.
+//!
+//! The request's object is never built as a JSON tree: it stays raw text until the request is
+//! known to be a pod CREATE, and is then read through the borrowed pod view. A hostile body of
+//! megabytes of `[0,0,0,…]` is skipped over, not turned into hundreds of megabytes of values.
 
 use std::borrow::Cow;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::catalog::HookCatalog;
 use crate::config::EngineConfig;
-use crate::inject::{Decision, evaluate};
+use crate::hooks::pod::AdmittedPod;
+use crate::hooks::resolve::PodContext;
+use crate::hooks::types::Labels;
+use crate::index::HookIndex;
+use crate::inject::{Decision, Issuer, evaluate};
 
 /// What the webhook answered, for metrics and logs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,9 +74,7 @@ const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
 
 /// The parts of an AdmissionReview the webhook reads, borrowed from the body where possible.
 /// Everything else (`userInfo`, `oldObject`, `options`) is skipped without being built, and the
-/// object stays raw JSON: the patch must be computed against the object exactly as the API
-/// server will apply it, and a typed round trip (ObjectMeta) would add or drop fields the patch
-/// paths depend on.
+/// object stays raw JSON text.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ReviewIn<'a> {
@@ -96,10 +102,40 @@ pub struct RequestIn<'a> {
     pub namespace: Option<Cow<'a, str>>,
     #[serde(borrow)]
     pub operation: Cow<'a, str>,
-    #[serde(default)]
-    pub object: Option<Value>,
+    #[serde(borrow, default)]
+    pub object: Option<&'a RawValue>,
     #[serde(default)]
     pub dry_run: Option<bool>,
+}
+
+impl RequestIn<'_> {
+    /// A CREATE of a core/v1 Pod (not of a subresource): the only request the webhook decides.
+    pub fn is_pod_create(&self) -> bool {
+        self.operation == "CREATE"
+            && self.kind.group.is_empty()
+            && self.kind.kind == "Pod"
+            && self.sub_resource.as_deref().unwrap_or("").is_empty()
+    }
+
+    /// The namespace the object is created in.
+    pub fn target_namespace(&self) -> &str {
+        self.namespace
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .unwrap_or("default")
+    }
+}
+
+/// What the decision needs besides the request: the index (read-locked by the caller), the
+/// namespace's labels when the caller looked them up itself, the policy and the plan issuer.
+pub struct ReviewContext<'a> {
+    pub index: &'a HookIndex,
+    /// `Some` overrides the index (the namespace was read from the API server).
+    pub namespace_labels: Option<&'a Labels>,
+    pub config: &'a EngineConfig,
+    pub issuer: Issuer<'a>,
+    /// Warnings the caller adds (a namespace nobody could tell about).
+    pub extra_warnings: Vec<String>,
 }
 
 /// `request.kind`: the group/version/kind of the object.
@@ -137,65 +173,64 @@ pub fn parse_review(body: &[u8]) -> Result<RequestIn<'_>, BadReview> {
 }
 
 /// Decides one AdmissionReview request body.
-pub fn review(
-    body: &[u8],
-    catalog: &dyn HookCatalog,
-    config: &EngineConfig,
-) -> Result<Reviewed, BadReview> {
-    Ok(decide_request(&parse_review(body)?, catalog, config))
+pub fn review(body: &[u8], ctx: ReviewContext<'_>) -> Result<Reviewed, BadReview> {
+    Ok(decide_request(&parse_review(body)?, ctx))
 }
 
-fn decide_request(
-    request: &RequestIn<'_>,
-    catalog: &dyn HookCatalog,
-    config: &EngineConfig,
-) -> Reviewed {
-    let object = request.object.as_ref().filter(|o| !o.is_null());
-    let meta = |field: &str| {
-        object
-            .and_then(|o| o.get("metadata"))
-            .and_then(|m| m.get(field))
-            .and_then(Value::as_str)
-            .filter(|v| !v.is_empty())
-    };
-    let namespace = request
-        .namespace
-        .as_deref()
-        .filter(|n| !n.is_empty())
-        .or_else(|| meta("namespace"))
-        .unwrap_or("default");
-    let object_name = meta("name")
-        .map(str::to_string)
-        .or_else(|| meta("generateName").map(|g| format!("{g}*")))
-        .unwrap_or_else(|| request.name.as_deref().unwrap_or_default().to_string());
+/// Decides one parsed request.
+pub fn decide_request(request: &RequestIn<'_>, ctx: ReviewContext<'_>) -> Reviewed {
+    let namespace = request.target_namespace();
     let uid = request.uid.as_ref();
+    let object = request
+        .object
+        .filter(|o| o.get() != "null")
+        .filter(|_| request.is_pod_create());
     let mut reviewed = Reviewed {
         // Every return below sets the response; built once, for the path actually taken.
         response: Value::Null,
         outcome: Outcome::Unchanged,
         injected: 0,
         uid: uid.to_string(),
-        object: format!("{namespace}/{object_name}"),
+        object: format!(
+            "{namespace}/{}",
+            request.name.as_deref().unwrap_or_default()
+        ),
         patch_ops: 0,
         message: None,
         operation: request.operation.to_string(),
         dry_run: request.dry_run.unwrap_or(false),
     };
-    let is_pod_create = request.operation == "CREATE"
-        && request.kind.group.is_empty()
-        && request.kind.kind == "Pod"
-        && request.sub_resource.as_deref().unwrap_or("").is_empty();
-    let Some(pod_json) = object.filter(|_| is_pod_create) else {
+    let Some(raw) = object else {
         reviewed.response = allowed(uid, None, &[]);
         return reviewed;
     };
-    let decision = match evaluate(pod_json, namespace, catalog, config) {
-        Ok(d) => d,
+    let pod = match AdmittedPod::from_json_str(raw.get()) {
+        Ok(pod) => pod,
         Err(e) => {
-            let message = format!("restore-hooks: pod {}: {e}", reviewed.object);
+            let message = format!(
+                "restore-hooks: pod {}: the object is not a valid Pod: {e}",
+                reviewed.object
+            );
             return deny(reviewed, message);
         }
     };
+    reviewed.object = pod.display(namespace);
+    let pod_ctx = PodContext {
+        pod: &pod,
+        namespace,
+        namespace_labels: ctx
+            .namespace_labels
+            .or_else(|| ctx.index.namespace_labels(namespace)),
+    };
+    let mut decision = evaluate(&pod_ctx, ctx.index, ctx.config, &ctx.issuer);
+    if !ctx.extra_warnings.is_empty() {
+        match &mut decision {
+            Decision::Unchanged { warnings } | Decision::Patch { warnings, .. } => {
+                warnings.extend(ctx.extra_warnings)
+            }
+            Decision::Deny { .. } => {}
+        }
+    }
     match decision {
         Decision::Unchanged { warnings } => {
             reviewed.outcome = with_warnings(Outcome::Unchanged, &warnings);

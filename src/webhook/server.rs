@@ -24,13 +24,18 @@ use axum_server::tls_rustls::RustlsConfig;
 use tokio_util::sync::CancellationToken;
 
 use super::body_deadline::{BodyDeadlineExceeded, with_body_deadline};
-use super::review::{BadReview, Outcome, Reviewed, allowed, parse_review, review};
+use super::review::{
+    BadReview, Outcome, ReviewContext, Reviewed, allowed, decide_request, parse_review,
+};
 use super::tls::{CertReloader, TlsDir, TlsError};
 use crate::admin::Readiness;
-use crate::catalog::HookCatalog;
+use crate::catalog::SharedIndex;
 use crate::cli::WebhookArgs;
 use crate::config::EngineConfig;
+use crate::hooks::types::Labels;
+use crate::inject::Issuer;
 use crate::metrics::Metrics;
+use crate::plan_key::KeyRing;
 
 /// Largest AdmissionReview body accepted. Pods are a few KiB; the API server's own request
 /// limit is 3 MiB of object, and an AdmissionReview may carry it twice (object, oldObject).
@@ -38,6 +43,16 @@ pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 
 /// Path the MutatingWebhookConfiguration points at.
 pub const MUTATE_PATH: &str = "/mutate";
+/// The chart's first webhook: pods carrying the restore label.
+pub const MUTATE_POD_LABEL_PATH: &str = "/mutate/pod-label";
+/// The chart's second webhook: pods created in a namespace carrying the restore-namespace label.
+/// The API server calls it only because it saw that label, which is evidence the webhook uses
+/// when its own cache does not know the namespace yet.
+pub const MUTATE_NAMESPACE_LABEL_PATH: &str = "/mutate/namespace-label";
+
+/// How long admission may wait for the API server when its namespace cache does not know the
+/// pod's namespace: well under the webhook's own timeout (5 s in the chart).
+const NAMESPACE_LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Limits on clients that connect but do not finish a request (port scanners, stuck peers).
 /// The API server sends a whole request at once, so a few seconds is generous.
@@ -99,7 +114,7 @@ impl WebhookServer {
     /// certificate loaded and the catalog tracked in `readiness`.
     pub fn bind(
         args: &WebhookArgs,
-        catalog: Arc<dyn HookCatalog>,
+        sources: WebhookSources,
         engine: EngineConfig,
         metrics: Metrics,
         readiness: Readiness,
@@ -132,9 +147,13 @@ impl WebhookServer {
             addr: args.listen,
             error,
         })?;
+        metrics
+            .certificate_expiry
+            .set(loaded.info.not_after_unix.unwrap_or_default());
         readiness.set_certificate_loaded();
-        readiness.track_catalog(catalog.clone());
-        let router = router(catalog, engine, metrics, readiness.clone());
+        readiness.track_index(sources.index.clone());
+        readiness.track_keys(sources.keys.clone());
+        let router = router(sources, engine, metrics, readiness.clone());
         Ok(Bound {
             listener,
             local_addr,
@@ -278,27 +297,38 @@ fn log_accept_error(peer: Option<&SocketAddr>, err: &std::io::Error) {
     }
 }
 
+/// Where the webhook's decisions come from.
+#[derive(Clone)]
+pub struct WebhookSources {
+    pub index: Arc<SharedIndex>,
+    pub keys: KeyRing,
+    /// For namespaces the index does not know yet; `None` without a cluster.
+    pub namespaces: Option<kube::Api<k8s_openapi::api::core::v1::Namespace>>,
+}
+
 /// Shared by every request behind one `Arc`: axum clones the state per request, and a clone of
 /// `Metrics` alone is a dozen reference counts.
 struct MutateState {
-    catalog: Arc<dyn HookCatalog>,
+    sources: WebhookSources,
     engine: EngineConfig,
     metrics: Metrics,
     readiness: Readiness,
 }
 
-/// `POST /mutate`: the admission webhook.
+/// `POST /mutate` (and the per-webhook paths): the admission webhook.
 pub fn router(
-    catalog: Arc<dyn HookCatalog>,
+    sources: WebhookSources,
     engine: EngineConfig,
     metrics: Metrics,
     readiness: Readiness,
 ) -> Router {
     Router::new()
         .route(MUTATE_PATH, post(mutate))
+        .route(MUTATE_POD_LABEL_PATH, post(mutate))
+        .route(MUTATE_NAMESPACE_LABEL_PATH, post(mutate_namespace_label))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(Arc::new(MutateState {
-            catalog,
+            sources,
             engine,
             metrics,
             readiness,
@@ -331,6 +361,47 @@ async fn mutate(
     RawQuery(query): RawQuery,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    handle(state, connection, query, body, false).await
+}
+
+async fn mutate_namespace_label(
+    State(state): State<Arc<MutateState>>,
+    connection: Option<Extension<ConnectionShutdown>>,
+    RawQuery(query): RawQuery,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    handle(state, connection, query, body, true).await
+}
+
+/// The namespace's labels from the API server, when the cache does not know it (created a moment
+/// ago, or the namespace watch is behind): a restored pod must not lose its hooks to a lagging
+/// cache. `None` when that did not work either.
+async fn look_up_namespace(state: &MutateState, namespace: &str) -> Option<Labels> {
+    let api = state.sources.namespaces.as_ref()?;
+    let result = tokio::time::timeout(NAMESPACE_LOOKUP_TIMEOUT, api.get_metadata_opt(namespace)).await;
+    let (label, labels) = match result {
+        Ok(Ok(Some(ns))) => ("found", Some(ns.metadata.labels.unwrap_or_default())),
+        Ok(Ok(None)) => ("not_found", None),
+        Ok(Err(e)) => {
+            tracing::warn!(namespace, error = %e, "cannot read a namespace the cache does not know");
+            ("error", None)
+        }
+        Err(_) => {
+            tracing::warn!(namespace, timeout = ?NAMESPACE_LOOKUP_TIMEOUT, "reading a namespace the cache does not know timed out");
+            ("error", None)
+        }
+    };
+    state.metrics.namespace_lookups.with_label_values(&[label]).inc();
+    labels
+}
+
+async fn handle(
+    state: Arc<MutateState>,
+    connection: Option<Extension<ConnectionShutdown>>,
+    query: Option<String>,
+    body: Result<Bytes, BytesRejection>,
+    namespace_label_webhook: bool,
+) -> Response {
     // Draining: answer this request, then close the connection so the API server's next call
     // opens a new one, which the Service routes to a replica that is still ready.
     if state.readiness.is_shutting_down()
@@ -357,8 +428,41 @@ async fn mutate(
     }
 
     let start = Instant::now();
-    let reviewed = match review(&body, state.catalog.as_ref(), &state.engine) {
-        Ok(reviewed) => reviewed,
+    let reviewed = match parse_review(&body) {
+        Ok(request) => {
+            let namespace = request.target_namespace().to_string();
+            let known = !request.is_pod_create()
+                || state.sources.index.read().namespace_labels(&namespace).is_some();
+            let (looked_up, extra_warnings) = if known {
+                (None, Vec::new())
+            } else {
+                match look_up_namespace(&state, &namespace).await {
+                    Some(labels) => (Some(labels), Vec::new()),
+                    None if namespace_label_webhook => (
+                        None,
+                        vec![format!(
+                            "restore-hooks: namespace {namespace} carries the restore-namespace label (that is why this webhook was called), but restore-hooks could not read it: this pod was admitted WITHOUT restore hooks; delete it once the namespace is visible so that its controller recreates it"
+                        )],
+                    ),
+                    None => (None, Vec::new()),
+                }
+            };
+            let keys = state.sources.keys.current();
+            let index = state.sources.index.read();
+            decide_request(
+                &request,
+                ReviewContext {
+                    index: &index,
+                    namespace_labels: looked_up.as_ref(),
+                    config: &state.engine,
+                    issuer: Issuer {
+                        keys: keys.as_deref(),
+                        now: jiff::Timestamp::now(),
+                    },
+                    extra_warnings,
+                },
+            )
+        }
         Err(BadReview(message)) => {
             state
                 .metrics

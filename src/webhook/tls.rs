@@ -76,8 +76,10 @@ pub struct PemPair {
 pub struct CertInfo {
     /// Hex serial number of the leaf certificate.
     pub serial: String,
-    /// NotAfter of the leaf certificate (RFC 3339), when it could be parsed.
+    /// NotAfter of the leaf certificate (RFC 2822), when it could be parsed.
     pub not_after: Option<String>,
+    /// The same, as Unix seconds (the expiry metric).
+    pub not_after_unix: Option<i64>,
     /// DNS and IP subject alternative names of the leaf.
     pub subject_alt_names: Vec<String>,
     /// Certificates in `tls.crt` (leaf plus intermediates).
@@ -203,6 +205,7 @@ pub fn cert_info(chain: &[CertificateDer<'_>]) -> CertInfo {
     };
     info.serial = cert.raw_serial_as_string();
     info.not_after = cert.validity().not_after.to_rfc2822().ok();
+    info.not_after_unix = Some(cert.validity().not_after.timestamp());
     if let Ok(Some(san)) = cert.subject_alternative_name() {
         use x509_parser::extensions::GeneralName;
         for name in &san.value.general_names {
@@ -294,6 +297,9 @@ impl CertReloader {
         match result {
             Ok((config, info)) => {
                 self.config.reload_from_config(config);
+                self.metrics
+                    .certificate_expiry
+                    .set(info.not_after_unix.unwrap_or_default());
                 self.metrics
                     .tls_reloads
                     .with_label_values(&["success"])

@@ -150,11 +150,54 @@ pub fn parse_flag(input: &str) -> Result<Duration, String> {
     parse_non_negative(input).map_err(|e| e.to_string())
 }
 
+/// A duration as Go prints it (`30s`, `1m0s`, `1.5s`, `250ms`, `1h0m0s`): the spelling operators
+/// wrote in the hook definitions, for messages.
+pub fn format_go_duration(ms: u64) -> String {
+    if ms == 0 {
+        return "0s".to_string();
+    }
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let (h, rest) = (ms / 3_600_000, ms % 3_600_000);
+    let (m, rest) = (rest / 60_000, rest % 60_000);
+    let (s, frac) = (rest / 1000, rest % 1000);
+    let secs = if frac == 0 {
+        format!("{s}s")
+    } else {
+        let f = format!("{frac:03}");
+        format!("{s}.{}s", f.trim_end_matches('0'))
+    };
+    if h > 0 {
+        format!("{h}h{m}m{secs}")
+    } else if m > 0 {
+        format!("{m}m{secs}")
+    } else {
+        secs
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const S: i64 = 1_000_000_000;
+
+    #[test]
+    fn durations_print_like_go() {
+        for (ms, s) in [
+            (0, "0s"),
+            (250, "250ms"),
+            (1500, "1.5s"),
+            (30_000, "30s"),
+            (60_000, "1m0s"),
+            (90_500, "1m30.5s"),
+            (3_600_000, "1h0m0s"),
+        ] {
+            assert_eq!(format_go_duration(ms), s);
+            assert_eq!(parse_go_duration(s).unwrap(), ms as i64 * 1_000_000, "{s} round-trips");
+        }
+    }
 
     #[test]
     fn accepts_what_go_accepts() {

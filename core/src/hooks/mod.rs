@@ -1,12 +1,17 @@
-//! The hook engine: every rule of product.md §§2–4 and §8, pure (no I/O, no async).
+//! The hook engine: every rule of docs/behaviour.md §1–§5, pure (no I/O, no async).
 
 pub mod annotations;
 pub mod command;
+pub mod compiled;
 pub mod duration;
 pub mod patterns;
 pub mod plan;
 pub mod pod;
+pub mod problem;
 pub mod resolve;
+pub mod restore_name;
 pub mod scope;
 pub mod selector;
+pub mod signing;
+pub mod targets;
 pub mod types;

@@ -2,9 +2,6 @@
 //! Velero compiles them with gobwas/glob and no separators: `*` also matches `-` and `.`;
 //! `?`, `[abc]`, `[!a]`, `[a-z]` and `{a,b}` work; matching is case-sensitive.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-
 use globset::{GlobBuilder, GlobMatcher};
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -18,32 +15,10 @@ pub struct PatternError {
 #[derive(Clone, Debug)]
 pub struct NamePattern(GlobMatcher);
 
-/// Compiled patterns kept per thread: a glob compiles to a regex DFA (tens of microseconds),
-/// while the same few patterns are matched on every admission request. Bounded so that a churn
-/// of distinct patterns cannot grow it without limit.
-const CACHE_LIMIT: usize = 4096;
-
-thread_local! {
-    static COMPILED: RefCell<HashMap<String, NamePattern>> = RefCell::new(HashMap::new());
-}
-
 impl NamePattern {
+    /// Compiles a glob. Hook objects are compiled once when they arrive (`hooks::compiled`), so
+    /// nothing here is cached.
     pub fn compile(pattern: &str) -> Result<Self, PatternError> {
-        if let Some(hit) = COMPILED.with(|c| c.borrow().get(pattern).cloned()) {
-            return Ok(hit);
-        }
-        let compiled = Self::compile_uncached(pattern)?;
-        COMPILED.with(|c| {
-            let mut cache = c.borrow_mut();
-            if cache.len() >= CACHE_LIMIT {
-                cache.clear();
-            }
-            cache.insert(pattern.to_string(), compiled.clone());
-        });
-        Ok(compiled)
-    }
-
-    fn compile_uncached(pattern: &str) -> Result<Self, PatternError> {
         GlobBuilder::new(pattern)
             .literal_separator(false)
             .case_insensitive(false)

@@ -1,10 +1,13 @@
 //! The exec plan (`restore-hooks.dev/plan`) and the exec status (`restore-hooks.dev/status`):
-//! the only two documents the webhook and the controller exchange, through pod annotations.
+//! the only two documents the webhook and the controller exchange, through pod annotations
+//! (docs/behaviour.md §5).
 //!
-//! Field names are part of the product contract (product.md §5): change them only together with
-//! a migration for pods that already carry a plan.
+//! Field names are part of the contract: change them only together with a migration for pods
+//! that already carry a plan.
 
 use serde::{Deserialize, Serialize};
+
+use super::types::Annotations;
 
 /// Annotation holding the JSON [`ExecPlan`], written by the webhook.
 pub const PLAN_ANNOTATION: &str = "restore-hooks.dev/plan";
@@ -17,25 +20,49 @@ pub const EXEC_LABEL: &str = "restore-hooks.dev/exec";
 pub const EXEC_PENDING: &str = "pending";
 pub const EXEC_DONE: &str = "done";
 pub const EXEC_FAILED: &str = "failed";
+/// Label on every pod the webhook admitted in a restore scope, with or without hooks: its value
+/// is the restore's label value. It is how the controller finds the pods a late RestoreHook
+/// applies to without watching every pod of the cluster.
+pub const RESTORE_RUN_LABEL: &str = "restore-hooks.dev/restore-run";
 
 /// Default exec timeout when a hook sets none (or zero), as Velero: 30 s.
 pub const DEFAULT_EXEC_TIMEOUT_MS: u64 = 30_000;
 
-/// What the controller should do with a pod: the post-restore exec hooks, in run order.
+/// Largest plan annotation the webhook issues. Kubernetes caps all annotations of an object at
+/// 256 KiB together; a plan over this bound is a definition error, denied with its size.
+pub const MAX_PLAN_BYTES: usize = 64 * 1024;
+/// Largest status annotation the controller writes: output tails are cut to fit.
+pub const MAX_STATUS_BYTES: usize = 32 * 1024;
+/// The API server's limit on the total size of an object's annotations (keys and values).
+pub const MAX_TOTAL_ANNOTATION_BYTES: usize = 256 * 1024;
+
+/// What the controller should do with a pod: the post-restore exec hooks, in plan order.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ExecPlan {
-    /// The restore that put the pod in scope.
+    /// The restore that put the pod in scope (its full name when the Velero Restore is known).
     pub restore: String,
+    /// When the webhook issued the plan (RFC 3339, seconds): the controller only runs a plan
+    /// issued around the pod's creation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issued_at: Option<String>,
     pub hooks: Vec<PlannedHook>,
+    /// Spec exec hooks that selected the pod but name a container it does not have.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_applicable: Vec<HookRef>,
+    /// Init hooks of hook objects that arrived after the pod was created.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missed_init: Vec<HookRef>,
 }
 
 /// One exec hook with every default already applied ("the plan holds effective values").
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlannedHook {
-    /// `<from-annotation>`, the Velero resource entry's name, or the RestoreHook's name.
+    /// `<from-annotation>`, the Velero resource entry's name, or the hook object's name.
     pub name: String,
-    /// `annotation`, `velero-restore/<name>` or `restorehook/<name>`.
+    /// `annotation`, `velero-restore/<name>`, `clusterrestorehook/<name>` or
+    /// `restorehook/<name>`.
     pub source: String,
     /// Position in `postHooks` (0 for annotation hooks).
     pub index: usize,
@@ -48,6 +75,17 @@ pub struct PlannedHook {
     pub wait_for_ready: bool,
 }
 
+/// A hook that is in no plan, and why it is worth counting.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HookRef {
+    pub source: String,
+    pub name: String,
+    pub index: usize,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub container: String,
+}
+
 /// What a failed hook does to the pod's remaining hooks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum OnError {
@@ -56,15 +94,6 @@ pub enum OnError {
     Continue,
     /// Record the failure and mark the pod's remaining hooks `Skipped`.
     Fail,
-}
-
-impl OnError {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OnError::Continue => "Continue",
-            OnError::Fail => "Fail",
-        }
-    }
 }
 
 impl ExecPlan {
@@ -76,12 +105,34 @@ impl ExecPlan {
     pub fn from_annotation(value: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(value)
     }
+
+    /// The same hooks and counts, whenever issued: a reinvoked webhook keeps a plan that only
+    /// differs in `issuedAt`.
+    pub fn same_content(&self, other: &ExecPlan) -> bool {
+        self.restore == other.restore
+            && self.hooks == other.hooks
+            && self.not_applicable == other.not_applicable
+            && self.missed_init == other.missed_init
+    }
+}
+
+/// The raw plan annotation of a pod, if any.
+pub fn plan_annotation(annotations: Option<&Annotations>) -> Option<&str> {
+    annotations?.get(PLAN_ANNOTATION).map(String::as_str)
+}
+
+/// The raw status annotation of a pod, if any.
+pub fn status_annotation(annotations: Option<&Annotations>) -> Option<&str> {
+    annotations?.get(STATUS_ANNOTATION).map(String::as_str)
 }
 
 /// `restore-hooks.dev/status`: one entry per plan hook, in plan order.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecStatus {
     pub hooks: Vec<HookStatus>,
+    /// Why no hook ran at all (the plan was rejected), when that is the case.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,11 +177,140 @@ impl HookPhase {
 }
 
 impl ExecStatus {
+    /// The annotation value, at most [`MAX_STATUS_BYTES`]: when a plan has many hooks with
+    /// chatty output, the output tails of the earliest hooks are shortened first (their result
+    /// is in Events already), then messages; the phases are always kept.
     pub fn to_annotation(&self) -> String {
-        serde_json::to_string(self).expect("ExecStatus serialises")
+        let text = serde_json::to_string(self).expect("ExecStatus serialises");
+        if text.len() <= MAX_STATUS_BYTES {
+            return text;
+        }
+        let mut bounded = self.clone();
+        // Oldest hooks first, both streams; messages only when output alone is not enough.
+        let order = (0..bounded.hooks.len())
+            .flat_map(|i| [(i, Field::Stdout), (i, Field::Stderr)])
+            .chain((0..bounded.hooks.len()).map(|i| (i, Field::Message)))
+            .collect::<Vec<_>>();
+        for (i, field) in order {
+            let text = serde_json::to_string(&bounded).expect("ExecStatus serialises");
+            let excess = text.len().saturating_sub(MAX_STATUS_BYTES);
+            if excess == 0 {
+                return text;
+            }
+            let value = field.of(&mut bounded.hooks[i]);
+            // JSON escaping can make a byte of text cost up to 6 bytes of annotation: cutting
+            // the excess in bytes of text is generous, and the loop checks again.
+            let keep = value.len().saturating_sub(excess);
+            *value = tail(value, keep);
+        }
+        let text = serde_json::to_string(&bounded).expect("ExecStatus serialises");
+        debug_assert!(text.len() <= MAX_STATUS_BYTES || bounded.hooks.len() > 100);
+        text
     }
 
     pub fn from_annotation(value: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(value)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Field {
+    Stdout,
+    Stderr,
+    Message,
+}
+
+impl Field {
+    fn of(self, hook: &mut HookStatus) -> &mut String {
+        match self {
+            Field::Stdout => &mut hook.stdout,
+            Field::Stderr => &mut hook.stderr,
+            Field::Message => &mut hook.message,
+        }
+    }
+}
+
+/// The last `max` bytes of `s`, cut on a character boundary.
+fn tail(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    s[start..].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(i: usize, out: &str) -> HookStatus {
+        HookStatus {
+            name: format!("h{i}"),
+            index: i,
+            container: "db".into(),
+            phase: HookPhase::Succeeded,
+            started_at: None,
+            finished_at: None,
+            exit_code: Some(0),
+            message: String::new(),
+            stdout: out.into(),
+            stderr: out.into(),
+        }
+    }
+
+    #[test]
+    fn the_status_annotation_stays_under_its_bound() {
+        // 40 hooks with 1 KiB of output on each stream, some of it escaped in JSON.
+        let noisy = "\"é\n".repeat(256);
+        let status = ExecStatus {
+            hooks: (0..40).map(|i| entry(i, &noisy)).collect(),
+            message: String::new(),
+        };
+        let text = status.to_annotation();
+        assert!(text.len() <= MAX_STATUS_BYTES, "{}", text.len());
+        let back = ExecStatus::from_annotation(&text).unwrap();
+        assert_eq!(back.hooks.len(), 40);
+        assert!(back.hooks.iter().all(|h| h.phase == HookPhase::Succeeded));
+        // The latest hooks keep their output; the earliest were cut first.
+        assert_eq!(back.hooks[39].stdout, noisy);
+        assert!(back.hooks[0].stdout.len() < noisy.len());
+
+        let small = ExecStatus {
+            hooks: vec![entry(0, "ok")],
+            message: String::new(),
+        };
+        assert_eq!(
+            small.to_annotation(),
+            serde_json::to_string(&small).unwrap(),
+            "a small status is written as is"
+        );
+    }
+
+    #[test]
+    fn plans_round_trip_and_compare_without_issued_at() {
+        let plan = ExecPlan {
+            restore: "r".into(),
+            issued_at: Some("2026-12-03T10:00:00Z".into()),
+            hooks: vec![],
+            not_applicable: vec![HookRef {
+                source: "restorehook/a".into(),
+                name: "a".into(),
+                index: 1,
+                container: "postgres".into(),
+            }],
+            missed_init: vec![],
+        };
+        let text = plan.to_annotation();
+        assert!(text.contains("\"issuedAt\"") && text.contains("\"notApplicable\""), "{text}");
+        assert!(!text.contains("missedInit"), "{text}");
+        assert_eq!(ExecPlan::from_annotation(&text).unwrap(), plan);
+        let mut later = plan.clone();
+        later.issued_at = Some("2026-12-03T10:00:07Z".into());
+        assert!(plan.same_content(&later));
+        later.restore = "other".into();
+        assert!(!plan.same_content(&later));
     }
 }

@@ -1,24 +1,28 @@
-//! The admitted pod, as far as the hook rules read it: names, labels, annotations, containers
-//! and volumes, borrowed from the request's JSON.
+//! The admitted pod, as far as the hook rules and the patch read it: names, labels, annotations,
+//! containers and volumes, borrowed from the request's JSON text where possible.
 //!
-//! Why not `k8s_openapi::api::core::v1::Pod`: decoding the whole typed Pod (probes, resources,
-//! env, volume sources...) was a third of the cost of a decision, and the rules read none of it.
-//! The patch never comes from this view either: it is computed against the raw JSON, so fields
-//! this view skips (or that are newer than our Kubernetes API version) are never touched. The
-//! API server decodes the object as a Pod before calling webhooks, so a typed check of the
-//! skipped fields would find nothing; the fields read here are still type-checked, and a pod
-//! whose labels or containers have the wrong shape is an error, not a guess.
+//! Why not `k8s_openapi::api::core::v1::Pod`, nor even a `serde_json::Value`: decoding the whole
+//! pod was a third of the cost of a decision, and building a `Value` of a hostile request object
+//! is where an 8 MiB body turns into hundreds of MiB of memory. This view skips every field the
+//! rules do not read without building it. The patch never rewrites a field from this view either:
+//! it only adds and removes what this product owns, so fields skipped here (or newer than our
+//! Kubernetes API version) are never touched. The fields read here are still type-checked, and a
+//! pod whose labels or containers have the wrong shape is an error, not a guess.
+
+use std::borrow::Cow;
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::types::Labels;
+use super::types::{Annotations, Labels};
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct AdmittedPod<'a> {
-    #[serde(default, borrow, deserialize_with = "null_as_default")]
-    pub metadata: PodMeta<'a>,
+    /// `None` when the object has no `metadata` (or it is null): the patch must add it whole.
+    #[serde(default, borrow)]
+    pub metadata: Option<PodMeta<'a>>,
+    /// `None` when the object has no `spec` (or it is null): nothing can be injected.
     #[serde(default, borrow)]
     pub spec: Option<PodSpecView<'a>>,
 }
@@ -27,13 +31,14 @@ pub struct AdmittedPod<'a> {
 #[serde(rename_all = "camelCase")]
 pub struct PodMeta<'a> {
     #[serde(default, borrow)]
-    pub name: Option<&'a str>,
+    pub name: Option<Text<'a>>,
     #[serde(default, borrow)]
-    pub generate_name: Option<&'a str>,
+    pub generate_name: Option<Text<'a>>,
+    /// `None` when absent or null (the patch then adds the whole map).
     #[serde(default)]
     pub labels: Option<Labels>,
     #[serde(default)]
-    pub annotations: Option<Labels>,
+    pub annotations: Option<Annotations>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -47,24 +52,82 @@ pub struct PodSpecView<'a> {
     pub volumes: Vec<Named<'a>>,
 }
 
+/// A container of the admitted pod: its name, and for init containers the parts that make up its
+/// definition when a hook container is compared with it (docs/behaviour.md §4.3).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerView<'a> {
     #[serde(borrow)]
-    pub name: &'a str,
+    pub name: Text<'a>,
     #[serde(default, borrow)]
-    pub image: Option<&'a str>,
+    pub image: Option<Text<'a>>,
     #[serde(default, borrow)]
-    pub command: Option<Vec<&'a str>>,
+    pub command: Option<Vec<Text<'a>>>,
+    #[serde(default, borrow)]
+    pub args: Option<Vec<Text<'a>>>,
+    /// Kept as JSON: compared as a whole, never interpreted.
+    #[serde(default)]
+    pub env: Option<Value>,
+    #[serde(default)]
+    pub volume_mounts: Option<Value>,
     /// `Always` on an init container makes it a native sidecar.
     #[serde(default, borrow)]
-    pub restart_policy: Option<&'a str>,
+    pub restart_policy: Option<Text<'a>>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 pub struct Named<'a> {
     #[serde(borrow)]
-    pub name: &'a str,
+    pub name: Text<'a>,
+}
+
+/// A string of the request, borrowed from the JSON text unless it had to be unescaped.
+///
+/// serde borrows a `Cow<str>` only when it is a field's whole type; inside `Option` or `Vec` it
+/// would always copy. Admission reads a few dozen strings per pod, so this small wrapper keeps
+/// them borrowed wherever they are.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Text<'a>(pub Cow<'a, str>);
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for Text<'_> {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<&str> for Text<'_> {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(Visitor)
+    }
 }
 
 /// `null` is what a Go client sends for an empty field; treat it as absent.
@@ -77,17 +140,34 @@ where
 }
 
 impl<'a> AdmittedPod<'a> {
-    /// Reads the view from the pod's JSON, borrowing its strings.
-    pub fn from_json(pod: &'a Value) -> Result<Self, serde_json::Error> {
+    /// Reads the view from the pod's JSON text, borrowing its strings.
+    pub fn from_json_str(pod: &'a str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(pod)
+    }
+
+    /// Reads the view from an already parsed pod (`inject`, tests).
+    pub fn from_value(pod: &'a Value) -> Result<Self, serde_json::Error> {
         Self::deserialize(pod)
     }
 
-    pub fn labels(&self) -> Option<&Labels> {
-        self.metadata.labels.as_ref()
+    pub fn name(&self) -> Option<&str> {
+        self.metadata.as_ref()?.name.as_deref().filter(|n| !n.is_empty())
     }
 
-    pub fn annotations(&self) -> Option<&Labels> {
-        self.metadata.annotations.as_ref()
+    pub fn generate_name(&self) -> Option<&str> {
+        self.metadata
+            .as_ref()?
+            .generate_name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+    }
+
+    pub fn labels(&self) -> Option<&Labels> {
+        self.metadata.as_ref()?.labels.as_ref()
+    }
+
+    pub fn annotations(&self) -> Option<&Annotations> {
+        self.metadata.as_ref()?.annotations.as_ref()
     }
 
     pub fn containers(&self) -> &[ContainerView<'a>] {
@@ -106,11 +186,17 @@ impl<'a> AdmittedPod<'a> {
 
     /// `namespace/name`, or `namespace/generateName*` before the API server named the pod.
     pub fn display(&self, namespace: &str) -> String {
-        match (self.metadata.name, self.metadata.generate_name) {
-            (Some(name), _) if !name.is_empty() => format!("{namespace}/{name}"),
+        match (self.name(), self.generate_name()) {
+            (Some(name), _) => format!("{namespace}/{name}"),
             (_, Some(prefix)) => format!("{namespace}/{prefix}*"),
             _ => format!("{namespace}/<unnamed>"),
         }
+    }
+}
+
+impl ContainerView<'_> {
+    pub fn is_native_sidecar(&self) -> bool {
+        self.restart_policy.as_deref() == Some("Always")
     }
 }
 
@@ -128,7 +214,8 @@ mod tests {
                          "annotations": {"a/b": "c"}, "ownerReferences": [{"kind": "StatefulSet"}]},
             "spec": {
                 "initContainers": [{"name": "restore-wait", "image": "velero/helper",
-                                    "command": ["/wait"]},
+                                    "command": ["/wait"], "args": ["--x"],
+                                    "env": [{"name": "A", "value": "1"}]},
                                    {"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
                 "containers": [{"name": "db", "image": "postgres",
                                 "resources": {"requests": {"cpu": "1"}},
@@ -136,15 +223,36 @@ mod tests {
                 "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "d"}}]
             }
         });
-        let view = AdmittedPod::from_json(&pod).unwrap();
-        assert_eq!(view.display("shop"), "shop/db-*");
-        assert_eq!(view.labels().unwrap()["app"], "db");
-        assert_eq!(view.annotations().unwrap()["a/b"], "c");
-        assert_eq!(view.containers()[0].name, "db");
-        let init = view.init_containers().unwrap();
-        assert_eq!(init[0].command.as_deref(), Some(&["/wait"][..]));
-        assert_eq!(init[1].restart_policy, Some("Always"));
-        assert_eq!(view.volumes()[0].name, "data");
+        let text = pod.to_string();
+        for view in [
+            AdmittedPod::from_value(&pod).unwrap(),
+            AdmittedPod::from_json_str(&text).unwrap(),
+        ] {
+            assert_eq!(view.display("shop"), "shop/db-*");
+            assert_eq!(view.labels().unwrap()["app"], "db");
+            assert_eq!(view.annotations().unwrap()["a/b"], "c");
+            assert_eq!(*view.containers()[0].name, *"db");
+            let init = view.init_containers().unwrap();
+            assert_eq!(*init[0].command.as_ref().unwrap()[0], *"/wait");
+            assert_eq!(*init[0].args.as_ref().unwrap()[0], *"--x");
+            assert_eq!(init[0].env.as_ref().unwrap()[0]["name"], "A");
+            assert!(init[1].is_native_sidecar());
+            assert_eq!(*view.volumes()[0].name, *"data");
+        }
+    }
+
+    /// Escaped strings (shell scripts in commands) cannot be borrowed from JSON text; they are
+    /// decoded into owned strings, everything else is borrowed.
+    #[test]
+    fn escaped_strings_are_decoded() {
+        let text = r#"{"metadata": {"name": "p\u00e9"}, "spec": {"initContainers": [
+            {"name": "i", "image": "x", "command": ["sh", "-c", "echo \"a\"\nexit 0"]}]}}"#;
+        let view = AdmittedPod::from_json_str(text).unwrap();
+        assert_eq!(view.name(), Some("pé"));
+        let cmd = view.init_containers().unwrap()[0].command.clone().unwrap();
+        assert_eq!(cmd[2], "echo \"a\"\nexit 0");
+        assert!(matches!(cmd[0].0, Cow::Borrowed(_)));
+        assert!(matches!(cmd[2].0, Cow::Owned(_)));
     }
 
     /// The view must read exactly what the typed Pod would, for every field it has.
@@ -153,8 +261,8 @@ mod tests {
         let text = include_str!("../../../examples/restored-pod.yaml");
         let json: Value = serde_yaml::from_str(text).unwrap();
         let typed = k8s_openapi::api::core::v1::Pod::deserialize(&json).unwrap();
-        let view = AdmittedPod::from_json(&json).unwrap();
-        assert_eq!(view.metadata.name, typed.metadata.name.as_deref());
+        let view = AdmittedPod::from_value(&json).unwrap();
+        assert_eq!(view.name(), typed.metadata.name.as_deref());
         assert_eq!(view.labels(), typed.metadata.labels.as_ref());
         assert_eq!(view.annotations(), typed.metadata.annotations.as_ref());
         let spec = typed.spec.unwrap();
@@ -168,13 +276,13 @@ mod tests {
         let init = spec.init_containers.unwrap();
         assert_eq!(names(view.init_containers().unwrap()), typed_names(&init));
         for (v, t) in view.init_containers().unwrap().iter().zip(&init) {
-            assert_eq!(v.image, t.image.as_deref());
+            assert_eq!(v.image.as_deref(), t.image.as_deref());
             let command: Option<Vec<String>> = v
                 .command
                 .as_ref()
                 .map(|c| c.iter().map(|s| s.to_string()).collect());
             assert_eq!(command, t.command);
-            assert_eq!(v.restart_policy, t.restart_policy.as_deref());
+            assert_eq!(v.restart_policy.as_deref(), t.restart_policy.as_deref());
         }
         let volumes: Vec<&str> = spec
             .volumes
@@ -183,7 +291,7 @@ mod tests {
             .map(|v| v.name.as_str())
             .collect();
         assert_eq!(
-            view.volumes().iter().map(|v| v.name).collect::<Vec<_>>(),
+            view.volumes().iter().map(|v| &*v.name).collect::<Vec<_>>(),
             volumes
         );
         assert!(!volumes.is_empty() && init.len() >= 2);
@@ -196,7 +304,7 @@ mod tests {
             json!({"metadata": null, "spec": null}),
             json!({"metadata": {"labels": null}, "spec": {"containers": null, "initContainers": null, "volumes": null}}),
         ] {
-            let view = AdmittedPod::from_json(&pod).unwrap();
+            let view = AdmittedPod::from_value(&pod).unwrap();
             assert!(view.labels().is_none(), "{pod}");
             assert!(view.containers().is_empty(), "{pod}");
             assert!(view.init_containers().is_none(), "{pod}");
@@ -216,8 +324,10 @@ mod tests {
             json!({"spec": {"initContainers": [{"name": "x", "command": "not-a-list"}]}}),
             json!({"spec": {"volumes": [{}]}}),
             json!("not an object"),
+            json!([0, 0, 0]),
         ] {
-            assert!(AdmittedPod::from_json(&pod).is_err(), "{pod}");
+            assert!(AdmittedPod::from_value(&pod).is_err(), "{pod}");
+            assert!(AdmittedPod::from_json_str(&pod.to_string()).is_err(), "{pod}");
         }
     }
 }

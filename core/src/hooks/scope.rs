@@ -1,4 +1,4 @@
-//! Which pods are restored pods (product.md §2).
+//! Which pods are restored pods (docs/behaviour.md §1).
 
 use super::types::Labels;
 use crate::config::EngineConfig;
@@ -19,12 +19,17 @@ pub struct RestoreScope {
 }
 
 /// The restore a pod belongs to, if any. The pod label wins over the namespace label; an empty
-/// label value names no restore.
+/// label value names no restore; a pod in an excluded namespace is never in scope, whatever its
+/// labels say.
 pub fn restore_scope(
+    namespace: &str,
     pod_labels: Option<&Labels>,
     namespace_labels: Option<&Labels>,
     config: &EngineConfig,
 ) -> Option<RestoreScope> {
+    if config.excluded_namespaces.iter().any(|n| n == namespace) {
+        return None;
+    }
     let named = |labels: Option<&Labels>, key: &str| {
         labels
             .and_then(|l| l.get(key))
@@ -82,7 +87,7 @@ mod tests {
             (None, Some(l(&[("restore-hooks.dev/restore", "")])), None),
         ];
         for (pod, ns, want) in cases {
-            let got = restore_scope(pod.as_ref(), ns.as_ref(), &cfg);
+            let got = restore_scope("shop", pod.as_ref(), ns.as_ref(), &cfg);
             let want = want.map(|(r, via)| RestoreScope {
                 restore: r.into(),
                 via,
@@ -94,6 +99,12 @@ mod tests {
             restore_namespace_label: "example.com/restore-ns".into(),
             ..EngineConfig::default()
         };
-        assert_eq!(restore_scope(Some(&pod_r1), Some(&ns_r2), &custom), None);
+        assert_eq!(restore_scope("shop", Some(&pod_r1), Some(&ns_r2), &custom), None);
+        let excluding = EngineConfig {
+            excluded_namespaces: vec!["kube-system".into()],
+            ..EngineConfig::default()
+        };
+        assert!(restore_scope("shop", Some(&pod_r1), None, &excluding).is_some());
+        assert_eq!(restore_scope("kube-system", Some(&pod_r1), Some(&ns_r2), &excluding), None);
     }
 }

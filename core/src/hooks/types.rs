@@ -1,15 +1,33 @@
-//! Kubernetes types of the two spec hook sources: Velero's `Restore` (only what hooks need) and our
-//! `RestoreHook` custom resource. The RestoreHook CRD is generated from these types.
+//! Kubernetes types of the spec hook sources and of what the controller reports:
+//!
+//! - Velero's `Restore` (only what hooks need; Velero owns it and we never write it);
+//! - our `RestoreHook` (namespaced) and `ClusterRestoreHook` (cluster-scoped, with a
+//!   `namespaceSelector`), whose CRDs are generated from these types;
+//! - `RestoreRun`, the controller's cluster-scoped view of one restore.
+//!
+//! The CRD schemas carry bounds (`maxItems`, `maxLength`, enums, CEL rules) so that `kubectl
+//! apply` refuses a definition that could never work, instead of the webhook denying every
+//! restored pod of a namespace later (docs/behaviour.md §10).
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube_derive::CustomResource;
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// `null` is how Go encodes an empty slice or map (and how `kubectl get -o yaml` shows it):
+/// it means empty, exactly as Go decodes it, never "invalid".
+pub(crate) fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
 
 /// `velero.io/v1` `Restore`, reduced to the fields restore hooks read. Unknown fields are ignored
-/// on purpose: Velero owns this type and we never write it.
+/// on purpose: Velero owns this type.
 #[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize)]
 #[kube(
     group = "velero.io",
@@ -31,7 +49,7 @@ pub type VeleroRestore = Restore;
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VeleroRestoreHooks {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub resources: Vec<RestoreResourceHookSpec>,
 }
 
@@ -39,25 +57,29 @@ pub struct VeleroRestoreHooks {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RestoreResourceHookSpec {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub name: String,
-    #[serde(default)]
-    pub included_namespaces: Option<Vec<String>>,
-    #[serde(default)]
-    pub excluded_namespaces: Option<Vec<String>>,
-    #[serde(default)]
-    pub included_resources: Option<Vec<String>>,
-    #[serde(default)]
-    pub excluded_resources: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub included_namespaces: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub excluded_namespaces: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub included_resources: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub excluded_resources: Vec<String>,
     #[serde(default)]
     pub label_selector: Option<LabelSelector>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub post_hooks: Vec<RestoreResourceHook>,
 }
 
 /// One `postHooks[]` element: an init hook, an exec hook, or both (Velero allows both).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "has(self.init) || has(self.exec)",
+    "message": "each postHooks entry needs init or exec (or both)"
+}]))]
 pub struct RestoreResourceHook {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<InitRestoreHook>,
@@ -70,11 +92,12 @@ pub struct RestoreResourceHook {
 pub struct InitRestoreHook {
     /// Full core/v1 Container objects, kept as raw JSON so that fields newer than our Kubernetes
     /// API version survive into the patch.
-    #[serde(default)]
-    #[schemars(schema_with = "crate::hooks::types::preserve_unknown_objects")]
+    #[serde(default, deserialize_with = "null_as_default")]
+    #[schemars(schema_with = "crate::hooks::types::init_containers_schema")]
     pub init_containers: Vec<serde_json::Value>,
     /// Accepted for Velero compatibility; like Velero, unused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub timeout: Option<String>,
 }
 
@@ -83,9 +106,11 @@ pub struct InitRestoreHook {
 pub struct ExecRestoreHook {
     /// Target container; default: the pod's first container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 63))]
     pub container: Option<String>,
     /// argv, no shell.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
+    #[schemars(schema_with = "crate::hooks::types::command_schema")]
     pub command: Vec<String>,
     /// `Continue` (default) or `Fail`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -93,11 +118,11 @@ pub struct ExecRestoreHook {
     pub on_error: Option<String>,
     /// Go duration; default 30s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(pattern(GO_DURATION_PATTERN))]
+    #[schemars(pattern(GO_DURATION_PATTERN), length(max = 64))]
     pub exec_timeout: Option<String>,
     /// Go duration; default: no limit. Counts from the pod's creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(pattern(GO_DURATION_PATTERN))]
+    #[schemars(pattern(GO_DURATION_PATTERN), length(max = 64))]
     pub wait_timeout: Option<String>,
     /// Wait for the container to be Ready, not only Running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -111,9 +136,10 @@ pub struct ExecRestoreHook {
     version = "v1alpha1",
     kind = "RestoreHook",
     namespaced,
-    status = "RestoreHookStatus",
+    status = "HookObjectStatus",
     shortname = "rh",
     crates(kube_core = "::kube_core"),
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Planned","type":"integer","jsonPath":".status.podsPlanned"}"#,
     printcolumn = r#"{"name":"Succeeded","type":"integer","jsonPath":".status.hooks.succeeded"}"#,
     printcolumn = r#"{"name":"Failed","type":"integer","jsonPath":".status.hooks.failed"}"#,
@@ -124,33 +150,190 @@ pub struct ExecRestoreHook {
 pub struct RestoreHookSpec {
     /// Glob patterns on the restore name; absent or empty: every restore.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::hooks::types::restores_schema")]
     pub restores: Option<Vec<String>>,
     /// Pods of this namespace the hooks apply to; absent: every pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::hooks::types::label_selector_schema")]
     pub label_selector: Option<LabelSelector>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
+    #[schemars(length(max = 64))]
     pub post_hooks: Vec<RestoreResourceHook>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+/// Post-restore hooks for pods of every namespace its `namespaceSelector` selects: owned by a
+/// platform team, it exists in the recovery cluster before the restore, so its init hooks apply
+/// even to the pods Velero restores before any namespaced object (docs/behaviour.md §2.6).
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "restore-hooks.dev",
+    version = "v1alpha1",
+    kind = "ClusterRestoreHook",
+    status = "HookObjectStatus",
+    shortname = "crh",
+    crates(kube_core = "::kube_core"),
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Planned","type":"integer","jsonPath":".status.podsPlanned"}"#,
+    printcolumn = r#"{"name":"Succeeded","type":"integer","jsonPath":".status.hooks.succeeded"}"#,
+    printcolumn = r#"{"name":"Failed","type":"integer","jsonPath":".status.hooks.failed"}"#,
+    printcolumn = r#"{"name":"Pending","type":"integer","jsonPath":".status.hooks.pending"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
 #[serde(rename_all = "camelCase")]
-pub struct RestoreHookStatus {
+pub struct ClusterRestoreHookSpec {
+    /// Namespaces (by their labels) whose pods the hooks apply to; absent: every namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::hooks::types::label_selector_schema")]
+    pub namespace_selector: Option<LabelSelector>,
+    /// Glob patterns on the restore name; absent or empty: every restore.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::hooks::types::restores_schema")]
+    pub restores: Option<Vec<String>>,
+    /// Pods (in the selected namespaces) the hooks apply to; absent: every pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::hooks::types::label_selector_schema")]
+    pub label_selector: Option<LabelSelector>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    #[schemars(length(max = 64))]
+    pub post_hooks: Vec<RestoreResourceHook>,
+}
+
+/// Status of a RestoreHook or ClusterRestoreHook, written by restore-hooks.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookObjectStatus {
+    /// The generation the counts and the `Ready` condition describe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Pods whose plan has at least one hook of this object.
     #[serde(default)]
     pub pods_planned: i64,
     #[serde(default)]
     pub hooks: HookCounts,
+    /// Pods that missed this object's init hooks because it arrived after them (at most 20).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missed_init_pods: Vec<String>,
+    /// The generation each webhook replica has compiled, by replica (pod) name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub webhooks: BTreeMap<String, ReplicaObservation>,
+    /// Outcomes of pods that no longer exist, folded in once and kept (they cannot be listed).
+    #[serde(default, skip_serializing_if = "HookCounts::is_zero")]
+    pub retired: HookCounts,
+    /// `Ready`: every running webhook replica has compiled the current generation and it is
+    /// valid.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaObservation {
+    pub observed_generation: i64,
+    /// Empty when the object compiled; otherwise why it cannot apply to any pod.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub problem: String,
+}
+
+/// Hook outcomes summed over pods. `failed` includes hooks `Skipped` after an `onError: Fail`
+/// failure on RestoreHook objects (they did not run because of a failure); a RestoreRun counts
+/// them separately under `skipped`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct HookCounts {
     #[serde(default)]
     pub succeeded: i64,
     #[serde(default)]
     pub failed: i64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped: i64,
     #[serde(default)]
     pub pending: i64,
+    /// Spec exec hooks not applicable to a selected pod (it lacks their container).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub not_applicable: i64,
+    /// Init hooks that arrived after their pod was created.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub missed_init: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+impl HookCounts {
+    pub fn is_zero(&self) -> bool {
+        *self == HookCounts::default()
+    }
+
+    pub fn add(&mut self, other: &HookCounts) {
+        self.succeeded += other.succeeded;
+        self.failed += other.failed;
+        self.skipped += other.skipped;
+        self.pending += other.pending;
+        self.not_applicable += other.not_applicable;
+        self.missed_init += other.missed_init;
+    }
+}
+
+/// One restore as restore-hooks saw it: the pods it planned and how their hooks ended. Created
+/// and updated by the controller only; `kubectl wait --for=jsonpath='{.status.phase}'=Completed`
+/// waits for a restore's hooks (docs/behaviour.md §8.3).
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "restore-hooks.dev",
+    version = "v1alpha1",
+    kind = "RestoreRun",
+    status = "RestoreRunStatus",
+    shortname = "rr",
+    crates(kube_core = "::kube_core"),
+    printcolumn = r#"{"name":"Restore","type":"string","jsonPath":".spec.restore"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Pods","type":"integer","jsonPath":".status.podsPlanned"}"#,
+    printcolumn = r#"{"name":"Succeeded","type":"integer","jsonPath":".status.hooks.succeeded"}"#,
+    printcolumn = r#"{"name":"Failed","type":"integer","jsonPath":".status.hooks.failed"}"#,
+    printcolumn = r#"{"name":"Skipped","type":"integer","jsonPath":".status.hooks.skipped"}"#,
+    printcolumn = r#"{"name":"Pending","type":"integer","jsonPath":".status.hooks.pending"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreRunSpec {
+    /// The restore's full name (the object's name is a DNS-safe form of it).
+    #[schemars(length(max = 253))]
+    pub restore: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreRunStatus {
+    /// `InProgress`, `Completed` or `PartiallyFailed`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub phase: String,
+    #[serde(default)]
+    pub pods_planned: i64,
+    #[serde(default)]
+    pub hooks: HookCounts,
+    /// Pods with a failed hook, first failure each (at most 20).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_pods: Vec<FailedPod>,
+    /// Outcomes of pods that no longer exist, folded in once and kept.
+    #[serde(default, skip_serializing_if = "HookCounts::is_zero")]
+    pub retired: HookCounts,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired_pods: Option<i64>,
+    /// When the phase last left `InProgress` (RFC 3339): the retention period counts from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailedPod {
+    pub namespace: String,
+    pub pod: String,
+    pub hook: String,
+    pub message: String,
 }
 
 /// A non-negative Go duration (`30s`, `1h30m`, `.5s`, `0`), so that `kubectl apply` rejects a
@@ -162,15 +345,82 @@ pub const GO_DURATION_PATTERN: &str =
 /// Labels of a namespace or pod.
 pub type Labels = BTreeMap<String, String>;
 
-pub(crate) fn preserve_unknown_objects(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+/// Annotations of a pod (same shape as labels; a separate name so signatures say which).
+pub type Annotations = BTreeMap<String, String>;
+
+pub(crate) fn init_containers_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "array",
-        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+        "maxItems": 16,
+        "items": {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": true,
+            "required": ["name", "image"],
+            "properties": {
+                "name": {"type": "string", "maxLength": 63},
+                "image": {"type": "string", "maxLength": 1024}
+            }
+        }
+    })
+}
+
+pub(crate) fn command_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "maxItems": 128,
+        "items": {"type": "string", "maxLength": 32768}
+    })
+}
+
+pub(crate) fn restores_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "maxItems": 64,
+        "items": {"type": "string", "maxLength": 253}
     })
 }
 
 pub(crate) fn on_error_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "string", "enum": ["Continue", "Fail"]})
+}
+
+/// `metav1.LabelSelector`, with the operators as an enum and the values rule as CEL: the API
+/// server's own schema for it has neither, so `operator: in` would otherwise pass `kubectl
+/// apply` and then deny every restored pod the object selects.
+pub(crate) fn label_selector_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "properties": {
+            "matchLabels": {
+                "type": "object",
+                "maxProperties": 64,
+                "additionalProperties": {"type": "string", "maxLength": 63}
+            },
+            "matchExpressions": {
+                "type": "array",
+                "maxItems": 64,
+                "items": {
+                    "type": "object",
+                    "required": ["key", "operator"],
+                    "properties": {
+                        "key": {"type": "string", "maxLength": 317},
+                        "operator": {"type": "string", "enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
+                        "values": {
+                            "type": "array",
+                            "maxItems": 64,
+                            "items": {"type": "string", "maxLength": 63}
+                        }
+                    },
+                    "x-kubernetes-validations": [
+                        {
+                            "rule": "(self.operator == 'In' || self.operator == 'NotIn') ? (has(self.values) && size(self.values) > 0) : (!has(self.values) || size(self.values) == 0)",
+                            "message": "In and NotIn need at least one value; Exists and DoesNotExist take none"
+                        }
+                    ]
+                }
+            }
+        }
+    })
 }
 
 #[cfg(test)]
@@ -213,6 +463,31 @@ mod tests {
                 parse_non_negative(input).is_ok(),
                 "pattern and parser disagree on {input:?}"
             );
+        }
+    }
+
+    /// Go writes empty slices and maps as `null`: a Restore that says so is a valid, empty one.
+    #[test]
+    fn velero_nulls_mean_empty() {
+        let cases = [
+            r#"{"hooks": null}"#,
+            r#"{"hooks": {"resources": null}}"#,
+            r#"{"hooks": {"resources": [{"name": "r", "includedNamespaces": null,
+                "excludedNamespaces": null, "includedResources": null, "excludedResources": null,
+                "labelSelector": null, "postHooks": null}]}}"#,
+            r#"{"hooks": {"resources": [{"name": null, "postHooks": [{"init": {"initContainers": null},
+                "exec": {"command": null, "container": null, "onError": null}}],
+                "labelSelector": {"matchLabels": null, "matchExpressions": null}}]}}"#,
+        ];
+        for case in cases {
+            let spec: RestoreSpec = serde_json::from_str(case).unwrap_or_else(|e| panic!("{case}: {e}"));
+            for entry in spec.hooks.iter().flat_map(|h| &h.resources) {
+                assert!(entry.included_namespaces.is_empty());
+                for post in &entry.post_hooks {
+                    assert!(post.init.as_ref().is_none_or(|i| i.init_containers.is_empty()));
+                    assert!(post.exec.as_ref().is_none_or(|e| e.command.is_empty()));
+                }
+            }
         }
     }
 }

@@ -1,0 +1,9 @@
+//! Prints the CRDs as `restore-hooks crd` does, without building the server crate (chart work).
+use kube_core::CustomResourceExt;
+use restore_hooks_core::hooks::types::{ClusterRestoreHook, RestoreHook, RestoreRun};
+
+fn main() {
+    for crd in [RestoreHook::crd(), ClusterRestoreHook::crd(), RestoreRun::crd()] {
+        println!("---\n{}", serde_yaml::to_string(&crd).unwrap());
+    }
+}

@@ -1,0 +1,606 @@
+//! Hook objects compiled once, when they arrive from a watch or a file: globs and selectors built,
+//! durations and commands parsed, init containers checked. What is left for admission depends on
+//! the pod alone (its labels, containers and volumes); a definition that cannot work is recorded
+//! here as a [`Problem`] and reported for the pods it concerns (docs/behaviour.md §3.4).
+
+use k8s_openapi::api::core::v1::Container;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::duration::{DurationError, parse_go_duration};
+use super::patterns::{IncludesExcludes, NamePattern};
+use super::plan::{DEFAULT_EXEC_TIMEOUT_MS, OnError};
+use super::problem::{ExecField, ExecFieldError, Problem};
+use super::selector::Selector;
+use super::types::{
+    ClusterRestoreHook, ExecRestoreHook, Labels, RestoreHook, RestoreResourceHook,
+    RestoreResourceHookSpec, VeleroRestore,
+};
+
+/// Which kind of object a compiled source came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SourceKind {
+    VeleroRestore,
+    ClusterRestoreHook,
+    RestoreHook,
+}
+
+impl SourceKind {
+    /// The prefix of plan `source` values.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            SourceKind::VeleroRestore => "velero-restore",
+            SourceKind::ClusterRestoreHook => "clusterrestorehook",
+            SourceKind::RestoreHook => "restorehook",
+        }
+    }
+
+    /// The kind and name of the object a plan `source` names, if it names a hook object.
+    pub fn parse_source(source: &str) -> Option<(SourceKind, &str)> {
+        let (prefix, name) = source.split_once('/')?;
+        [
+            SourceKind::VeleroRestore,
+            SourceKind::ClusterRestoreHook,
+            SourceKind::RestoreHook,
+        ]
+        .into_iter()
+        .find(|k| k.prefix() == prefix)
+        .map(|k| (k, name))
+    }
+}
+
+/// One hook object (a RestoreHook, a ClusterRestoreHook or a Velero Restore), compiled.
+#[derive(Clone, Debug)]
+pub struct CompiledObject {
+    pub kind: SourceKind,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub generation: Option<i64>,
+    /// `resources[]` of a Velero Restore; one entry for the hook kinds.
+    pub entries: Vec<CompiledEntry>,
+}
+
+impl CompiledObject {
+    /// The plan `source` of this object's hooks.
+    pub fn source(&self) -> String {
+        format!("{}/{}", self.kind.prefix(), self.name)
+    }
+
+    /// The first thing that keeps this object from applying as written, if any.
+    pub fn first_problem(&self) -> Option<&Problem> {
+        self.entries.iter().find_map(|e| {
+            e.filter.as_ref().err().or_else(|| {
+                e.post_hooks.iter().find_map(|p| {
+                    p.init
+                        .as_ref()
+                        .and_then(|i| i.as_ref().err())
+                        .or_else(|| p.exec.as_ref().and_then(|x| x.as_ref().err()))
+                })
+            })
+        })
+    }
+
+    pub fn has_init_hooks(&self) -> bool {
+        self.entries
+            .iter()
+            .any(|e| e.post_hooks.iter().any(|p| p.init.is_some()))
+    }
+}
+
+/// A set of `postHooks` and the pods it selects.
+#[derive(Clone, Debug)]
+pub struct CompiledEntry {
+    /// The plan `source` of its hooks (`velero-restore/<name>`, `restorehook/<name>`, ...).
+    pub source: String,
+    /// The plan `name` of its hooks: the Velero entry's name or the hook object's name.
+    pub name: String,
+    /// Where problems are reported: `restorehook/pg`, `velero-restore/r resources[0] "db"`.
+    pub location: String,
+    pub filter: Result<EntryFilter, Problem>,
+    pub post_hooks: Vec<CompiledPostHook>,
+}
+
+/// Which pods an entry selects.
+#[derive(Clone, Debug)]
+pub struct EntryFilter {
+    pub namespaces: NamespaceFilter,
+    /// `restores` globs; `None` matches every restore.
+    pub restores: Option<Vec<NamePattern>>,
+    pub pods: Selector,
+    /// Velero entries whose resources exclude pods never apply (docs/behaviour.md §2.4).
+    pub applies_to_pods: bool,
+}
+
+#[derive(Clone, Debug)]
+pub enum NamespaceFilter {
+    /// A RestoreHook: its own namespace (the index only offers it there).
+    Own,
+    /// Velero's `includedNamespaces` / `excludedNamespaces`.
+    Velero(IncludesExcludes),
+    /// A ClusterRestoreHook's `namespaceSelector`, over the namespace's labels.
+    Labels(Selector),
+}
+
+impl EntryFilter {
+    /// Whether the entry selects a pod with `labels`, in `namespace` (with `namespace_labels`),
+    /// of restore `restore`.
+    pub fn matches(
+        &self,
+        namespace: &str,
+        namespace_labels: Option<&Labels>,
+        restore: &str,
+        labels: &Labels,
+    ) -> bool {
+        let namespace_ok = match &self.namespaces {
+            NamespaceFilter::Own => true,
+            NamespaceFilter::Velero(ie) => ie.should_include(namespace),
+            NamespaceFilter::Labels(sel) => sel.matches(namespace_labels.unwrap_or(&Labels::new())),
+        };
+        namespace_ok
+            && self.applies_to_pods
+            && self
+                .restores
+                .as_ref()
+                .is_none_or(|ps| ps.iter().any(|p| p.matches(restore)))
+            && self.pods.matches(labels)
+    }
+}
+
+/// One `postHooks[]` element, compiled.
+#[derive(Clone, Debug)]
+pub struct CompiledPostHook {
+    /// Position in `postHooks` (the plan's `index`).
+    pub index: usize,
+    pub init: Option<Result<Vec<HookContainer>, Problem>>,
+    pub exec: Option<Result<ExecTemplate, Problem>>,
+}
+
+/// An exec hook with every default applied, except what depends on the pod (its container).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecTemplate {
+    /// `None`: the pod's first container.
+    pub container: Option<String>,
+    pub command: Vec<String>,
+    pub on_error: OnError,
+    pub exec_timeout_ms: u64,
+    pub wait_timeout_ms: Option<u64>,
+    pub wait_for_ready: bool,
+}
+
+/// The un-defaulted fields of an exec hook, from annotations or a spec.
+#[derive(Clone, Debug, Default)]
+pub struct ExecFields<'a> {
+    pub container: Option<&'a str>,
+    pub command: Vec<String>,
+    pub on_error: Option<&'a str>,
+    pub exec_timeout: Option<&'a str>,
+    pub wait_timeout: Option<&'a str>,
+    pub wait_for_ready: bool,
+}
+
+impl<'a> ExecFields<'a> {
+    pub fn of_spec(exec: &'a ExecRestoreHook) -> Self {
+        ExecFields {
+            container: exec.container.as_deref(),
+            command: exec.command.clone(),
+            on_error: exec.on_error.as_deref(),
+            exec_timeout: exec.exec_timeout.as_deref(),
+            wait_timeout: exec.wait_timeout.as_deref(),
+            wait_for_ready: exec.wait_for_ready.unwrap_or(false),
+        }
+    }
+}
+
+/// Applies the defaults of docs/behaviour.md §5.2 and validates what can be validated without
+/// the pod.
+pub fn exec_template(fields: ExecFields<'_>) -> Result<ExecTemplate, ExecFieldError> {
+    if fields.command.is_empty() {
+        return Err(ExecFieldError::new(
+            ExecField::Command,
+            "exec hook has no command; set it to the argv to run, e.g. [\"/bin/sh\", \"-c\", \"...\"]",
+        ));
+    }
+    let on_error = match fields.on_error {
+        None | Some("") | Some("Continue") => OnError::Continue,
+        Some("Fail") => OnError::Fail,
+        Some(other) => {
+            return Err(ExecFieldError::new(
+                ExecField::OnError,
+                format!("{other:?} is neither Continue nor Fail (the values are case-sensitive)"),
+            ));
+        }
+    };
+    let millis = |field: ExecField, value: Option<&str>| -> Result<u64, ExecFieldError> {
+        let Some(value) = value.filter(|v| !v.is_empty()) else {
+            return Ok(0);
+        };
+        let nanos = parse_go_duration(value).map_err(|e| ExecFieldError::new(field, e.to_string()))?;
+        if nanos < 0 {
+            return Err(ExecFieldError::new(
+                field,
+                DurationError::Negative(value.to_string()).to_string(),
+            ));
+        }
+        // Round up so that "1ns" does not become "no limit".
+        Ok((nanos as u64).div_ceil(1_000_000))
+    };
+    let exec_timeout_ms = match millis(ExecField::ExecTimeout, fields.exec_timeout)? {
+        0 => DEFAULT_EXEC_TIMEOUT_MS,
+        ms => ms,
+    };
+    let wait_timeout_ms = match millis(ExecField::WaitTimeout, fields.wait_timeout)? {
+        0 => None,
+        ms => Some(ms),
+    };
+    Ok(ExecTemplate {
+        container: fields
+            .container
+            .filter(|c| !c.is_empty())
+            .map(str::to_string),
+        command: fields.command,
+        on_error,
+        exec_timeout_ms,
+        wait_timeout_ms,
+        wait_for_ready: fields.wait_for_ready,
+    })
+}
+
+/// An init container a hook injects.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HookContainer {
+    pub name: String,
+    pub definition: Definition,
+    /// Volumes its `volumeMounts` name (each must exist in the pod).
+    pub mounts: Vec<String>,
+    /// The container exactly as it goes into the patch (unknown fields preserved).
+    pub value: Value,
+}
+
+/// What makes two init containers "the same" (docs/behaviour.md §4.3): image, command, args,
+/// env and volumeMounts. An empty list and an absent one are the same.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Definition {
+    pub image: String,
+    pub command: Vec<String>,
+    pub args: Vec<String>,
+    pub env: Value,
+    pub volume_mounts: Value,
+}
+
+impl Definition {
+    /// `null`, absent and `[]` are all "none".
+    pub fn normalise(list: Option<&Value>) -> Value {
+        match list {
+            None | Some(Value::Null) => Value::Null,
+            Some(Value::Array(a)) if a.is_empty() => Value::Null,
+            Some(v) => v.clone(),
+        }
+    }
+}
+
+/// A container name must be a lowercase RFC 1123 label.
+pub fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && (b[b.len() - 1].is_ascii_lowercase() || b[b.len() - 1].is_ascii_digit())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+}
+
+/// Checks one spec init container (a full core/v1 Container as raw JSON).
+pub fn spec_init_container(value: &Value, position: usize) -> Result<HookContainer, String> {
+    let at = format!("initContainers[{position}]");
+    if !value.is_object() {
+        return Err(format!("{at} is not an object"));
+    }
+    let container =
+        Container::deserialize(value).map_err(|e| format!("{at} is not a valid container: {e}"))?;
+    if container.name.is_empty() {
+        return Err(format!("{at} has no name"));
+    }
+    let at = format!("{at} ({:?})", container.name);
+    if !is_dns_label(&container.name) {
+        return Err(format!(
+            "{at}: the name is not a valid container name (a lowercase RFC 1123 label)"
+        ));
+    }
+    let image = container.image.clone().unwrap_or_default();
+    if image.is_empty() {
+        return Err(format!("{at} has no image"));
+    }
+    // Velero requires a command; we allow the image entrypoint, as for annotations.
+    Ok(HookContainer {
+        mounts: container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .map(|m| m.name.clone())
+            .collect(),
+        definition: Definition {
+            image,
+            command: container.command.clone().unwrap_or_default(),
+            args: container.args.clone().unwrap_or_default(),
+            env: Definition::normalise(value.get("env")),
+            volume_mounts: Definition::normalise(value.get("volumeMounts")),
+        },
+        name: container.name,
+        value: value.clone(),
+    })
+}
+
+fn compile_post_hooks(location: &str, post_hooks: &[RestoreResourceHook]) -> Vec<CompiledPostHook> {
+    post_hooks
+        .iter()
+        .enumerate()
+        .map(|(j, post)| CompiledPostHook {
+            index: j,
+            init: post.init.as_ref().map(|init| {
+                init.init_containers
+                    .iter()
+                    .enumerate()
+                    .map(|(k, v)| spec_init_container(v, k))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|message| Problem::new(format!("{location} postHooks[{j}].init"), message))
+            }),
+            exec: post.exec.as_ref().map(|exec| {
+                exec_template(ExecFields::of_spec(exec)).map_err(|e| {
+                    Problem::at(
+                        format!("{location} postHooks[{j}].exec"),
+                        e.field.spec_name(),
+                        e.message,
+                    )
+                })
+            }),
+        })
+        .collect()
+}
+
+fn compile_restores(patterns: Option<&[String]>) -> Result<Option<Vec<NamePattern>>, String> {
+    patterns
+        .filter(|r| !r.is_empty())
+        .map(|patterns| {
+            patterns
+                .iter()
+                .map(|p| NamePattern::compile(p))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()
+        .map_err(|e| e.to_string())
+}
+
+/// Velero (with the resources deviation of docs/behaviour.md §11): an entry applies only when its
+/// resources are empty, `*` or include pods, and pods are not excluded.
+fn applies_to_pods(entry: &RestoreResourceHookSpec) -> bool {
+    let is_pods = |r: &String| matches!(r.to_ascii_lowercase().as_str(), "pods" | "pod" | "po");
+    let included_ok = entry.included_resources.is_empty()
+        || entry
+            .included_resources
+            .iter()
+            .any(|r| r == "*" || is_pods(r));
+    let excluded_hit = entry
+        .excluded_resources
+        .iter()
+        .any(|r| r == "*" || is_pods(r));
+    included_ok && !excluded_hit
+}
+
+pub fn compile_restore_hook(hook: &RestoreHook) -> CompiledObject {
+    let name = hook.metadata.name.clone().unwrap_or_default();
+    let location = format!("restorehook/{name}");
+    let filter = compile_restores(hook.spec.restores.as_deref())
+        .map_err(|m| Problem::at(&location, "restores", m))
+        .and_then(|restores| {
+            let pods = Selector::compile(hook.spec.label_selector.as_ref())
+                .map_err(|e| Problem::at(&location, "labelSelector", e.to_string()))?;
+            Ok(EntryFilter {
+                namespaces: NamespaceFilter::Own,
+                restores,
+                pods,
+                applies_to_pods: true,
+            })
+        });
+    CompiledObject {
+        kind: SourceKind::RestoreHook,
+        namespace: hook.metadata.namespace.clone(),
+        generation: hook.metadata.generation,
+        entries: vec![CompiledEntry {
+            source: location.clone(),
+            name: name.clone(),
+            filter,
+            post_hooks: compile_post_hooks(&location, &hook.spec.post_hooks),
+            location,
+        }],
+        name,
+    }
+}
+
+pub fn compile_cluster_restore_hook(hook: &ClusterRestoreHook) -> CompiledObject {
+    let name = hook.metadata.name.clone().unwrap_or_default();
+    let location = format!("clusterrestorehook/{name}");
+    let filter = compile_restores(hook.spec.restores.as_deref())
+        .map_err(|m| Problem::at(&location, "restores", m))
+        .and_then(|restores| {
+            let namespaces = Selector::compile(hook.spec.namespace_selector.as_ref())
+                .map_err(|e| Problem::at(&location, "namespaceSelector", e.to_string()))?;
+            let pods = Selector::compile(hook.spec.label_selector.as_ref())
+                .map_err(|e| Problem::at(&location, "labelSelector", e.to_string()))?;
+            Ok(EntryFilter {
+                namespaces: NamespaceFilter::Labels(namespaces),
+                restores,
+                pods,
+                applies_to_pods: true,
+            })
+        });
+    CompiledObject {
+        kind: SourceKind::ClusterRestoreHook,
+        namespace: None,
+        generation: hook.metadata.generation,
+        entries: vec![CompiledEntry {
+            source: location.clone(),
+            name: name.clone(),
+            filter,
+            post_hooks: compile_post_hooks(&location, &hook.spec.post_hooks),
+            location,
+        }],
+        name,
+    }
+}
+
+pub fn compile_velero_restore(restore: &VeleroRestore) -> CompiledObject {
+    let name = restore.metadata.name.clone().unwrap_or_default();
+    let source = format!("velero-restore/{name}");
+    let resources = restore
+        .spec
+        .hooks
+        .as_ref()
+        .map(|h| h.resources.as_slice())
+        .unwrap_or_default();
+    let entries = resources
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            let location = format!("{source} resources[{i}] {:?}", entry.name);
+            let filter = IncludesExcludes::compile(
+                &entry.included_namespaces,
+                &entry.excluded_namespaces,
+            )
+            .map_err(|e| {
+                Problem::at(&location, "includedNamespaces/excludedNamespaces", e.to_string())
+            })
+            .and_then(|namespaces| {
+                let pods = Selector::compile(entry.label_selector.as_ref())
+                    .map_err(|e| Problem::at(&location, "labelSelector", e.to_string()))?;
+                Ok(EntryFilter {
+                    namespaces: NamespaceFilter::Velero(namespaces),
+                    restores: None,
+                    pods,
+                    applies_to_pods: applies_to_pods(entry),
+                })
+            });
+            CompiledEntry {
+                source: source.clone(),
+                name: entry.name.clone(),
+                filter,
+                post_hooks: compile_post_hooks(&location, &entry.post_hooks),
+                location,
+            }
+        })
+        .collect();
+    CompiledObject {
+        kind: SourceKind::VeleroRestore,
+        namespace: restore.metadata.namespace.clone(),
+        generation: restore.metadata.generation,
+        entries,
+        name,
+    }
+}
+
+/// A hook object that could not be decoded at all: every pod it might select is told why, and
+/// one bad object never makes the others unreadable.
+pub fn unreadable(
+    kind: SourceKind,
+    namespace: Option<&str>,
+    name: &str,
+    generation: Option<i64>,
+    reason: &str,
+) -> CompiledObject {
+    let source = format!("{}/{name}", kind.prefix());
+    let expected = match kind {
+        SourceKind::VeleroRestore => "a velero.io/v1 Restore",
+        SourceKind::ClusterRestoreHook => "a restore-hooks.dev/v1alpha1 ClusterRestoreHook",
+        SourceKind::RestoreHook => "a restore-hooks.dev/v1alpha1 RestoreHook",
+    };
+    CompiledObject {
+        kind,
+        namespace: namespace.map(str::to_string),
+        name: name.to_string(),
+        generation,
+        entries: vec![CompiledEntry {
+            source: source.clone(),
+            name: String::new(),
+            filter: Err(Problem::new(
+                &source,
+                format!("the object cannot be read as {expected}: {reason}"),
+            )),
+            post_hooks: Vec::new(),
+            location: source,
+        }],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_defaults_and_errors_carry_their_field() {
+        let ok = exec_template(ExecFields {
+            command: vec!["true".into()],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(ok.on_error, OnError::Continue);
+        assert_eq!(ok.exec_timeout_ms, DEFAULT_EXEC_TIMEOUT_MS);
+        assert_eq!(ok.wait_timeout_ms, None);
+
+        let with = |f: ExecFields<'static>| exec_template(f).unwrap_err().field;
+        let base = || ExecFields {
+            command: vec!["true".into()],
+            ..Default::default()
+        };
+        assert_eq!(with(ExecFields::default()), ExecField::Command);
+        assert_eq!(
+            with(ExecFields {
+                on_error: Some("fail"),
+                ..base()
+            }),
+            ExecField::OnError
+        );
+        assert_eq!(
+            with(ExecFields {
+                exec_timeout: Some("5"),
+                ..base()
+            }),
+            ExecField::ExecTimeout
+        );
+        assert_eq!(
+            with(ExecFields {
+                wait_timeout: Some("-1s"),
+                ..base()
+            }),
+            ExecField::WaitTimeout
+        );
+        let rounded = exec_template(ExecFields {
+            wait_timeout: Some("1ns"),
+            exec_timeout: Some("1500us"),
+            ..base()
+        })
+        .unwrap();
+        assert_eq!((rounded.wait_timeout_ms, rounded.exec_timeout_ms), (Some(1), 2));
+    }
+
+    #[test]
+    fn sources_parse_back() {
+        for kind in [
+            SourceKind::VeleroRestore,
+            SourceKind::ClusterRestoreHook,
+            SourceKind::RestoreHook,
+        ] {
+            let source = format!("{}/x", kind.prefix());
+            assert_eq!(SourceKind::parse_source(&source), Some((kind, "x")));
+        }
+        assert_eq!(SourceKind::parse_source("annotation"), None);
+        assert_eq!(SourceKind::parse_source("other/x"), None);
+    }
+
+    #[test]
+    fn definitions_treat_empty_and_absent_alike() {
+        let a = spec_init_container(&serde_json::json!({"name": "a", "image": "i", "env": []}), 0).unwrap();
+        let b = spec_init_container(&serde_json::json!({"name": "a", "image": "i", "command": []}), 0).unwrap();
+        assert_eq!(a.definition, b.definition);
+        let c = spec_init_container(&serde_json::json!({"name": "a", "image": "i", "args": ["x"]}), 0).unwrap();
+        assert_ne!(a.definition, c.definition);
+    }
+}

@@ -1,0 +1,99 @@
+//! Invalid hook definitions, typed: where the hook is, which field is wrong, and why
+//! (docs/behaviour.md §3.4). The field is data, not part of a message, so that the annotation a
+//! denial tells the operator to fix never depends on the wording of a message.
+
+use std::fmt;
+
+/// An invalid hook definition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// The hook: `annotation`, `restorehook/pg postHooks[1].exec`,
+    /// `velero-restore/nightly resources[0] "db" postHooks[0].init`, ...
+    pub source: String,
+    /// The field at fault, when one is: an annotation key (`post.hook.restore.velero.io/on-error`)
+    /// or a spec field (`onError`, `initContainers[0]`, `labelSelector`).
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn new(source: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            source: source.into(),
+            field: None,
+            message: message.into(),
+        }
+    }
+
+    pub fn at(source: impl Into<String>, field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            source: source.into(),
+            field: Some(field.into()),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.field {
+            Some(field) => write!(f, "{} {field}: {}", self.source, self.message),
+            None => write!(f, "{}: {}", self.source, self.message),
+        }
+    }
+}
+
+/// The fields of an exec hook, as spec and annotation name them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecField {
+    Container,
+    Command,
+    OnError,
+    ExecTimeout,
+    WaitTimeout,
+    WaitForReady,
+}
+
+impl ExecField {
+    /// The field's name in a RestoreHook / Velero Restore `exec` hook.
+    pub fn spec_name(self) -> &'static str {
+        match self {
+            ExecField::Container => "container",
+            ExecField::Command => "command",
+            ExecField::OnError => "onError",
+            ExecField::ExecTimeout => "execTimeout",
+            ExecField::WaitTimeout => "waitTimeout",
+            ExecField::WaitForReady => "waitForReady",
+        }
+    }
+
+    /// The Velero pod annotation that sets the field.
+    pub fn annotation(self) -> &'static str {
+        use super::annotations as ann;
+        match self {
+            ExecField::Container => ann::POST_CONTAINER,
+            ExecField::Command => ann::POST_COMMAND,
+            ExecField::OnError => ann::POST_ON_ERROR,
+            ExecField::ExecTimeout => ann::POST_EXEC_TIMEOUT,
+            ExecField::WaitTimeout => ann::POST_WAIT_TIMEOUT,
+            ExecField::WaitForReady => ann::POST_WAIT_FOR_READY,
+        }
+    }
+}
+
+/// What is wrong with one field of an exec hook.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ExecFieldError {
+    pub field: ExecField,
+    pub message: String,
+}
+
+impl ExecFieldError {
+    pub fn new(field: ExecField, message: impl Into<String>) -> Self {
+        Self {
+            field,
+            message: message.into(),
+        }
+    }
+}

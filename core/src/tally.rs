@@ -1,0 +1,221 @@
+//! What one pod's plan and status contribute to the status of the objects that report on it
+//! (docs/behaviour.md §8): each RestoreHook and ClusterRestoreHook whose hooks it has, and the
+//! RestoreRun of its restore. Pure: recomputed from the pod whenever it changes, so a restarted
+//! controller arrives at the same numbers.
+
+use std::collections::BTreeMap;
+
+use crate::hooks::compiled::SourceKind;
+use crate::hooks::plan::{ExecPlan, ExecStatus, HookPhase};
+use crate::hooks::types::HookCounts;
+use crate::state::align;
+
+/// An object whose status sums pods' contributions.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Target {
+    RestoreHook { namespace: String, name: String },
+    ClusterRestoreHook { name: String },
+    RestoreRun { restore: String },
+}
+
+/// One pod's part in one target's status.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Contribution {
+    /// The pod's plan has at least one exec hook of the target.
+    pub planned: bool,
+    pub counts: HookCounts,
+    /// The pod's first failed hook of the target: its name and message.
+    pub first_failure: Option<(String, String)>,
+}
+
+/// Every target a pod contributes to, and how.
+pub fn tally_pod(
+    namespace: &str,
+    plan: &ExecPlan,
+    status: Option<&ExecStatus>,
+) -> BTreeMap<Target, Contribution> {
+    let status = align(plan, status);
+    let mut out: BTreeMap<Target, Contribution> = BTreeMap::new();
+    let run = Target::RestoreRun {
+        restore: plan.restore.clone(),
+    };
+    let hook_target = |source: &str| match SourceKind::parse_source(source)? {
+        (SourceKind::RestoreHook, name) => Some(Target::RestoreHook {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        }),
+        (SourceKind::ClusterRestoreHook, name) => Some(Target::ClusterRestoreHook {
+            name: name.to_string(),
+        }),
+        (SourceKind::VeleroRestore, _) => None,
+    };
+    for (hook, entry) in plan.hooks.iter().zip(&status.hooks) {
+        let targets = [Some(run.clone()), hook_target(&hook.source)];
+        for target in targets.into_iter().flatten() {
+            let is_run = matches!(target, Target::RestoreRun { .. });
+            let c = out.entry(target).or_default();
+            c.planned = true;
+            match entry.phase {
+                HookPhase::Succeeded => c.counts.succeeded += 1,
+                HookPhase::Failed => c.counts.failed += 1,
+                // Hook objects count a skipped hook as failed (it did not run because of a
+                // failure); the restore's view keeps them apart.
+                HookPhase::Skipped if is_run => c.counts.skipped += 1,
+                HookPhase::Skipped => c.counts.failed += 1,
+                HookPhase::Pending | HookPhase::Running => c.counts.pending += 1,
+            }
+            if entry.phase == HookPhase::Failed && c.first_failure.is_none() {
+                c.first_failure = Some((hook.name.clone(), entry.message.clone()));
+            }
+        }
+    }
+    for (refs, missed) in [(&plan.not_applicable, false), (&plan.missed_init, true)] {
+        for r in refs {
+            for target in [Some(run.clone()), hook_target(&r.source)].into_iter().flatten() {
+                let c = out.entry(target).or_default();
+                if missed {
+                    c.counts.missed_init += 1;
+                } else {
+                    c.counts.not_applicable += 1;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A restore's phase from its counts: in progress while any hook is pending; then completed, or
+/// partially failed when any hook failed, was skipped or missed its init hooks.
+pub fn run_phase(counts: &HookCounts) -> &'static str {
+    if counts.pending > 0 {
+        "InProgress"
+    } else if counts.failed + counts.skipped + counts.missed_init > 0 {
+        "PartiallyFailed"
+    } else {
+        "Completed"
+    }
+}
+
+/// A RestoreRun's object name for a restore name: the name itself when it is a valid object
+/// name, else a lowercase form of it with a hash suffix (restore names from namespace labels may
+/// hold characters object names may not).
+pub fn restore_run_name(restore: &str) -> String {
+    let valid = !restore.is_empty()
+        && restore.len() <= 253
+        && restore
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && restore.as_bytes()[0].is_ascii_alphanumeric()
+        && restore.as_bytes()[restore.len() - 1].is_ascii_alphanumeric();
+    if valid {
+        return restore.to_string();
+    }
+    let hash = ring::digest::digest(&ring::digest::SHA256, restore.as_bytes());
+    let suffix: String = hash.as_ref()[..4].iter().map(|b| format!("{b:02x}")).collect();
+    let mut base: String = restore
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' })
+        .take(200)
+        .collect();
+    base = base.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_string();
+    if base.is_empty() {
+        format!("restore-{suffix}")
+    } else {
+        format!("{base}-{suffix}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::plan::{HookRef, OnError, PlannedHook};
+
+    fn hook(name: &str, source: &str) -> PlannedHook {
+        PlannedHook {
+            name: name.into(),
+            source: source.into(),
+            index: 0,
+            container: "db".into(),
+            command: vec!["true".into()],
+            on_error: OnError::Continue,
+            exec_timeout_ms: 30_000,
+            wait_timeout_ms: None,
+            wait_for_ready: false,
+        }
+    }
+
+    #[test]
+    fn a_pod_counts_for_its_hook_objects_and_its_restore() {
+        let plan = ExecPlan {
+            restore: "nightly".into(),
+            hooks: vec![
+                hook("a", "restorehook/a"),
+                hook("x", "velero-restore/nightly"),
+                hook("c", "clusterrestorehook/c"),
+                hook("a", "restorehook/a"),
+            ],
+            not_applicable: vec![HookRef {
+                source: "restorehook/b".into(),
+                name: "b".into(),
+                index: 0,
+                container: "pg".into(),
+            }],
+            missed_init: vec![HookRef {
+                source: "clusterrestorehook/c".into(),
+                name: "c".into(),
+                index: 1,
+                container: String::new(),
+            }],
+            ..Default::default()
+        };
+        let mut status = align(&plan, None);
+        status.hooks[0].phase = HookPhase::Succeeded;
+        status.hooks[1].phase = HookPhase::Failed;
+        status.hooks[1].message = "exit 1".into();
+        status.hooks[2].phase = HookPhase::Skipped;
+        let t = tally_pod("shop", &plan, Some(&status));
+        let a = &t[&Target::RestoreHook {
+            namespace: "shop".into(),
+            name: "a".into(),
+        }];
+        assert_eq!((a.counts.succeeded, a.counts.pending, a.planned), (1, 1, true));
+        let b = &t[&Target::RestoreHook {
+            namespace: "shop".into(),
+            name: "b".into(),
+        }];
+        assert_eq!((b.counts.not_applicable, b.planned), (1, false));
+        let c = &t[&Target::ClusterRestoreHook { name: "c".into() }];
+        assert_eq!((c.counts.failed, c.counts.missed_init), (1, 1), "skipped counts as failed");
+        let run = &t[&Target::RestoreRun {
+            restore: "nightly".into(),
+        }];
+        assert_eq!(
+            (run.counts.succeeded, run.counts.failed, run.counts.skipped, run.counts.pending),
+            (1, 1, 1, 1)
+        );
+        assert_eq!(run.first_failure, Some(("x".into(), "exit 1".into())));
+        assert_eq!(t.len(), 4, "no target for the Velero Restore");
+    }
+
+    #[test]
+    fn phases_and_names() {
+        let c = |pending, failed, skipped, missed_init| HookCounts {
+            succeeded: 1,
+            pending,
+            failed,
+            skipped,
+            missed_init,
+            ..Default::default()
+        };
+        assert_eq!(run_phase(&c(1, 1, 0, 0)), "InProgress");
+        assert_eq!(run_phase(&c(0, 0, 0, 0)), "Completed");
+        assert_eq!(run_phase(&c(0, 1, 0, 0)), "PartiallyFailed");
+        assert_eq!(run_phase(&c(0, 0, 0, 1)), "PartiallyFailed");
+        assert_eq!(restore_run_name("nightly-1"), "nightly-1");
+        let odd = restore_run_name("Nightly_Backup");
+        assert!(odd.starts_with("nightly-backup-") && odd.len() == "nightly-backup-".len() + 8, "{odd}");
+        assert_ne!(restore_run_name("A"), restore_run_name("a-"));
+        assert!(restore_run_name("__").starts_with("restore-"));
+    }
+}

@@ -1,0 +1,215 @@
+//! Whether the controller may act on a pod's plan and status at all (docs/behaviour.md §6.2,
+//! §9.3, §9.4). Pure: the pod's facts and the keys are arguments.
+//!
+//! Every check here guards the same thing: a command in a plan runs in a live container with the
+//! controller's rights. So the plan must be one this installation's webhook issued for this very
+//! pod, the pod must be in a restore scope the installation serves, and the recorded progress must
+//! be the controller's own.
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::hooks::plan::{ExecPlan, ExecStatus};
+use crate::hooks::signing::{PlanKeys, PodBinding, SignatureError};
+
+/// How far `issuedAt` may be from the pod's `creationTimestamp`: admission happens within the
+/// create request, so this only covers clock skew between API server and webhook replicas.
+pub const ISSUED_AT_TOLERANCE: SignedDuration = SignedDuration::from_secs(5 * 60);
+
+/// What the controller knows of a pod, for these checks.
+#[derive(Clone, Copy, Debug)]
+pub struct PodFacts<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub generate_name: Option<&'a str>,
+    pub uid: &'a str,
+    pub created: Option<Timestamp>,
+    pub plan: Option<&'a str>,
+    pub plan_signature: Option<&'a str>,
+    pub status: Option<&'a str>,
+    pub status_signature: Option<&'a str>,
+}
+
+/// Why a pod's hooks are not run. The message is what the pod's Warning Event and status say.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    #[error("the pod carries restore-hooks.dev/exec=pending but no restore-hooks.dev/plan annotation")]
+    NoPlan,
+    #[error("the restore-hooks.dev/plan annotation is not a valid plan: {0}")]
+    UnreadablePlan(String),
+    #[error("its exec plan was not issued by this installation's webhook for this pod: {0}; nothing is run")]
+    Unsigned(SignatureError),
+    #[error(
+        "its exec plan was issued at {issued} for a pod created at {created}: it belongs to \
+         another pod (copied, or from an old backup); nothing is run"
+    )]
+    OtherPod { issued: String, created: String },
+    #[error(
+        "its restore-hooks.dev/status was not written by this installation's controller ({0}): \
+         hook progress cannot be trusted, so nothing is run (hooks run at most once)"
+    )]
+    ForgedStatus(SignatureError),
+    #[error("the restore-hooks.dev/status annotation is unreadable ({0}); no hook is run, to keep hooks at most once")]
+    UnreadableStatus(String),
+}
+
+/// The plan and status the controller may act on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trusted {
+    pub plan: ExecPlan,
+    pub status: Option<ExecStatus>,
+}
+
+/// Checks a pod's plan and status. `keys: None` (no key configured) trusts nothing.
+pub fn verify(facts: &PodFacts<'_>, keys: Option<&PlanKeys>) -> Result<Trusted, Rejection> {
+    let text = facts.plan.ok_or(Rejection::NoPlan)?;
+    let keys = keys.ok_or(Rejection::Unsigned(SignatureError::UnknownKey(
+        "(no plan key configured)".to_string(),
+    )))?;
+    verify_signature(facts, keys, text).map_err(Rejection::Unsigned)?;
+    let plan = ExecPlan::from_annotation(text).map_err(|e| Rejection::UnreadablePlan(e.to_string()))?;
+    if let (Some(created), Some(issued)) = (facts.created, plan.issued_at.as_deref()) {
+        let issued_at: Option<Timestamp> = issued.parse().ok();
+        let off = issued_at.is_none_or(|i| i.duration_since(created).abs() > ISSUED_AT_TOLERANCE);
+        if off {
+            return Err(Rejection::OtherPod {
+                issued: issued.to_string(),
+                created: crate::state::timestamp(created),
+            });
+        }
+    }
+    let status = match facts.status {
+        None => None,
+        Some(raw) => {
+            keys.verify_status(facts.uid, raw, facts.status_signature)
+                .map_err(Rejection::ForgedStatus)?;
+            Some(ExecStatus::from_annotation(raw).map_err(|e| Rejection::UnreadableStatus(e.to_string()))?)
+        }
+    };
+    Ok(Trusted { plan, status })
+}
+
+/// The webhook signed with the name it saw: none for a `generateName` pod (the API server names it
+/// after admission), so such a plan verifies with an empty name and the pod's prefix.
+fn verify_signature(facts: &PodFacts<'_>, keys: &PlanKeys, text: &str) -> Result<(), SignatureError> {
+    let generate_name = facts.generate_name.unwrap_or_default();
+    let named = PodBinding {
+        namespace: facts.namespace,
+        name: facts.name,
+        generate_name,
+    };
+    match keys.verify_plan(named, text, facts.plan_signature) {
+        Err(SignatureError::Mismatch)
+            if !generate_name.is_empty() && facts.name.starts_with(generate_name) =>
+        {
+            keys.verify_plan(
+                PodBinding {
+                    name: "",
+                    ..named
+                },
+                text,
+                facts.plan_signature,
+            )
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::plan::ExecPlan;
+
+    const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+    fn created() -> Timestamp {
+        "2026-12-03T10:00:00Z".parse().unwrap()
+    }
+
+    fn plan_text(issued: &str) -> String {
+        ExecPlan {
+            restore: "r".into(),
+            issued_at: Some(issued.into()),
+            ..Default::default()
+        }
+        .to_annotation()
+    }
+
+    fn facts<'a>(plan: &'a str, sig: Option<&'a str>) -> PodFacts<'a> {
+        PodFacts {
+            namespace: "shop",
+            name: "web-x7k2p",
+            generate_name: Some("web-"),
+            uid: "u1",
+            created: Some(created()),
+            plan: Some(plan),
+            plan_signature: sig,
+            status: None,
+            status_signature: None,
+        }
+    }
+
+    #[test]
+    fn only_plans_issued_for_this_pod_are_trusted() {
+        let keys = PlanKeys::new(KEY, None).unwrap();
+        let text = plan_text("2026-12-03T10:00:01Z");
+        // Signed at admission, before the API server named the pod.
+        let at_admission = PodBinding {
+            namespace: "shop",
+            name: "",
+            generate_name: "web-",
+        };
+        let sig = keys.sign_plan(at_admission, &text);
+        assert!(verify(&facts(&text, Some(&sig)), Some(&keys)).is_ok());
+
+        let hand_written = plan_text("2026-12-03T10:00:01Z");
+        assert!(matches!(
+            verify(&facts(&hand_written, None), Some(&keys)),
+            Err(Rejection::Unsigned(SignatureError::Missing(_)))
+        ));
+        let edited = text.replace("\"r\"", "\"other\"");
+        assert_eq!(
+            verify(&facts(&edited, Some(&sig)), Some(&keys)),
+            Err(Rejection::Unsigned(SignatureError::Mismatch))
+        );
+        let mut elsewhere = facts(&text, Some(&sig));
+        elsewhere.namespace = "kube-system";
+        assert!(verify(&elsewhere, Some(&keys)).is_err());
+        let other_key = PlanKeys::new(b"ffffffffffffffffffffffffffffffff", None).unwrap();
+        assert!(matches!(
+            verify(&facts(&text, Some(&sig)), Some(&other_key)),
+            Err(Rejection::Unsigned(SignatureError::UnknownKey(_)))
+        ));
+        assert!(verify(&facts(&text, Some(&sig)), None).is_err(), "no key: nothing is trusted");
+
+        // A valid plan of an older pod of the same name (copied, or restored from a backup).
+        let old = plan_text("2026-12-01T08:00:00Z");
+        let old_sig = keys.sign_plan(at_admission, &old);
+        assert!(matches!(
+            verify(&facts(&old, Some(&old_sig)), Some(&keys)),
+            Err(Rejection::OtherPod { .. })
+        ));
+    }
+
+    #[test]
+    fn a_status_is_trusted_only_with_the_controllers_signature() {
+        let keys = PlanKeys::new(KEY, None).unwrap();
+        let text = plan_text("2026-12-03T10:00:00Z");
+        let binding = PodBinding {
+            namespace: "shop",
+            name: "web-x7k2p",
+            generate_name: "web-",
+        };
+        let sig = keys.sign_plan(binding, &text);
+        let status = r#"{"hooks":[]}"#;
+        let status_sig = keys.sign_status("u1", status);
+        let mut f = facts(&text, Some(&sig));
+        f.status = Some(status);
+        f.status_signature = Some(&status_sig);
+        assert!(verify(&f, Some(&keys)).unwrap().status.is_some());
+        f.status_signature = None;
+        assert!(matches!(verify(&f, Some(&keys)), Err(Rejection::ForgedStatus(_))));
+        f.status = Some(r#"{"hooks":[{"x":1}]}"#);
+        f.status_signature = Some(&status_sig);
+        assert!(matches!(verify(&f, Some(&keys)), Err(Rejection::ForgedStatus(SignatureError::Mismatch))));
+    }
+}

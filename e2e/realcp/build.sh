@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# Builds the binaries of e2e/realcp (a real Kubernetes control plane, kwok, Velero, moto S3) from
+# the committed Go modules and requirements.txt beside this script, into a cache outside the repo:
+#
+#   ${RESTORE_HOOKS_REALCP_CACHE:-$HOME/.cache/restore-hooks-realcp}/
+#     bin/      kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok velero
+#     plugins/  velero-plugin-for-aws         (Velero's --plugin-dir)
+#     share/    kwok/stages/*.yaml kwok/crds/execs.yaml  (kwok's "fast" lifecycle stages, its Exec CRD)
+#     venv/     moto[server,s3] + boto3
+#     stamps/   one per component: sha256 of what it was built from
+#
+# usage: build.sh [--quiet] [controlplane] [velero] [all]     (default: all)
+#   --quiet: print nothing when everything is up to date (the test harness passes it)
+#
+# A component is rebuilt only when its stamp differs from the sha256 of its module's go.mod and
+# go.sum (or requirements.txt) plus this script's build recipe, so a warm run takes well under a
+# second and changing a pin rebuilds exactly what it pins. Concurrent runs serialize on a flock in
+# the cache dir; a build that dies part-way leaves no stamp and is redone next time.
+#
+# Needs: go (>= the go lines of the go.mod files) and the Go module proxy, python3 with venv and
+# PyPI, flock, sha256sum. A warm cache needs neither go nor the network.
+set -euo pipefail
+
+# Bump when a build flag or layout below changes, so every cache rebuilds.
+RECIPE=1
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CACHE=${RESTORE_HOOKS_REALCP_CACHE:-$HOME/.cache/restore-hooks-realcp}
+BIN=$CACHE/bin PLUGINS=$CACHE/plugins SHARE=$CACHE/share STAMPS=$CACHE/stamps
+
+log() { printf '[realcp-build %(%T)T] %s\n' -1 "$*" >&2; }
+die() {
+  printf '[realcp-build] FAILED: %s\n' "$*" >&2
+  exit 1
+}
+
+want_cp=0 want_velero=0 quiet=0 built=0
+for a in "$@"; do
+  case $a in
+  --quiet) quiet=1 ;;
+  controlplane) want_cp=1 ;;
+  velero) want_velero=1 ;;
+  all) want_cp=1 want_velero=1 ;;
+  *) die "unknown argument '$a' (usage: build.sh [--quiet] [controlplane] [velero] [all])" ;;
+  esac
+done
+if [ $want_cp = 0 ] && [ $want_velero = 0 ]; then want_cp=1 want_velero=1; fi
+
+for tool in flock sha256sum; do
+  command -v "$tool" >/dev/null || die "'$tool' is not on PATH (Debian: apt-get install util-linux coreutils)"
+done
+mkdir -p "$BIN" "$PLUGINS" "$SHARE" "$STAMPS" || die "cannot create the cache dir $CACHE"
+
+exec 9>"$CACHE/build.lock"
+if ! flock -n 9; then
+  log "another build holds $CACHE/build.lock; waiting for it"
+  flock 9
+fi
+
+# Go and the Go toolchain are only needed when something is stale; checked once, on first need.
+go_checked=0
+need_go() {
+  [ $go_checked = 1 ] && return
+  command -v go >/dev/null || die "go is not on PATH: install Go >= 1.26 (https://go.dev/dl) to build the real control plane, or point RESTORE_HOOKS_REALCP_CACHE at a built cache"
+  log "$(go version)"
+  go_checked=1
+}
+# -mod=readonly: the committed go.mod/go.sum are the pins; a build must never rewrite them (and a
+# user's GOFLAGS=-mod=mod must not either). GOTOOLCHAIN=local: no toolchain download.
+export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false"
+
+stamp_of() { # component file... -> sha256 of the recipe, the component's name and the files
+  local c=$1
+  shift
+  { echo "recipe=$RECIPE component=$c"; cat "$@"; } | sha256sum | cut -d' ' -f1
+}
+fresh() { # component stamp output...
+  local c=$1 s=$2
+  shift 2
+  [ "$(cat "$STAMPS/$c" 2>/dev/null)" = "$s" ] || return 1
+  local f
+  for f in "$@"; do [ -e "$f" ] || return 1; done
+}
+secs() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+summary=()
+record() { summary+=("$(printf '%-26s %s' "$1" "$2")"); }
+
+go_build() { # component module-dir package output [extra go build args...]
+  local c=$1 moddir=$2 mod=$here/$2 pkg=$3 out=$4
+  shift 4
+  local s
+  s=$(stamp_of "$c" "$mod/go.mod" "$mod/go.sum")
+  if fresh "$c" "$s" "$out"; then
+    record "$c" "up to date"
+    return
+  fi
+  need_go
+  rm -f "$STAMPS/$c"
+  log "$c: building $pkg (module e2e/realcp/$moddir)"
+  built=1
+  local t0=$EPOCHREALTIME
+  (cd "$mod" && go build -trimpath "$@" -o "$out.tmp.$$" "$pkg") ||
+    die "$c: 'go build $pkg' in $mod failed (output above). A missing module means the Go module proxy was unreachable; a compile error means the pins in $moddir/go.mod are inconsistent (regenerate them with e2e/realcp/pin.sh)"
+  mv -f "$out.tmp.$$" "$out"
+  echo "$s" >"$STAMPS/$c"
+  local d
+  d=$(secs "$t0")
+  log "$c: built in ${d} s"
+  record "$c" "built in ${d} s"
+}
+
+modver() { # module-dir module -> the version its go.mod requires (read directly: no network)
+  local v
+  v=$(awk -v m="$2" '($1 == m || ($1 == "require" && $2 == m)) { print $NF; exit }' "$here/$1/go.mod")
+  [ -n "$v" ] && echo "$v"
+}
+
+build_controlplane() {
+  local k=''
+  kver() { # computed only when a Kubernetes component is stale (it needs go)
+    if [ -z "$k" ]; then
+      need_go
+      k=$(modver controlplane k8s.io/kubernetes) || die "cannot read the k8s.io/kubernetes version from controlplane/go.mod"
+    fi
+  }
+  # The version ldflags are what Kubernetes' own build (hack/lib/version.sh) sets: without them the
+  # binaries report v0.0.0-master, and the apiserver's --emulated-version range is computed from
+  # its own version.
+  kube() { # component
+    local s
+    s=$(stamp_of "$1" "$here/controlplane/go.mod" "$here/controlplane/go.sum")
+    if fresh "$1" "$s" "$BIN/$1"; then
+      record "$1" "up to date"
+      return
+    fi
+    kver
+    local minor=${k#v1.}
+    minor=${minor%%.*}
+    local ld="-s -w"
+    local p
+    for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+      ld+=" -X $p.gitVersion=$k -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+    done
+    go_build "$1" controlplane "k8s.io/kubernetes/cmd/$1" "$BIN/$1" -tags=selinux,notest,grpcnotrace -ldflags "$ld"
+  }
+  kube kube-apiserver
+  kube kube-controller-manager
+  kube kube-scheduler
+  kube kubectl
+  go_build etcd controlplane go.etcd.io/etcd/server/v3 "$BIN/etcd" -ldflags "-s -w"
+  go_build kwok kwok sigs.k8s.io/kwok/cmd/kwok "$BIN/kwok" -ldflags "-s -w"
+
+  # kwok's lifecycle stages and its CRDs ship as YAML in its module, not in the binary (kwok
+  # watches its CRDs but does not install them): keep copies so the harness needs no Go module
+  # cache at run time.
+  local s
+  s=$(stamp_of kwok-share "$here/kwok/go.mod" "$here/kwok/go.sum")
+  if fresh kwok-share "$s" "$SHARE/kwok/stages/pod-ready.yaml" "$SHARE/kwok/crds/execs.yaml"; then
+    record kwok-share "up to date"
+  else
+    need_go
+    rm -f "$STAMPS/kwok-share"
+    local src
+    src=$(cd "$here/kwok" && go mod download sigs.k8s.io/kwok && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+    [ -d "$src/kustomize/stage" ] || die "kwok-share: sigs.k8s.io/kwok source not found in the Go module cache ($src)"
+    rm -rf "$SHARE/kwok"
+    mkdir -p "$SHARE/kwok/stages" "$SHARE/kwok/crds"
+    cp "$src/kustomize/stage/node/fast/node-initialize.yaml" \
+      "$src/kustomize/stage/pod/fast/pod-ready.yaml" \
+      "$src/kustomize/stage/pod/fast/pod-complete.yaml" \
+      "$src/kustomize/stage/pod/fast/pod-delete.yaml" "$SHARE/kwok/stages/"
+    cp "$src/kustomize/crd/bases/kwok.x-k8s.io_execs.yaml" "$SHARE/kwok/crds/execs.yaml"
+    chmod 644 "$SHARE/kwok/stages/"* "$SHARE/kwok/crds/"*
+    echo "$s" >"$STAMPS/kwok-share"
+    built=1
+    record kwok-share "copied"
+  fi
+}
+
+build_velero() {
+  local s
+  s=$(stamp_of velero "$here/velero/go.mod" "$here/velero/go.sum")
+  if fresh velero "$s" "$BIN/velero"; then
+    record velero "up to date"
+  else
+    need_go
+    local v
+    v=$(modver velero github.com/vmware-tanzu/velero) || die "cannot read the Velero version from velero/go.mod"
+    # buildinfo.Version names the image `velero install` would use, and is what `velero version` shows.
+    go_build velero velero github.com/vmware-tanzu/velero/cmd/velero "$BIN/velero" \
+      -ldflags "-s -w -X github.com/vmware-tanzu/velero/pkg/buildinfo.Version=$v -X github.com/vmware-tanzu/velero/pkg/buildinfo.GitTreeState=clean"
+  fi
+  go_build velero-plugin-for-aws velero-aws github.com/vmware-tanzu/velero-plugin-for-aws/velero-plugin-for-aws \
+    "$PLUGINS/velero-plugin-for-aws" -ldflags "-s -w"
+
+  command -v python3 >/dev/null || die "moto: python3 is not on PATH (Debian: apt-get install python3 python3-venv)"
+  s=$({ python3 --version; cat "$here/requirements.txt"; } | stamp_of moto -)
+  if fresh moto "$s" "$CACHE/venv/bin/moto_server"; then
+    record moto "up to date"
+  else
+    rm -f "$STAMPS/moto"
+    log "moto: creating $CACHE/venv from requirements.txt"
+    built=1
+    local t0=$EPOCHREALTIME
+    rm -rf "$CACHE/venv"
+    python3 -m venv "$CACHE/venv" || die "moto: 'python3 -m venv' failed (Debian: apt-get install python3-venv)"
+    "$CACHE/venv/bin/pip" install --quiet --disable-pip-version-check --no-input \
+      --require-hashes -r "$here/requirements.txt" ||
+      die "moto: pip install -r e2e/realcp/requirements.txt failed (output above; PyPI unreachable, or a pin without its hash)"
+    echo "$s" >"$STAMPS/moto"
+    local d
+    d=$(secs "$t0")
+    log "moto: venv ready in ${d} s"
+    record moto "venv in ${d} s"
+  fi
+}
+
+t_all=$EPOCHREALTIME
+if [ $want_cp = 1 ]; then build_controlplane; fi
+if [ $want_velero = 1 ]; then build_velero; fi
+if [ $quiet = 0 ] || [ $built = 1 ]; then
+  printf '[realcp-build] %s\n' "${summary[@]}" >&2
+  log "done in $(secs "$t_all") s; cache: $CACHE"
+fi

@@ -1,0 +1,685 @@
+use std::ffi::{OsStr, OsString};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::{Value, json};
+
+use crate::NODE;
+use crate::cache::{self, Group, bin};
+use crate::pki;
+use crate::process::{self, Proc, Spec};
+use crate::util::{free_port, http_get, random_hex, tail};
+
+/// How a [`ControlPlane`] starts.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// `--emulated-version` for kube-apiserver, kube-controller-manager and kube-scheduler, e.g.
+    /// `"1.34"`: the binaries are v1.37 but serve the APIs and feature defaults of that minor
+    /// (1.34 ..= 1.37).
+    pub emulated_version: Option<String>,
+    /// More kube-apiserver flags, e.g. `--feature-gates=...`.
+    pub apiserver_args: Vec<String>,
+    /// A failure guard for each startup step, not a performance bound.
+    pub startup_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            emulated_version: None,
+            apiserver_args: Vec::new(),
+            startup_timeout: Duration::from_secs(180),
+        }
+    }
+}
+
+/// A running control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+/// kwok with one Ready, schedulable node [`NODE`]. Dropping it stops everything.
+pub struct ControlPlane {
+    work: PathBuf,
+    keep: bool,
+    procs: Mutex<Vec<Proc>>,
+    server: String,
+    kubeconfig: PathBuf,
+    ca_pem: String,
+    ca_crt: PathBuf,
+    kubectl: PathBuf,
+    default_exec_dir: PathBuf,
+    kubeconfigs: AtomicUsize,
+    started_in: Duration,
+}
+
+impl ControlPlane {
+    /// Builds the binaries if needed (see `e2e/realcp/build.sh`), then starts everything and
+    /// waits until the apiserver is ready, `kwok-0` is Ready without taints and the `default`
+    /// ServiceAccount exists. An error names the component and ends with its log.
+    pub fn start(opts: Options) -> Result<ControlPlane> {
+        cache::ensure_built(Group::ControlPlane)?;
+        // Free ports are picked before the processes bind them; another process can take one in
+        // between. That shows as "address already in use" in the failing component's log.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match Self::try_start(&opts) {
+                Err(e) if attempt < 3 && format!("{e:#}").contains("address already in use") => {
+                    eprintln!("realcp: a port was taken while starting; retrying: {e:#}");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn try_start(opts: &Options) -> Result<ControlPlane> {
+        let t0 = Instant::now();
+        let keep = std::env::var_os("REALCP_KEEP").is_some_and(|v| v == "1");
+        sweep_orphaned_work_dirs();
+        let api_port = free_port()?;
+        let server = format!("https://127.0.0.1:{api_port}");
+        let work = tempfile::Builder::new()
+            .prefix(WORK_PREFIX)
+            .tempdir()
+            .context("cannot create the control plane's work dir")?
+            .keep();
+        let pki = std::fs::write(work.join(OWNER), std::process::id().to_string())
+            .map_err(anyhow::Error::from)
+            .and_then(|()| pki::make(&work.join("pki")));
+        let pki = match pki {
+            Ok(pki) => pki,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&work);
+                return Err(e.context("cannot write the PKI"));
+            }
+        };
+        let mut cp = ControlPlane {
+            kubeconfig: work.join("admin.kubeconfig"),
+            default_exec_dir: work.join("pods").join("_default"),
+            work,
+            keep,
+            procs: Mutex::new(Vec::new()),
+            server,
+            ca_pem: pki.ca_pem.clone(),
+            ca_crt: pki.ca_crt.clone(),
+            kubectl: bin("kubectl"),
+            kubeconfigs: AtomicUsize::new(0),
+            started_in: Duration::ZERO,
+        };
+        let timeout = opts.startup_timeout;
+        let emulated: Vec<String> = opts
+            .emulated_version
+            .iter()
+            .map(|v| format!("--emulated-version={v}"))
+            .collect();
+
+        let (etcd_port, peer_port) = (free_port()?, free_port()?);
+        cp.spawn(
+            "etcd",
+            vec![
+                "--name=realcp".into(),
+                format!("--data-dir={}", cp.work.join("etcd").display()),
+                format!("--listen-client-urls=http://127.0.0.1:{etcd_port}"),
+                format!("--advertise-client-urls=http://127.0.0.1:{etcd_port}"),
+                format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"),
+                format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"),
+                format!("--initial-cluster=realcp=http://127.0.0.1:{peer_port}"),
+                // A throwaway cluster: fsync is most of etcd's write latency on a shared disk.
+                "--unsafe-no-fsync=true".into(),
+            ],
+            vec![],
+        )?;
+        cp.wait_for("etcd /health", "etcd", timeout, |_| {
+            let (code, body) = http_get(etcd_port, "/health")?;
+            Ok((code == 200 && body.contains("true")).then_some(()))
+        })?;
+
+        let admin_token = random_hex()?;
+        let tokens = cp.work.join("pki").join("tokens.csv");
+        std::fs::write(
+            &tokens,
+            format!("{admin_token},admin,admin,\"system:masters\"\n"),
+        )?;
+        let mut apiserver = vec![
+            format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--secure-port={api_port}"),
+            format!("--tls-cert-file={}", pki.apiserver_crt.display()),
+            format!("--tls-private-key-file={}", pki.apiserver_key.display()),
+            format!("--client-ca-file={}", pki.ca_crt.display()),
+            format!("--token-auth-file={}", tokens.display()),
+            // TokenRequest (`kubectl create token`, projected tokens) needs an issuer and a
+            // signing key; the same key's public half verifies the tokens.
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+            format!("--service-account-key-file={}", pki.sa_pub.display()),
+            format!(
+                "--service-account-signing-key-file={}",
+                pki.sa_key.display()
+            ),
+            // Fake addresses nothing routes to (no kube-proxy, no pod network).
+            "--service-cluster-ip-range=10.96.0.0/16".into(),
+            "--authorization-mode=Node,RBAC".into(),
+            "--allow-privileged=true".into(),
+            // The default reconciler publishes --advertise-address as the `kubernetes` Service's
+            // endpoint, and the apiserver refuses a loopback address for that.
+            "--endpoint-reconciler-type=none".into(),
+            // kwok's node status has only an InternalIP (127.0.0.1); exec and logs go there.
+            "--kubelet-preferred-address-types=InternalIP".into(),
+            format!("--cert-dir={}", cp.work.join("pki").display()),
+            "--profiling=false".into(),
+        ];
+        apiserver.extend(emulated.iter().cloned());
+        apiserver.extend(opts.apiserver_args.iter().cloned());
+        cp.spawn("kube-apiserver", apiserver, vec![])?;
+        cp.write_kubeconfig(&cp.kubeconfig, "admin", &admin_token)?;
+        cp.wait_for("kube-apiserver /readyz", "kube-apiserver", timeout, |cp| {
+            let out = cp.kubectl(["get", "--raw", "/readyz"]);
+            Ok(out.status.success().then_some(()))
+        })?;
+
+        let kubeconfig = format!("--kubeconfig={}", cp.kubeconfig.display());
+        let delegated = [
+            format!("--authentication-kubeconfig={}", cp.kubeconfig.display()),
+            format!("--authorization-kubeconfig={}", cp.kubeconfig.display()),
+        ];
+        let mut kcm = vec![
+            kubeconfig.clone(),
+            "--bind-address=127.0.0.1".into(),
+            format!("--secure-port={}", free_port()?),
+            "--leader-elect=false".into(),
+            format!(
+                "--service-account-private-key-file={}",
+                pki.sa_key.display()
+            ),
+            format!("--root-ca-file={}", pki.ca_crt.display()),
+            "--use-service-account-credentials=false".into(),
+            // node-lifecycle: kwok's fast node stages send no heartbeats or leases, so it would
+            // mark kwok-0 NotReady and evict its pods. node-ipam: nothing here allocates pod CIDRs.
+            "--controllers=*,-node-ipam-controller,-node-lifecycle-controller".into(),
+        ];
+        kcm.extend(delegated.iter().cloned());
+        kcm.extend(emulated.iter().cloned());
+        cp.spawn("kube-controller-manager", kcm, vec![])?;
+
+        let mut scheduler = vec![
+            kubeconfig.clone(),
+            "--bind-address=127.0.0.1".into(),
+            format!("--secure-port={}", free_port()?),
+            "--leader-elect=false".into(),
+        ];
+        scheduler.extend(delegated.iter().cloned());
+        scheduler.extend(emulated.iter().cloned());
+        cp.spawn("kube-scheduler", scheduler, vec![])?;
+
+        // kwok watches its Exec CRD (--enable-crds below) but does not install it.
+        let crd = cache::cache_dir().join("share/kwok/crds/execs.yaml");
+        let crd = std::fs::read_to_string(&crd).with_context(|| {
+            format!(
+                "kwok: missing {} (rerun e2e/realcp/build.sh)",
+                crd.display()
+            )
+        })?;
+        cp.with_log(
+            "kube-apiserver",
+            cp.apply(&crd).and_then(|()| {
+                cp.kubectl_ok([
+                    "wait",
+                    "--for=condition=Established",
+                    "crd/execs.kwok.x-k8s.io",
+                    "--timeout=120s",
+                ])
+            }),
+        )?;
+        let kwok_port = free_port()?;
+        let kwok_config = cp.write_kwok_config()?;
+        cp.spawn(
+            "kwok",
+            vec![
+                kubeconfig,
+                format!("--config={}", kwok_config.display()),
+                "--manage-all-nodes=true".into(),
+                "--node-ip=127.0.0.1".into(),
+                // Pod IPs kwok hands out: fake, kept apart from the Service range.
+                "--cidr=10.244.0.0/16".into(),
+                format!("--node-port={kwok_port}"),
+                format!("--server-address=127.0.0.1:{kwok_port}"),
+                // Exec objects (kwok's per-pod exec rules) as a CRD, so a test can give a pod
+                // its own work dir while kwok runs: see `pod_workdir`.
+                "--enable-crds=Exec".into(),
+            ],
+            vec![],
+        )?;
+
+        let node = cp.apply(
+            &json!({
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": NODE,
+                    "annotations": {"kwok.x-k8s.io/node": "fake"},
+                    "labels": {
+                        "kubernetes.io/hostname": NODE,
+                        "kubernetes.io/os": "linux",
+                        "kubernetes.io/arch": "amd64",
+                        "type": "kwok",
+                    },
+                },
+            })
+            .to_string(),
+        );
+        cp.with_log("kube-apiserver", node)?;
+        cp.wait_for("node kwok-0 Ready and untainted", "kwok", timeout, |cp| {
+            let node: Value =
+                serde_json::from_str(&cp.kubectl_ok(["get", "node", NODE, "-o", "json"])?)?;
+            let ready = node["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            if !ready {
+                return Ok(None);
+            }
+            let tainted = node["spec"]["taints"]
+                .as_array()
+                .is_some_and(|t| !t.is_empty());
+            if tainted {
+                // Admission (TaintNodesByCondition) taints every new Node not-ready:NoSchedule;
+                // the node-lifecycle controller, which is off (see --controllers), would lift it.
+                let _ = cp.kubectl([
+                    "taint",
+                    "node",
+                    NODE,
+                    "node.kubernetes.io/not-ready:NoSchedule-",
+                ]);
+                return Ok(None);
+            }
+            Ok(Some(()))
+        })?;
+        // The ServiceAccount admission plugin rejects pods until the controller-manager has made
+        // the namespace's `default` ServiceAccount.
+        cp.wait_for(
+            "ServiceAccount default/default",
+            "kube-controller-manager",
+            timeout,
+            |cp| {
+                Ok(cp
+                    .kubectl(["get", "serviceaccount", "default", "-n", "default"])
+                    .status
+                    .success()
+                    .then_some(()))
+            },
+        )?;
+        cp.started_in = t0.elapsed();
+        eprintln!(
+            "realcp: control plane up in {:.1} s at {} (work dir {})",
+            cp.started_in.as_secs_f64(),
+            cp.server,
+            cp.work.display()
+        );
+        Ok(cp)
+    }
+
+    /// The admin (system:masters) kubeconfig.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// `https://127.0.0.1:PORT`.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The CA that signed the apiserver's serving certificate (PEM).
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// The same CA as a file.
+    pub fn ca_path(&self) -> &Path {
+        &self.ca_crt
+    }
+
+    /// This instance's work dir: logs (`<component>.log`), PKI, kubeconfigs, pod work dirs.
+    pub fn work_dir(&self) -> &Path {
+        &self.work
+    }
+
+    /// A component's log: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok.
+    pub fn log_path(&self, component: &str) -> PathBuf {
+        self.work.join(format!("{component}.log"))
+    }
+
+    /// The kubectl built from the same k8s.io/kubernetes as the apiserver.
+    pub fn kubectl_path(&self) -> &Path {
+        &self.kubectl
+    }
+
+    /// How long [`ControlPlane::start`] took, not counting the build.
+    pub fn started_in(&self) -> Duration {
+        self.started_in
+    }
+
+    /// Where `pods/exec` runs commands for pods without a [`ControlPlane::pod_workdir`].
+    pub fn default_exec_dir(&self) -> &Path {
+        &self.default_exec_dir
+    }
+
+    /// kubectl with the admin kubeconfig.
+    pub fn kubectl<I, S>(&self, args: I) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.kubectl_as(&self.kubeconfig, args)
+    }
+
+    /// kubectl with another kubeconfig, e.g. one from [`ControlPlane::kubeconfig_for_token`].
+    pub fn kubectl_as<I, S>(&self, kubeconfig: &Path, args: I) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.kubectl_command(kubeconfig)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("realcp: cannot run {}: {e}", self.kubectl.display()))
+    }
+
+    /// kubectl with the admin kubeconfig; its stdout, or an error with its stderr.
+    pub fn kubectl_ok<I, S>(&self, args: I) -> Result<String>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        checked(&args, self.kubectl(&args))
+    }
+
+    /// `kubectl apply -f -` with the admin kubeconfig (YAML or JSON, one or more objects).
+    pub fn apply(&self, manifest: &str) -> Result<()> {
+        self.kubectl_stdin(["apply", "-f", "-"], manifest).map(drop)
+    }
+
+    /// kubectl with `input` on its stdin; its stdout, or an error with its stderr.
+    pub fn kubectl_stdin<I, S>(&self, args: I, input: &str) -> Result<String>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        let mut child = self
+            .kubectl_command(&self.kubeconfig)
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot run {}", self.kubectl.display()))?;
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        let input = input.to_owned();
+        // A writer thread: kubectl may fill its stdout before it has read all of stdin.
+        let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+        let out = child.wait_with_output()?;
+        let _ = writer.join();
+        checked(&args, out)
+    }
+
+    fn kubectl_command(&self, kubeconfig: &Path) -> Command {
+        let mut c = Command::new(&self.kubectl);
+        // --cache-dir: kubectl's discovery cache is keyed by host:port, and every control plane
+        // has a new port: under ~/.kube/cache it would grow without bound.
+        c.arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!(
+                "--cache-dir={}",
+                self.work.join("kubectl-cache").display()
+            ));
+        c
+    }
+
+    /// A token for a ServiceAccount from the TokenRequest API (`kubectl create token`). The
+    /// apiserver refuses durations under 10 minutes.
+    pub fn token_for_service_account(
+        &self,
+        namespace: &str,
+        name: &str,
+        duration: Duration,
+    ) -> Result<String> {
+        let token = self.kubectl_ok([
+            "create",
+            "token",
+            name,
+            "-n",
+            namespace,
+            &format!("--duration={}s", duration.as_secs()),
+        ])?;
+        Ok(token.trim().to_string())
+    }
+
+    /// A kubeconfig (a new file in the work dir) that authenticates with `token`.
+    pub fn kubeconfig_for_token(&self, token: &str) -> Result<PathBuf> {
+        let n = self.kubeconfigs.fetch_add(1, Ordering::Relaxed);
+        let path = self.work.join(format!("token-{n}.kubeconfig"));
+        self.write_kubeconfig(&path, &format!("token-{n}"), token)?;
+        Ok(path)
+    }
+
+    /// Gives pod `namespace/name` its own exec work dir, `<work dir>/pods/<namespace>/<name>`,
+    /// and returns it: `pods/exec` then runs commands there (kwok applies one work dir per exec
+    /// rule, not per pod, so this adds a kwok `Exec` rule for the pod). kwok learns of it
+    /// through a watch, so call this before the pod is created, or expect a moment's delay.
+    pub fn pod_workdir(&self, namespace: &str, name: &str) -> Result<PathBuf> {
+        let dir = self.work.join("pods").join(namespace).join(name);
+        std::fs::create_dir_all(&dir)?;
+        self.apply(
+            &json!({
+                "apiVersion": "kwok.x-k8s.io/v1alpha1",
+                "kind": "Exec",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"execs": [{"local": {"workDir": dir}}]},
+            })
+            .to_string(),
+        )?;
+        Ok(dir)
+    }
+
+    fn spawn(&self, name: &str, args: Vec<String>, env: Vec<(&str, OsString)>) -> Result<()> {
+        let proc = Proc::spawn(Spec {
+            name,
+            program: &bin(name),
+            args: args.into_iter().map(OsString::from).collect(),
+            cwd: &self.work,
+            env,
+            log: self.log_path(name),
+        })?;
+        lock(&self.procs).push(proc);
+        Ok(())
+    }
+
+    /// Polls `probe` until it gives `Some`, failing early with the log of any component that
+    /// exits meanwhile, or after `timeout` with the log of `blame`.
+    fn wait_for<T>(
+        &self,
+        what: &str,
+        blame: &str,
+        timeout: Duration,
+        mut probe: impl FnMut(&Self) -> Result<Option<T>>,
+    ) -> Result<T> {
+        wait_for(&self.procs, what, timeout, || probe(self)).map_err(|e| match e {
+            WaitError::Died(e) => e,
+            WaitError::Timeout(last) => {
+                let log = self.log_path(blame);
+                anyhow!(
+                    "timed out after {} s waiting for {what} (last probe: {last}); \
+                     last lines of {blame}'s log {}:\n{}\n(set REALCP_KEEP=1 to keep the work dir)",
+                    timeout.as_secs(),
+                    log.display(),
+                    tail(&log, 30)
+                )
+            }
+        })
+    }
+
+    /// Adds the end of `component`'s log to a startup step's error.
+    pub(crate) fn with_log<T>(&self, component: &str, r: Result<T>) -> Result<T> {
+        r.map_err(|e| {
+            let log = self.log_path(component);
+            anyhow!(
+                "{e:#}\nlast lines of {component}'s log {}:\n{}",
+                log.display(),
+                tail(&log, 30)
+            )
+        })
+    }
+
+    fn write_kubeconfig(&self, path: &Path, user: &str, token: &str) -> Result<()> {
+        // JSON is YAML: no quoting to get wrong.
+        let config = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "realcp", "cluster": {
+                "server": self.server,
+                "certificate-authority": self.ca_crt,
+            }}],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": "realcp", "context": {"cluster": "realcp", "user": user}}],
+            "current-context": "realcp",
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&config)?)
+            .with_context(|| format!("cannot write {}", path.display()))
+    }
+
+    /// kwok's config: its "fast" node and pod stages (node Ready at once, pods Running at once,
+    /// Job pods Succeeded, deleted pods gone) and a catch-all exec rule. Any Stage in the config
+    /// replaces all of kwok's defaults, so the stages come from the copies build.sh keeps.
+    fn write_kwok_config(&self) -> Result<PathBuf> {
+        let stages = cache::cache_dir().join("share/kwok/stages");
+        let mut config = String::new();
+        for stage in [
+            "node-initialize.yaml",
+            "pod-ready.yaml",
+            "pod-complete.yaml",
+            "pod-delete.yaml",
+        ] {
+            let path = stages.join(stage);
+            config.push_str("---\n");
+            config.push_str(&std::fs::read_to_string(&path).with_context(|| {
+                format!(
+                    "kwok: missing stage {} (rerun e2e/realcp/build.sh)",
+                    path.display()
+                )
+            })?);
+            config.push('\n');
+        }
+        std::fs::create_dir_all(&self.default_exec_dir)?;
+        config.push_str("---\n");
+        config.push_str(
+            &json!({
+                "apiVersion": "kwok.x-k8s.io/v1alpha1",
+                "kind": "ClusterExec",
+                "metadata": {"name": "realcp-default"},
+                "spec": {"execs": [{"local": {"workDir": self.default_exec_dir}}]},
+            })
+            .to_string(),
+        );
+        config.push('\n');
+        let path = self.work.join("kwok.yaml");
+        std::fs::write(&path, config)?;
+        Ok(path)
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        process::stop_all(&mut lock(&self.procs));
+        if self.keep {
+            let _ = std::fs::write(self.work.join(KEPT), "REALCP_KEEP=1\n");
+            eprintln!("realcp: REALCP_KEEP=1: kept {}", self.work.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.work);
+        }
+    }
+}
+
+const WORK_PREFIX: &str = "realcp-";
+/// The pid of the test process that made a work dir.
+const OWNER: &str = "owner.pid";
+/// Present in a work dir kept with REALCP_KEEP=1, which the sweep leaves alone.
+const KEPT: &str = "kept";
+
+/// A test process killed outright (SIGKILL, a CI timeout) takes its components with it (see
+/// `process`), but cannot remove its work dir: the next start does, for every work dir whose
+/// owner pid is gone.
+fn sweep_orphaned_work_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        if !entry.file_name().to_string_lossy().starts_with(WORK_PREFIX) || dir.join(KEPT).exists()
+        {
+            continue;
+        }
+        let Some(pid) = std::fs::read_to_string(dir.join(OWNER))
+            .ok()
+            .and_then(|p| p.trim().parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
+
+pub(crate) enum WaitError {
+    Died(anyhow::Error),
+    Timeout(String),
+}
+
+pub(crate) fn lock(procs: &Mutex<Vec<Proc>>) -> std::sync::MutexGuard<'_, Vec<Proc>> {
+    procs.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub(crate) fn wait_for<T>(
+    procs: &Mutex<Vec<Proc>>,
+    what: &str,
+    timeout: Duration,
+    mut probe: impl FnMut() -> Result<Option<T>>,
+) -> Result<T, WaitError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        for p in lock(procs).iter_mut() {
+            if p.exited().is_some() {
+                return Err(WaitError::Died(
+                    p.died(&format!("while waiting for {what}")),
+                ));
+            }
+        }
+        let last = match probe() {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => "not there yet".to_string(),
+            Err(e) => format!("{e:#}"),
+        };
+        if Instant::now() >= deadline {
+            return Err(WaitError::Timeout(last));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+pub(crate) fn checked(args: &[OsString], out: Output) -> Result<String> {
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    let args: Vec<_> = args.iter().map(|a| a.to_string_lossy()).collect();
+    bail!(
+        "`kubectl {}` failed ({}): {}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    )
+}

@@ -1,0 +1,344 @@
+//! Hook objects that arrive after their pods (docs/behaviour.md §7.2).
+//!
+//! Velero restores pods before custom resources, so a RestoreHook restored with its application
+//! is created after the pods it selects; `kubectl apply -f dir/` can do the same to a RestoreHook
+//! and its pods, and a webhook's watch cache can simply lag. When a RestoreHook or
+//! ClusterRestoreHook appears (or gets a new generation), the leader looks at the pods the webhook
+//! marked as admitted in a restore scope, and appends the object's exec hooks to the plans of
+//! those it selects that are still young enough (`--late-hook-window`), signed like the
+//! webhook's. Its init hooks cannot apply to a running pod: they are recorded in the plan as
+//! missed, and reported on the object.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
+use kube::ResourceExt;
+use restore_hooks_core::config::EngineConfig;
+use restore_hooks_core::hooks::compiled::{CompiledObject, SourceKind};
+use restore_hooks_core::hooks::plan::{
+    EXEC_LABEL, EXEC_PENDING, ExecPlan, HookRef, MAX_PLAN_BYTES, PLAN_ANNOTATION,
+};
+use restore_hooks_core::hooks::pod::AdmittedPod;
+use restore_hooks_core::hooks::resolve::{PodContext, resolve_late_hooks};
+use restore_hooks_core::hooks::scope::restore_scope;
+use restore_hooks_core::hooks::signing::{PLAN_SIGNATURE_ANNOTATION, PodBinding};
+use restore_hooks_core::state::timestamp;
+use restore_hooks_core::trust::{PodFacts, verify};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::events::{EventSink, EventType, INIT_HOOKS_MISSED, LATE_HOOKS_ADDED, Regarding};
+use super::finished::FinishedPods;
+use super::tally::{LateOutcome, MarkedPods, Tally};
+use crate::catalog::SharedIndex;
+use crate::metrics::Metrics;
+use crate::plan_key::KeyRing;
+
+pub struct LateHooks {
+    pub client: kube::Client,
+    pub index: Arc<SharedIndex>,
+    pub marked: MarkedPods,
+    pub keys: KeyRing,
+    pub engine: EngineConfig,
+    pub window: Duration,
+    pub events: EventSink,
+    pub metrics: Metrics,
+    pub tally: Tally,
+    pub finished: Arc<FinishedPods>,
+}
+
+/// What happened to one pod.
+enum PodResult {
+    Added { exec: usize, missed_init: usize },
+    Nothing,
+    TooOld,
+}
+
+impl LateHooks {
+    /// Runs until `stop` is cancelled (the end of leadership).
+    pub async fn run(self, stop: CancellationToken) {
+        if self.window.is_zero() {
+            return;
+        }
+        let mut compiled = self.index.subscribe();
+        // Objects compiled before this leader started are looked at once: a restore may have
+        // happened while no replica led.
+        let known: Vec<Arc<CompiledObject>> = {
+            let index = self.index.read();
+            index
+                .cluster_restore_hooks()
+                .chain(index.all_restore_hooks())
+                .cloned()
+                .collect()
+        };
+        for object in known {
+            self.scan(&object).await;
+        }
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                event = compiled.recv() => match event {
+                    Ok(c) if c.changed && c.object.kind != SourceKind::VeleroRestore => self.scan(&c.object).await,
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        warn!(missed = n, "late-hook scan fell behind; rescanning every hook object");
+                        let all: Vec<_> = {
+                            let index = self.index.read();
+                            index.cluster_restore_hooks().chain(index.all_restore_hooks()).cloned().collect()
+                        };
+                        for object in all {
+                            self.scan(&object).await;
+                        }
+                    }
+                    Err(_) => return,
+                },
+            }
+        }
+    }
+
+    /// The pods `object` selects that were admitted before it, and what it adds to each.
+    async fn scan(&self, object: &CompiledObject) {
+        if object.first_problem().is_some() {
+            return;
+        }
+        let candidates: Vec<(String, String, String)> = {
+            let marked = self.marked.lock().unwrap_or_else(|e| e.into_inner());
+            let index = self.index.read();
+            marked
+                .iter()
+                .filter(|(_, p)| object.kind != SourceKind::RestoreHook || object.namespace.as_deref() == Some(p.namespace.as_str()))
+                .filter(|(_, p)| {
+                    let Some(scope) = restore_scope(&p.namespace, Some(&p.labels), index.namespace_labels(&p.namespace), &self.engine) else {
+                        return false;
+                    };
+                    let restore = index
+                        .velero_restore(&self.engine.velero_namespace, &scope.restore)
+                        .map_or(scope.restore.clone(), |r| r.name.clone());
+                    object.entries.iter().any(|e| {
+                        e.filter.as_ref().is_ok_and(|f| {
+                            f.matches(&p.namespace, index.namespace_labels(&p.namespace), &restore, &p.labels)
+                        })
+                    })
+                })
+                .map(|(uid, p)| (uid.clone(), p.namespace.clone(), p.name.clone()))
+                .collect()
+        };
+        if candidates.is_empty() {
+            return;
+        }
+        let mut outcome = LateOutcome::default();
+        for (uid, namespace, name) in candidates {
+            match self.extend(object, &uid, &namespace, &name).await {
+                Ok(PodResult::Added { exec, missed_init }) => {
+                    if exec > 0 {
+                        outcome.added.push(format!("{namespace}/{name}"));
+                    }
+                    if missed_init > 0 {
+                        outcome.missed_init.push(format!("{namespace}/{name}"));
+                    }
+                }
+                Ok(PodResult::TooOld) => outcome.outside_window.push(format!("{namespace}/{name}")),
+                Ok(PodResult::Nothing) => {}
+                Err(e) => warn!(pod = %format!("{namespace}/{name}"), source = %object.source(), error = %format!("{e:#}"), "could not add late hooks; they are not retried until the hook object changes"),
+            }
+        }
+        self.report(object, &outcome).await;
+        self.tally.late_outcome(object, outcome);
+    }
+
+    async fn report(&self, object: &CompiledObject, outcome: &LateOutcome) {
+        let about = Regarding::hook_object(object.kind, object.namespace.as_deref(), &object.name);
+        let list = |pods: &[String]| {
+            let mut shown: Vec<&str> = pods.iter().take(20).map(String::as_str).collect();
+            if pods.len() > 20 {
+                shown.push("...");
+            }
+            shown.join(", ")
+        };
+        if !outcome.added.is_empty() {
+            let message = format!(
+                "its exec hooks were added to {} pod(s) admitted before it: {}",
+                outcome.added.len(),
+                list(&outcome.added)
+            );
+            info!(source = %object.source(), pods = outcome.added.len(), "late exec hooks added");
+            self.events.publish(&about, EventType::Normal, LATE_HOOKS_ADDED, &message).await;
+        }
+        if !outcome.missed_init.is_empty() {
+            let message = format!(
+                "{} pod(s) were created before it, so its init hooks could not run in them: {}. \
+                 Restore hook objects before pods (see Velero's --restore-resource-priorities in docs/hooks.md), \
+                 or use a ClusterRestoreHook created before the restore",
+                outcome.missed_init.len(),
+                list(&outcome.missed_init)
+            );
+            self.events.publish(&about, EventType::Warning, INIT_HOOKS_MISSED, &message).await;
+        }
+        if !outcome.outside_window.is_empty() {
+            let message = format!(
+                "{} pod(s) it selects were admitted more than {} ago (--late-hook-window): its hooks were not added to them: {}",
+                outcome.outside_window.len(),
+                humantime(self.window),
+                list(&outcome.outside_window)
+            );
+            self.events.publish(&about, EventType::Warning, LATE_HOOKS_ADDED, &message).await;
+        }
+    }
+
+    async fn extend(&self, object: &CompiledObject, uid: &str, namespace: &str, name: &str) -> anyhow::Result<PodResult> {
+        let Some(keys) = self.keys.current() else {
+            anyhow::bail!("the plan key is not loaded");
+        };
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        for _attempt in 0..5 {
+            let Some(pod) = api.get_opt(name).await? else {
+                return Ok(PodResult::Nothing);
+            };
+            if pod.uid().as_deref() != Some(uid) {
+                return Ok(PodResult::Nothing);
+            }
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            if matches!(phase, Some("Succeeded" | "Failed")) || pod.metadata.deletion_timestamp.is_some() {
+                return Ok(PodResult::Nothing);
+            }
+            let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            let young = created.is_some_and(|c| {
+                Timestamp::now().duration_since(c) < jiff::SignedDuration::try_from(self.window).unwrap_or_default()
+            });
+            let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+            let get = |k: &str| annotations.get(k).map(String::as_str);
+            // An existing plan is only extended when it is genuine.
+            let existing = match get(PLAN_ANNOTATION) {
+                None => None,
+                Some(_) => {
+                    let facts = PodFacts {
+                        namespace,
+                        name,
+                        generate_name: pod.metadata.generate_name.as_deref(),
+                        uid,
+                        created,
+                        plan: get(PLAN_ANNOTATION),
+                        plan_signature: get(PLAN_SIGNATURE_ANNOTATION),
+                        status: None,
+                        status_signature: None,
+                    };
+                    match verify(&facts, Some(&keys)) {
+                        Ok(t) => Some(t.plan),
+                        Err(e) => {
+                            debug!(pod = %format!("{namespace}/{name}"), reason = %e, "not extending a plan that does not verify");
+                            return Ok(PodResult::Nothing);
+                        }
+                    }
+                }
+            };
+            let value = serde_json::to_value(&pod)?;
+            let view = AdmittedPod::from_value(&value)?;
+            // The index is read-locked only for this block: never across an await.
+            let resolved = {
+                let index = self.index.read();
+                let namespace_labels = index.namespace_labels(namespace);
+                restore_scope(namespace, view.labels(), namespace_labels, &self.engine).map(|scope| {
+                    let restore = existing.as_ref().map_or_else(
+                        || {
+                            index
+                                .velero_restore(&self.engine.velero_namespace, &scope.restore)
+                                .map_or(scope.restore.clone(), |r| r.name.clone())
+                        },
+                        |p| p.restore.clone(),
+                    );
+                    let ctx = PodContext {
+                        pod: &view,
+                        namespace,
+                        namespace_labels,
+                    };
+                    let late = resolve_late_hooks(&ctx, &scope, &restore, object, &self.engine);
+                    (restore, late)
+                })
+            };
+            let Some((restore, late)) = resolved else {
+                return Ok(PodResult::Nothing);
+            };
+            let mut plan = existing.clone().unwrap_or_else(|| ExecPlan {
+                restore: restore.clone(),
+                // A plan the controller issues is bound to this pod's creation.
+                issued_at: created.map(timestamp),
+                ..ExecPlan::default()
+            });
+            let known = |p: &ExecPlan, source: &str, index: usize| {
+                p.hooks.iter().any(|h| h.source == source && h.index == index)
+                    || p.missed_init.iter().any(|h| h.source == source && h.index == index)
+                    || p.not_applicable.iter().any(|h| h.source == source && h.index == index)
+            };
+            let new_exec: Vec<_> = late.exec.into_iter().filter(|h| !known(&plan, &h.source, h.index)).collect();
+            let new_missed: Vec<HookRef> = late
+                .init
+                .iter()
+                .filter_map(|init| {
+                    let index: usize = init.source.rsplit_once("postHooks[")?.1.split(']').next()?.parse().ok()?;
+                    let source = object.source();
+                    (!known(&plan, &source, index)).then(|| HookRef {
+                        source,
+                        name: object.name.clone(),
+                        index,
+                        container: String::new(),
+                    })
+                })
+                .collect();
+            let new_na: Vec<HookRef> = late.not_applicable.into_iter().filter(|h| !known(&plan, &h.source, h.index)).collect();
+            if new_exec.is_empty() && new_missed.is_empty() && new_na.is_empty() {
+                return Ok(PodResult::Nothing);
+            }
+            if !young && !new_exec.is_empty() {
+                return Ok(PodResult::TooOld);
+            }
+            let (exec, missed_init) = (new_exec.len(), new_missed.len());
+            plan.hooks.extend(new_exec);
+            plan.missed_init.extend(new_missed);
+            plan.not_applicable.extend(new_na);
+            let text = plan.to_annotation();
+            if text.len() > MAX_PLAN_BYTES {
+                anyhow::bail!(
+                    "the plan would be {} bytes with these hooks, over the {} KiB limit",
+                    text.len(),
+                    MAX_PLAN_BYTES / 1024
+                );
+            }
+            let binding = PodBinding {
+                namespace,
+                name,
+                generate_name: pod.metadata.generate_name.as_deref().unwrap_or_default(),
+            };
+            let signature = keys.sign_plan(binding, &text);
+            let mut body = json!({"metadata": {
+                "resourceVersion": pod.metadata.resource_version,
+                "annotations": {PLAN_ANNOTATION: text, PLAN_SIGNATURE_ANNOTATION: signature},
+            }});
+            if exec > 0 {
+                body["metadata"]["labels"] = json!({ EXEC_LABEL: EXEC_PENDING });
+            }
+            match api.patch(name, &PatchParams::default(), &Patch::Merge(&body)).await {
+                Ok(_) => {
+                    if exec > 0 {
+                        // The pod has hooks to run again: it is not finished any more.
+                        self.finished.remove(uid);
+                        self.metrics.late_hooks.inc_by(exec as u64);
+                    }
+                    info!(pod = %format!("{namespace}/{name}"), source = %object.source(), exec, missed_init, "late hooks added to the plan");
+                    return Ok(PodResult::Added { exec, missed_init });
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 => continue,
+                Err(kube::Error::Api(s)) if s.code == 404 => return Ok(PodResult::Nothing),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        anyhow::bail!("the pod kept changing while the plan was extended")
+    }
+}
+
+fn humantime(d: Duration) -> String {
+    crate::hooks::duration::format_go_duration(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}

@@ -1,0 +1,280 @@
+//! The controller's view of a pod: decoded from the API server's JSON with only the fields the
+//! state machine and the checks read, and kept in that shape while the pod waits.
+//!
+//! A pending pod may wait for hours (a slow container, an unlimited waitTimeout) and a restore can
+//! have thousands of them: a whole `Pod` per waiting pod (spec, managedFields, every status field)
+//! was most of the controller's memory. [`SlimPod`] is what the watch decodes (everything else is
+//! skipped without being built); [`PodState`] is what a worker keeps.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::Resource;
+use restore_hooks_core::hooks::plan::{PLAN_ANNOTATION, STATUS_ANNOTATION};
+use restore_hooks_core::hooks::signing::{PLAN_SIGNATURE_ANNOTATION, STATUS_SIGNATURE_ANNOTATION};
+use restore_hooks_core::hooks::targets::ExecTargets;
+use restore_hooks_core::state::{ContainerState, PodView, Presence};
+use restore_hooks_core::trust::PodFacts;
+use serde::{Deserialize, Deserializer};
+
+/// A `v1` Pod as the controller reads it.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct SlimPod {
+    #[serde(deserialize_with = "meta_without_managed_fields", default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: Option<SlimSpec>,
+    #[serde(default)]
+    pub status: Option<SlimStatus>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlimSpec {
+    #[serde(default)]
+    pub containers: Vec<Named>,
+    #[serde(default)]
+    pub init_containers: Option<Vec<Named>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Named {
+    pub name: String,
+    #[serde(default)]
+    pub restart_policy: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlimStatus {
+    #[serde(default)]
+    pub phase: Option<String>,
+    #[serde(default)]
+    pub container_statuses: Option<Vec<SlimContainerStatus>>,
+    #[serde(default)]
+    pub init_container_statuses: Option<Vec<SlimContainerStatus>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct SlimContainerStatus {
+    pub name: String,
+    #[serde(default)]
+    pub ready: bool,
+    #[serde(default)]
+    pub state: Option<SlimState>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct SlimState {
+    /// Only its presence matters.
+    #[serde(default)]
+    pub running: Option<serde::de::IgnoredAny>,
+}
+
+/// The fields of `ObjectMeta` the controller uses; `managedFields` (often the largest part of a
+/// pod's metadata) is skipped.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SlimMeta {
+    name: Option<String>,
+    generate_name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    creation_timestamp: Option<Time>,
+    deletion_timestamp: Option<Time>,
+    labels: Option<BTreeMap<String, String>>,
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+fn meta_without_managed_fields<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+    let m = SlimMeta::deserialize(d)?;
+    Ok(ObjectMeta {
+        name: m.name,
+        generate_name: m.generate_name,
+        namespace: m.namespace,
+        uid: m.uid,
+        resource_version: m.resource_version,
+        creation_timestamp: m.creation_timestamp,
+        deletion_timestamp: m.deletion_timestamp,
+        labels: m.labels,
+        annotations: m.annotations,
+        ..ObjectMeta::default()
+    })
+}
+
+impl Resource for SlimPod {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        "Pod".into()
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        "pods".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// What a pod worker keeps of its pod between events.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodState {
+    pub namespace: String,
+    pub name: String,
+    pub generate_name: Option<String>,
+    pub uid: String,
+    pub resource_version: String,
+    pub labels: BTreeMap<String, String>,
+    /// Only restore-hooks' own annotations.
+    pub plan: Option<String>,
+    pub plan_signature: Option<String>,
+    pub status: Option<String>,
+    pub status_signature: Option<String>,
+    pub view: PodView,
+}
+
+impl PodState {
+    pub fn from_slim(pod: SlimPod) -> Arc<Self> {
+        let SlimPod {
+            metadata,
+            spec,
+            status,
+        } = pod;
+        let mut annotations = metadata.annotations.unwrap_or_default();
+        let targets = match &spec {
+            Some(spec) => ExecTargets::new(
+                spec.containers.iter().map(|c| c.name.as_str()),
+                spec.init_containers
+                    .iter()
+                    .flatten()
+                    .map(|c| (c.name.as_str(), c.restart_policy.as_deref())),
+            ),
+            None => ExecTargets::default(),
+        };
+        let mut containers = BTreeMap::new();
+        let mut phase = None;
+        if let Some(status) = status {
+            phase = status.phase;
+            for cs in status
+                .init_container_statuses
+                .into_iter()
+                .flatten()
+                .chain(status.container_statuses.into_iter().flatten())
+            {
+                let running = cs.state.as_ref().is_some_and(|s| s.running.is_some());
+                containers.insert(
+                    cs.name,
+                    ContainerState {
+                        running,
+                        ready: cs.ready,
+                    },
+                );
+            }
+        }
+        Arc::new(PodState {
+            namespace: metadata.namespace.unwrap_or_default(),
+            name: metadata.name.unwrap_or_default(),
+            generate_name: metadata.generate_name,
+            uid: metadata.uid.unwrap_or_default(),
+            resource_version: metadata.resource_version.unwrap_or_default(),
+            labels: metadata.labels.unwrap_or_default(),
+            plan: annotations.remove(PLAN_ANNOTATION),
+            plan_signature: annotations.remove(PLAN_SIGNATURE_ANNOTATION),
+            status: annotations.remove(STATUS_ANNOTATION),
+            status_signature: annotations.remove(STATUS_SIGNATURE_ANNOTATION),
+            view: PodView {
+                presence: if metadata.deletion_timestamp.is_some() {
+                    Presence::Terminating
+                } else {
+                    Presence::Present
+                },
+                phase,
+                created: metadata.creation_timestamp.map(|t| t.0),
+                targets,
+                containers,
+            },
+        })
+    }
+
+    pub fn created(&self) -> Option<Timestamp> {
+        self.view.created
+    }
+
+    pub fn facts(&self) -> PodFacts<'_> {
+        PodFacts {
+            namespace: &self.namespace,
+            name: &self.name,
+            generate_name: self.generate_name.as_deref(),
+            uid: &self.uid,
+            created: self.view.created,
+            plan: self.plan.as_deref(),
+            plan_signature: self.plan_signature.as_deref(),
+            status: self.status.as_deref(),
+            status_signature: self.status_signature.as_deref(),
+        }
+    }
+
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key).map(String::as_str)
+    }
+
+    pub fn display(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_what_the_controller_needs_and_nothing_else() {
+        let json = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": "db-0", "namespace": "shop", "uid": "u", "resourceVersion": "7",
+                "creationTimestamp": "2026-12-03T10:00:00Z",
+                "labels": {"app": "db"},
+                "annotations": {"restore-hooks.dev/plan": "{}", "kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+                "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:metadata": {}}}]
+            },
+            "spec": {
+                "containers": [{"name": "db", "image": "postgres", "env": [{"name": "A", "value": "1"}]}],
+                "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
+                "volumes": [{"name": "data", "emptyDir": {}}]
+            },
+            "status": {
+                "phase": "Running",
+                "containerStatuses": [{"name": "db", "ready": true, "restartCount": 0,
+                    "image": "postgres", "imageID": "", "state": {"running": {"startedAt": "2026-12-03T10:00:02Z"}}}],
+                "initContainerStatuses": [{"name": "proxy", "ready": false, "restartCount": 0,
+                    "image": "envoy", "imageID": "", "state": {"waiting": {"reason": "x"}}}]
+            }
+        });
+        let slim: SlimPod = serde_json::from_value(json).unwrap();
+        assert!(slim.metadata.managed_fields.is_none());
+        let state = PodState::from_slim(slim);
+        assert_eq!(state.display(), "shop/db-0");
+        assert_eq!(state.plan.as_deref(), Some("{}"));
+        assert_eq!(state.view.targets.target_names(), ["db", "proxy"]);
+        assert!(state.view.containers["db"].running && state.view.containers["db"].ready);
+        assert!(!state.view.containers["proxy"].running);
+        assert_eq!(state.view.phase.as_deref(), Some("Running"));
+        assert_eq!(state.resource_version, "7");
+    }
+}

@@ -1,0 +1,702 @@
+//! Status of the objects that report on pods (docs/behaviour.md §8): RestoreHook and
+//! ClusterRestoreHook counts and their `Ready` condition, and one `RestoreRun` per restore.
+//!
+//! Counts come from one metadata-only watch of the pods the webhook marked
+//! (`restore-hooks.dev/restore-run`): their plan and status annotations are all it needs, so the
+//! watch holds no pod spec, and no namespace is ever re-listed to recount. Each pod's part is
+//! recomputed from its annotations whenever it changes (`restore_hooks_core::tally`), so the
+//! numbers are idempotent: a restarted controller relists and arrives at the same ones.
+//!
+//! What survives a restart: everything about pods that exist (relisted), and the `retired` counts
+//! in each object's status — the final outcomes of pods that were deleted, folded in exactly once
+//! by a write that carries the object's resourceVersion, after which the in-memory tombstone is
+//! forgotten. Lost: tombstones of pods deleted in the last moments before a crash, and pods
+//! deleted while no controller ran (they drop out of the counts; their Events remain).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::ResourceExt;
+use restore_hooks_core::hooks::compiled::SourceKind;
+use restore_hooks_core::hooks::plan::{ExecPlan, ExecStatus, RESTORE_RUN_LABEL};
+use restore_hooks_core::hooks::types::{
+    ClusterRestoreHook, FailedPod, HookCounts, HookObjectStatus, RestoreHook, RestoreRun,
+    RestoreRunSpec,
+};
+use restore_hooks_core::tally::{Contribution, Target, restore_run_name, run_phase, tally_pod};
+use restore_hooks_core::trust::{PodFacts, verify};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::catalog::SharedIndex;
+use crate::plan_key::KeyRing;
+
+/// Lists in status are bounded: an operator wants the first failures, not ten thousand of them.
+pub const MAX_LISTED_PODS: usize = 20;
+
+/// Wait this long after a change before writing, so that a burst of hook results (a restore of
+/// many pods) costs one write per object, not one per hook.
+const COALESCE: Duration = Duration::from_millis(300);
+/// How often an object that is not Ready yet (waiting for a webhook replica) is looked at again.
+const READY_RETRY: Duration = Duration::from_secs(2);
+/// How often expired RestoreRuns are looked for.
+const RETENTION_SWEEP: Duration = Duration::from_secs(60);
+
+/// A marked pod, as far as late hooks need to know it.
+#[derive(Clone, Debug)]
+pub struct MarkedPod {
+    pub namespace: String,
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub created: Option<Timestamp>,
+}
+
+/// The marked pods known now, by uid (shared with the late-hook scan).
+pub type MarkedPods = Arc<Mutex<HashMap<String, MarkedPod>>>;
+
+/// Sends work to the tally task.
+#[derive(Clone)]
+pub struct Tally {
+    tx: mpsc::UnboundedSender<Msg>,
+}
+
+enum Msg {
+    /// The pod is gone; these are the final results the worker reported (written nowhere).
+    PodGone {
+        uid: String,
+        plan: ExecPlan,
+        status: ExecStatus,
+    },
+    /// What the last late-hook scan of a hook object did.
+    Late { target: Target, outcome: LateOutcome },
+}
+
+/// The pods a late-hook scan of one hook object concerned (docs/behaviour.md §7.2).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LateOutcome {
+    /// Pods its exec hooks were added to.
+    pub added: Vec<String>,
+    /// Pods that missed its init hooks.
+    pub missed_init: Vec<String>,
+    /// Pods it selects that were admitted longer ago than the late-hook window.
+    pub outside_window: Vec<String>,
+}
+
+impl Tally {
+    pub fn pod_gone(&self, uid: &str, plan: &ExecPlan, status: &ExecStatus) {
+        let _ = self.tx.send(Msg::PodGone {
+            uid: uid.to_string(),
+            plan: plan.clone(),
+            status: status.clone(),
+        });
+    }
+
+    pub fn late_outcome(&self, object: &restore_hooks_core::hooks::compiled::CompiledObject, outcome: LateOutcome) {
+        let target = match object.kind {
+            SourceKind::RestoreHook => Target::RestoreHook {
+                namespace: object.namespace.clone().unwrap_or_default(),
+                name: object.name.clone(),
+            },
+            SourceKind::ClusterRestoreHook => Target::ClusterRestoreHook {
+                name: object.name.clone(),
+            },
+            SourceKind::VeleroRestore => return,
+        };
+        let _ = self.tx.send(Msg::Late { target, outcome });
+    }
+}
+
+pub struct TallyConfig {
+    /// Namespace of the webhook replicas' pods: stale per-replica entries are pruned when their
+    /// pod no longer exists there.
+    pub replicas_namespace: String,
+    pub restore_run_retention: Duration,
+}
+
+/// Starts the task; it runs until `stop` is cancelled.
+pub fn spawn(
+    client: kube::Client,
+    keys: KeyRing,
+    index: Arc<SharedIndex>,
+    config: TallyConfig,
+    stop: CancellationToken,
+) -> (Tally, MarkedPods, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let marked: MarkedPods = Arc::default();
+    let task = tokio::spawn(
+        Writer {
+            client,
+            keys,
+            index,
+            config,
+            marked: marked.clone(),
+            pods: HashMap::new(),
+            by_target: HashMap::new(),
+            tombstones: HashMap::new(),
+            dirty: BTreeSet::new(),
+            not_ready: BTreeSet::new(),
+            late: HashMap::new(),
+        }
+        .run(rx, stop),
+    );
+    (Tally { tx }, marked, task)
+}
+
+struct Stone {
+    uid: String,
+    namespace: String,
+    part: Contribution,
+}
+
+struct PodEntry {
+    namespace: String,
+    name: String,
+    parts: BTreeMap<Target, Contribution>,
+}
+
+struct Writer {
+    client: kube::Client,
+    keys: KeyRing,
+    index: Arc<SharedIndex>,
+    config: TallyConfig,
+    marked: MarkedPods,
+    pods: HashMap<String, PodEntry>,
+    by_target: HashMap<Target, HashSet<String>>,
+    /// Final parts of deleted pods, not yet folded into `retired`.
+    tombstones: HashMap<Target, Vec<Stone>>,
+    dirty: BTreeSet<Target>,
+    not_ready: BTreeSet<Target>,
+    late: HashMap<Target, LateOutcome>,
+}
+
+impl Writer {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>, stop: CancellationToken) {
+        let api: Api<PartialObjectMeta<Pod>> = Api::all(self.client.clone());
+        let mut pods = watcher::watcher(api, watcher::Config::default().labels(RESTORE_RUN_LABEL))
+            .default_backoff()
+            .boxed();
+        let mut compiled = self.index.subscribe();
+        let mut relist: Option<Vec<PartialObjectMeta<Pod>>> = None;
+        let mut flush_at: Option<tokio::time::Instant> = None;
+        let mut ready_retry = tokio::time::interval(READY_RETRY);
+        let mut sweep = tokio::time::interval(RETENTION_SWEEP);
+        loop {
+            let flush_due = async {
+                match flush_at {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = stop.cancelled() => {
+                    // A last write, so that what the workers recorded last is counted.
+                    self.flush().await;
+                    return;
+                }
+                event = pods.next() => match event {
+                    Some(Ok(Event::Init)) => relist = Some(Vec::new()),
+                    Some(Ok(Event::InitApply(p))) => match relist.as_mut() {
+                        Some(buffer) => buffer.push(p),
+                        None => self.apply(p),
+                    },
+                    Some(Ok(Event::InitDone)) => {
+                        let listed = relist.take().unwrap_or_default();
+                        let seen: HashSet<String> = listed.iter().filter_map(|p| p.uid()).collect();
+                        // Pods gone while the watch was down: their last known part retires.
+                        let missing: Vec<String> = self.pods.keys().filter(|u| !seen.contains(*u)).cloned().collect();
+                        for uid in missing {
+                            self.retire(&uid);
+                        }
+                        for p in listed {
+                            self.apply(p);
+                        }
+                    }
+                    Some(Ok(Event::Apply(p))) => self.apply(p),
+                    Some(Ok(Event::Delete(p))) => {
+                        if let Some(uid) = p.uid() {
+                            self.retire(&uid);
+                        }
+                    }
+                    Some(Err(e)) => warn!(error = %e, "watch of marked pods failed; retrying with backoff"),
+                    None => return,
+                },
+                msg = rx.recv() => match msg {
+                    Some(Msg::PodGone { uid, plan, status }) => self.gone(&uid, &plan, &status),
+                    Some(Msg::Late { target, outcome }) => {
+                        self.late.insert(target.clone(), outcome);
+                        self.dirty.insert(target);
+                    }
+                    None => return,
+                },
+                object = compiled.recv() => if let Ok(c) = object {
+                    match c.object.kind {
+                        SourceKind::RestoreHook => { self.dirty.insert(Target::RestoreHook {
+                            namespace: c.object.namespace.clone().unwrap_or_default(),
+                            name: c.object.name.clone(),
+                        }); }
+                        SourceKind::ClusterRestoreHook => { self.dirty.insert(Target::ClusterRestoreHook { name: c.object.name.clone() }); }
+                        SourceKind::VeleroRestore => {}
+                    }
+                },
+                _ = ready_retry.tick() => {
+                    let retry = std::mem::take(&mut self.not_ready);
+                    self.dirty.extend(retry);
+                }
+                _ = sweep.tick() => self.sweep().await,
+                _ = flush_due => {
+                    flush_at = None;
+                    self.flush().await;
+                }
+            }
+            if !self.dirty.is_empty() && flush_at.is_none() {
+                flush_at = Some(tokio::time::Instant::now() + COALESCE);
+            }
+        }
+    }
+
+    /// A pod's current part, from its annotations. A plan that does not verify (hand-written,
+    /// edited, another installation's) counts for nothing.
+    fn apply(&mut self, pod: PartialObjectMeta<Pod>) {
+        let Some(uid) = pod.uid() else { return };
+        let namespace = pod.namespace().unwrap_or_default();
+        let name = pod.name_any();
+        let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+        let get = |k: &str| annotations.get(k).map(String::as_str);
+        let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        let facts = PodFacts {
+            namespace: &namespace,
+            name: &name,
+            generate_name: pod.metadata.generate_name.as_deref(),
+            uid: &uid,
+            created,
+            plan: get(restore_hooks_core::hooks::plan::PLAN_ANNOTATION),
+            plan_signature: get(restore_hooks_core::hooks::signing::PLAN_SIGNATURE_ANNOTATION),
+            status: get(restore_hooks_core::hooks::plan::STATUS_ANNOTATION),
+            status_signature: get(restore_hooks_core::hooks::signing::STATUS_SIGNATURE_ANNOTATION),
+        };
+        let parts = match verify(&facts, self.keys.current().as_deref()) {
+            Ok(t) => tally_pod(&namespace, &t.plan, t.status.as_ref()),
+            Err(_) => BTreeMap::new(),
+        };
+        self.marked.lock().unwrap_or_else(|e| e.into_inner()).insert(
+            uid.clone(),
+            MarkedPod {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                labels: pod.metadata.labels.clone().unwrap_or_default(),
+                created,
+            },
+        );
+        self.set_parts(uid, namespace, name, parts);
+    }
+
+    fn set_parts(&mut self, uid: String, namespace: String, name: String, parts: BTreeMap<Target, Contribution>) {
+        let old = self.pods.remove(&uid);
+        if old.as_ref().is_some_and(|o| o.parts == parts) {
+            self.pods.insert(uid, old.expect("just checked"));
+            return;
+        }
+        for target in old.iter().flat_map(|o| o.parts.keys()) {
+            if !parts.contains_key(target) {
+                if let Some(set) = self.by_target.get_mut(target) {
+                    set.remove(&uid);
+                }
+                self.dirty.insert(target.clone());
+            }
+        }
+        for target in parts.keys() {
+            self.by_target.entry(target.clone()).or_default().insert(uid.clone());
+            self.dirty.insert(target.clone());
+        }
+        self.pods.insert(uid, PodEntry { namespace, name, parts });
+    }
+
+    /// The worker's last word on a pod that is gone.
+    fn gone(&mut self, uid: &str, plan: &ExecPlan, status: &ExecStatus) {
+        if let Some(entry) = self.pods.get(uid) {
+            let (namespace, name) = (entry.namespace.clone(), entry.name.clone());
+            let parts = tally_pod(&namespace, plan, Some(status));
+            self.set_parts(uid.to_string(), namespace, name, parts);
+            return;
+        }
+        // The watch saw the delete first: replace the tombstones' parts.
+        for (target, stones) in self.tombstones.iter_mut() {
+            for stone in stones.iter_mut().filter(|s| s.uid == uid) {
+                if let Some(part) = tally_pod(&stone.namespace, plan, Some(status)).remove(target) {
+                    stone.part = part;
+                    self.dirty.insert(target.clone());
+                }
+            }
+        }
+    }
+
+    fn retire(&mut self, uid: &str) {
+        self.marked.lock().unwrap_or_else(|e| e.into_inner()).remove(uid);
+        let Some(entry) = self.pods.remove(uid) else { return };
+        for (target, part) in entry.parts {
+            if let Some(set) = self.by_target.get_mut(&target) {
+                set.remove(uid);
+            }
+            self.tombstones.entry(target.clone()).or_default().push(Stone {
+                uid: uid.to_string(),
+                namespace: entry.namespace.clone(),
+                part,
+            });
+            self.dirty.insert(target);
+        }
+    }
+
+    async fn flush(&mut self) {
+        let work = std::mem::take(&mut self.dirty);
+        for target in work {
+            let result = match &target {
+                Target::RestoreRun { restore } => self.write_run(&target, restore).await,
+                _ => self.write_hook_object(&target).await,
+            };
+            match result {
+                Ok(()) => {}
+                Err(e) => {
+                    debug!(target = ?target, error = %e, "status write failed; retrying");
+                    self.dirty.insert(target);
+                }
+            }
+        }
+    }
+
+    /// Live parts of a target, summed, and its tombstones.
+    fn sum(&self, target: &Target) -> (HookCounts, i64, Vec<(String, String, Contribution)>, HookCounts, usize) {
+        let mut counts = HookCounts::default();
+        let mut planned = 0;
+        let mut pods = Vec::new();
+        for uid in self.by_target.get(target).into_iter().flatten() {
+            let Some(entry) = self.pods.get(uid) else { continue };
+            let Some(part) = entry.parts.get(target) else { continue };
+            counts.add(&part.counts);
+            planned += i64::from(part.planned);
+            pods.push((entry.namespace.clone(), entry.name.clone(), part.clone()));
+        }
+        pods.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        let mut retiring = HookCounts::default();
+        let stones = self.tombstones.get(target).map_or(0, Vec::len);
+        for stone in self.tombstones.get(target).into_iter().flatten() {
+            retiring.add(&stone.part.counts);
+        }
+        (counts, planned, pods, retiring, stones)
+    }
+
+    async fn write_hook_object(&mut self, target: &Target) -> anyhow::Result<()> {
+        let (kind, namespace, name) = match target {
+            Target::RestoreHook { namespace, name } => (SourceKind::RestoreHook, Some(namespace.as_str()), name.as_str()),
+            Target::ClusterRestoreHook { name } => (SourceKind::ClusterRestoreHook, None, name.as_str()),
+            Target::RestoreRun { .. } => unreachable!("written by write_run"),
+        };
+        let (meta, status) = match kind {
+            SourceKind::RestoreHook => {
+                let api: Api<RestoreHook> = Api::namespaced(self.client.clone(), namespace.unwrap_or_default());
+                match api.get_opt(name).await? {
+                    Some(o) => (o.metadata, o.status.unwrap_or_default()),
+                    None => return Ok(self.forget(target)),
+                }
+            }
+            _ => {
+                let api: Api<ClusterRestoreHook> = Api::all(self.client.clone());
+                match api.get_opt(name).await? {
+                    Some(o) => (o.metadata, o.status.unwrap_or_default()),
+                    None => return Ok(self.forget(target)),
+                }
+            }
+        };
+        let (mut counts, planned, pods, retiring, stones) = self.sum(target);
+        let mut retired = status.retired;
+        retired.add(&retiring);
+        counts.add(&retired);
+        let missed: Vec<String> = pods
+            .iter()
+            .filter(|(_, _, p)| p.counts.missed_init > 0)
+            .take(MAX_LISTED_PODS)
+            .map(|(ns, n, _)| format!("{ns}/{n}"))
+            .collect();
+        let generation = meta.generation;
+        let (ready, pruned) = self.readiness(kind, namespace, name, generation, &status).await;
+        let mut conditions = vec![condition("Ready", ready.0, ready.1, &ready.2, generation, &status.conditions)];
+        if let Some(late) = self.late.get(target) {
+            conditions.push(late_condition(late, generation, &status.conditions));
+        }
+        let waiting_for_replicas = ready.1 == "WaitingForWebhooks";
+        let mut webhooks = serde_json::Map::new();
+        for gone in pruned {
+            webhooks.insert(gone, Value::Null);
+        }
+        let body = json!({
+            "metadata": {"resourceVersion": meta.resource_version},
+            "status": {
+                "observedGeneration": generation,
+                "podsPlanned": planned,
+                "hooks": counts,
+                "missedInitPods": missed,
+                "retired": retired,
+                "webhooks": webhooks,
+                "conditions": conditions,
+            }
+        });
+        let params = PatchParams::default();
+        match kind {
+            SourceKind::RestoreHook => {
+                let api: Api<RestoreHook> = Api::namespaced(self.client.clone(), namespace.unwrap_or_default());
+                api.patch_status(name, &params, &Patch::Merge(&body)).await?;
+            }
+            _ => {
+                let api: Api<ClusterRestoreHook> = Api::all(self.client.clone());
+                api.patch_status(name, &params, &Patch::Merge(&body)).await?;
+            }
+        }
+        if stones > 0 {
+            // Folded into `retired` by the write that just succeeded: forget exactly those.
+            if let Some(t) = self.tombstones.get_mut(target) {
+                t.drain(..stones.min(t.len()));
+            }
+        }
+        if waiting_for_replicas {
+            self.not_ready.insert(target.clone());
+        }
+        debug!(target = ?target, planned, succeeded = counts.succeeded, failed = counts.failed, pending = counts.pending, "hook object status updated");
+        Ok(())
+    }
+
+    /// `Ready` of a hook object: (status, reason, message), and replica entries to prune.
+    async fn readiness(
+        &self,
+        kind: SourceKind,
+        namespace: Option<&str>,
+        name: &str,
+        generation: Option<i64>,
+        status: &HookObjectStatus,
+    ) -> ((&'static str, &'static str, String), Vec<String>) {
+        let compiled = self
+            .index
+            .read()
+            .object(kind, namespace.unwrap_or_default(), name)
+            .cloned();
+        let Some(compiled) = compiled else {
+            return (("False", "NotCompiled", "restore-hooks has not read this object yet".into()), vec![]);
+        };
+        if let Some(problem) = compiled.first_problem() {
+            return (("False", "Invalid", problem.to_string()), vec![]);
+        }
+        let generation = generation.unwrap_or_default();
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.config.replicas_namespace);
+        let mut behind = Vec::new();
+        let mut pruned = Vec::new();
+        for (replica, seen) in &status.webhooks {
+            if seen.observed_generation >= generation && seen.problem.is_empty() {
+                continue;
+            }
+            // An entry of a replica that no longer runs will never catch up: drop it.
+            if matches!(pods.get_metadata_opt(replica).await, Ok(None)) {
+                pruned.push(replica.clone());
+                continue;
+            }
+            behind.push(if seen.problem.is_empty() {
+                format!("{replica} has generation {}", seen.observed_generation)
+            } else {
+                format!("{replica}: {}", seen.problem)
+            });
+        }
+        if !behind.is_empty() {
+            return (
+                ("False", "WaitingForWebhooks", format!("generation {generation}: {}", behind.join("; "))),
+                pruned,
+            );
+        }
+        (("True", "Compiled", format!("generation {generation} is served by every webhook replica")), pruned)
+    }
+
+    fn forget(&mut self, target: &Target) {
+        self.tombstones.remove(target);
+    }
+
+    async fn write_run(&mut self, target: &Target, restore: &str) -> anyhow::Result<()> {
+        let (mut counts, planned, pods, retiring, stones) = self.sum(target);
+        let name = restore_run_name(restore);
+        let api: Api<RestoreRun> = Api::all(self.client.clone());
+        if planned == 0 && stones == 0 {
+            // Only pods without hooks of this restore left: nothing to report.
+            return Ok(());
+        }
+        let existing = match api.get_opt(&name).await? {
+            Some(run) => run,
+            None => {
+                let run = RestoreRun::new(&name, RestoreRunSpec {
+                    restore: restore.to_string(),
+                });
+                match api.create(&PostParams::default(), &run).await {
+                    Ok(created) => {
+                        info!(restorerun = %name, restore, "tracking restore");
+                        created
+                    }
+                    Err(kube::Error::Api(s)) if s.code == 409 => api.get(&name).await?,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        };
+        let status = existing.status.clone().unwrap_or_default();
+        let mut retired = status.retired;
+        retired.add(&retiring);
+        counts.add(&retired);
+        let retired_pods = status.retired_pods.unwrap_or_default() + stones as i64;
+        let phase = run_phase(&counts);
+        let failed_pods: Vec<FailedPod> = pods
+            .iter()
+            .filter_map(|(namespace, pod, part)| {
+                let (hook, message) = part.first_failure.clone()?;
+                Some(FailedPod {
+                    namespace: namespace.clone(),
+                    pod: pod.clone(),
+                    hook,
+                    message: crate::controller::events::truncate(&message, 512),
+                })
+            })
+            .take(MAX_LISTED_PODS)
+            .collect();
+        let completed_at = if phase == "InProgress" {
+            None
+        } else {
+            Some(status.completed_at.clone().unwrap_or_else(|| restore_hooks_core::state::timestamp(Timestamp::now())))
+        };
+        let message = format!(
+            "{planned} pod(s): {} succeeded, {} failed, {} skipped, {} pending, {} init hooks missed",
+            counts.succeeded, counts.failed, counts.skipped, counts.pending, counts.missed_init
+        );
+        let cond = condition(
+            "Completed",
+            if phase == "InProgress" { "False" } else { "True" },
+            phase,
+            &message,
+            None,
+            &status.conditions,
+        );
+        let body = json!({
+            "metadata": {"resourceVersion": existing.metadata.resource_version},
+            "status": {
+                "phase": phase,
+                "podsPlanned": planned,
+                "hooks": counts,
+                "failedPods": failed_pods,
+                "retired": retired,
+                "retiredPods": (retired_pods > 0).then_some(retired_pods),
+                "completedAt": completed_at,
+                "conditions": [cond],
+            }
+        });
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
+            .await?;
+        if stones > 0
+            && let Some(t) = self.tombstones.get_mut(target)
+        {
+            t.drain(..stones.min(t.len()));
+        }
+        if status.phase != phase {
+            info!(restorerun = %name, restore, phase, %message, "restore phase");
+        }
+        Ok(())
+    }
+
+    /// Deletes RestoreRuns completed longer ago than the retention period.
+    async fn sweep(&mut self) {
+        let api: Api<RestoreRun> = Api::all(self.client.clone());
+        let Ok(runs) = api.list(&ListParams::default()).await else {
+            return;
+        };
+        let retention = jiff::SignedDuration::try_from(self.config.restore_run_retention).unwrap_or(jiff::SignedDuration::MAX);
+        let now = Timestamp::now();
+        for run in runs {
+            let Some(status) = &run.status else { continue };
+            let Some(done) = status.completed_at.as_deref().and_then(|t| t.parse::<Timestamp>().ok()) else {
+                continue;
+            };
+            if status.phase == "InProgress" || now.duration_since(done) < retention {
+                continue;
+            }
+            let name = run.name_any();
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {
+                    info!(restorerun = %name, completed_at = ?status.completed_at, "RestoreRun past its retention period; deleted");
+                    let target = Target::RestoreRun {
+                        restore: run.spec.restore.clone(),
+                    };
+                    self.tombstones.remove(&target);
+                }
+                Err(e) => debug!(restorerun = %name, error = %e, "could not delete an expired RestoreRun"),
+            }
+        }
+    }
+}
+
+/// `LateHooks`: what the last scan for pods admitted before the object did. False when pods it
+/// selects were too old to get its hooks, or missed its init hooks.
+fn late_condition(late: &LateOutcome, generation: Option<i64>, existing: &[Condition]) -> Condition {
+    let list = |pods: &[String]| {
+        let mut s: Vec<&str> = pods.iter().take(MAX_LISTED_PODS).map(String::as_str).collect();
+        if pods.len() > MAX_LISTED_PODS {
+            s.push("...");
+        }
+        s.join(", ")
+    };
+    let mut parts = Vec::new();
+    if !late.added.is_empty() {
+        parts.push(format!("exec hooks added to {} pod(s) admitted before it ({})", late.added.len(), list(&late.added)));
+    }
+    if !late.outside_window.is_empty() {
+        parts.push(format!(
+            "not added to {} pod(s) admitted longer ago than --late-hook-window ({})",
+            late.outside_window.len(),
+            list(&late.outside_window)
+        ));
+    }
+    if !late.missed_init.is_empty() {
+        parts.push(format!("init hooks missed by {} pod(s) created before it ({})", late.missed_init.len(), list(&late.missed_init)));
+    }
+    let (status, reason) = if !late.outside_window.is_empty() {
+        ("False", "OutsideLateHookWindow")
+    } else if !late.missed_init.is_empty() {
+        ("False", "InitHooksMissed")
+    } else {
+        ("True", "Added")
+    };
+    condition("LateHooks", status, reason, &parts.join("; "), generation, existing)
+}
+
+/// A condition, keeping its last transition time while its status does not change.
+fn condition(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    existing: &[Condition],
+) -> Condition {
+    let previous = existing.iter().find(|c| c.type_ == type_);
+    let transition = match previous {
+        Some(p) if p.status == status => p.last_transition_time.clone(),
+        _ => Time(Timestamp::now()),
+    };
+    Condition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message: crate::controller::events::truncate(message, 1024),
+        observed_generation: generation,
+        last_transition_time: transition,
+    }
+}

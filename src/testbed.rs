@@ -1,0 +1,450 @@
+//! A whole restore-hooks installation on the built-in API-server simulator (`kube-sim`), in one
+//! process: the demo runs on it, and so do the controller tests and benchmarks, so that they all
+//! start the simulator, the webhook and the controllers the same way.
+//!
+//! The webhook is registered as the chart registers it: two webhooks, one selecting pods that
+//! carry the restore label, one selecting pods in namespaces carrying the restore-namespace label
+//! (and not the pod label), the chart's excluded namespaces, `failurePolicy: Fail`, the chart's
+//! 5 s timeout and `reinvocationPolicy: IfNeeded`. What differs: `clientConfig.url` instead of
+//! `clientConfig.service` (there is no Service network here), the certificate comes from a
+//! throwaway CA made in memory instead of cert-manager, and the simulator does not evaluate the
+//! chart's CEL `matchConditions` (mirror pods are excluded by the server as well).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use base64::Engine as _;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::Client;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use restore_hooks_core::hooks::plan::{
+    EXEC_LABEL, EXEC_PENDING, ExecPlan, ExecStatus, PLAN_ANNOTATION, PlannedHook,
+    RESTORE_RUN_LABEL, STATUS_ANNOTATION,
+};
+use restore_hooks_core::hooks::signing::{PLAN_SIGNATURE_ANNOTATION, PlanKeys, PodBinding};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::admin::Readiness;
+use crate::catalog::{HookIndex, SharedIndex};
+use crate::cli::{ControllerArgs, WebhookArgs};
+use crate::config::EngineConfig;
+use crate::controller::exec::Exec;
+use crate::controller::{self, ControllerDeps};
+use crate::metrics::Metrics;
+use crate::plan_key::KeyRing;
+use crate::webhook::{WebhookServer, WebhookSources};
+
+/// Namespaces the chart never sends to the webhook (besides its own).
+pub const EXCLUDED_NAMESPACES: [&str; 3] = ["kube-system", "kube-node-lease", "restore-hooks"];
+/// The restore every [`Testbed::planned_pod`] belongs to.
+pub const RESTORE: &str = "nightly-1";
+
+#[derive(Clone, Debug)]
+pub struct TestbedOptions {
+    /// Run the simulator's kubelet (pods' containers come up).
+    pub kubelet: bool,
+    /// Serve the webhook and register it.
+    pub webhook: bool,
+    pub engine: EngineConfig,
+    /// Where the simulated pods run (a temporary directory when `None`).
+    pub workdir: Option<PathBuf>,
+}
+
+impl Default for TestbedOptions {
+    fn default() -> Self {
+        Self {
+            kubelet: true,
+            webhook: false,
+            engine: EngineConfig {
+                excluded_namespaces: EXCLUDED_NAMESPACES.map(String::from).to_vec(),
+                ..EngineConfig::default()
+            },
+            workdir: None,
+        }
+    }
+}
+
+pub struct Testbed {
+    pub sim: kube_sim::SimHandle,
+    pub client: Client,
+    /// The installation's plan key (the webhook signs with it, controllers verify with it).
+    pub keys: Arc<PlanKeys>,
+    /// Hook objects and namespace labels as the installation sees them.
+    pub index: Arc<SharedIndex>,
+    /// The webhook's metrics.
+    pub metrics: Metrics,
+    pub engine: EngineConfig,
+    /// `https://…/mutate` of the webhook, when serving.
+    pub webhook_url: Option<String>,
+    shutdown: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+    _workdir: Option<tempfile::TempDir>,
+}
+
+/// A running controller of the testbed.
+pub struct ControllerHandle {
+    pub identity: String,
+    pub metrics: Metrics,
+    pub shutdown: CancellationToken,
+    pub task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl ControllerHandle {
+    /// Stops it as SIGTERM would, and returns its result.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .context("the controller did not stop within 30 s")?
+            .context("the controller task panicked")?
+    }
+
+    /// Kills it mid-run (a crash): nothing is released or recorded.
+    pub fn kill(self) {
+        self.task.abort();
+    }
+
+    /// Hooks that ended with `result` (`succeeded`, `failed`, `skipped`).
+    pub fn hooks(&self, result: &str) -> u64 {
+        self.metrics.exec_hooks.with_label_values(&[result]).get()
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.metrics.leader.get() == 1
+    }
+}
+
+impl Testbed {
+    pub async fn start(options: TestbedOptions) -> anyhow::Result<Self> {
+        crate::install_crypto_provider();
+        let (workdir, tempdir) = match options.workdir {
+            Some(dir) => (dir, None),
+            None => {
+                let t = tempfile::tempdir().context("creating the testbed's work directory")?;
+                (t.path().to_path_buf(), Some(t))
+            }
+        };
+        let sim = kube_sim::start(kube_sim::SimOptions {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            workdir: workdir.join("cluster"),
+            kubelet: options.kubelet,
+        })
+        .await
+        .context("starting the API-server simulator")?;
+        let client = sim.client().await;
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in crate::crd::all() {
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .with_context(|| format!("creating CRD {}", crd.metadata.name.clone().unwrap_or_default()))?;
+        }
+        let keys = Arc::new(
+            PlanKeys::new(&crate::plan_key::generate()?, None).map_err(|e| anyhow::anyhow!("{e}"))?,
+        );
+        let shutdown = CancellationToken::new();
+        let metrics = Metrics::new();
+        let index = SharedIndex::new(HookIndex::new());
+        let mut tasks = vec![tokio::spawn({
+            let stop = shutdown.clone();
+            let watch = crate::catalog::cluster::watch_into(client.clone(), &options.engine, index.clone(), metrics.clone());
+            async move {
+                tokio::select! {
+                    _ = stop.cancelled() => {}
+                    _ = watch => {}
+                }
+            }
+        })];
+        let mut bed = Testbed {
+            sim,
+            client,
+            keys,
+            index,
+            metrics,
+            engine: options.engine,
+            webhook_url: None,
+            shutdown,
+            tasks: Vec::new(),
+            _workdir: tempdir,
+        };
+        bed.tasks.append(&mut tasks);
+        // The installation's own namespace (the Lease lives there), as the chart creates it.
+        bed.create_namespace("restore-hooks", json!({})).await?;
+        if options.webhook {
+            bed.serve_webhook(&workdir.join("tls")).await?;
+        }
+        bed.wait_synced().await?;
+        Ok(bed)
+    }
+
+    pub fn key_ring(&self) -> KeyRing {
+        KeyRing::fixed((*self.keys).clone())
+    }
+
+    async fn serve_webhook(&mut self, tls_dir: &Path) -> anyhow::Result<()> {
+        let pki = Pki::new().context("making the test CA")?;
+        std::fs::create_dir_all(tls_dir)?;
+        std::fs::write(tls_dir.join("tls.crt"), &pki.cert_pem)?;
+        std::fs::write(tls_dir.join("tls.key"), &pki.key_pem)?;
+        let args = WebhookArgs {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls_dir: tls_dir.to_path_buf(),
+            tls_reload_interval: Duration::from_secs(10),
+            shutdown_delay: Duration::ZERO,
+            shutdown_grace: Duration::from_secs(1),
+        };
+        let sources = WebhookSources {
+            index: self.index.clone(),
+            keys: self.key_ring(),
+            namespaces: Some(Api::all(self.client.clone())),
+        };
+        let bound = WebhookServer::bind(&args, sources, self.engine.clone(), self.metrics.clone(), Readiness::new())
+            .context("starting the webhook")?;
+        let base = format!("https://{}", bound.local_addr());
+        let stop = self.shutdown.clone();
+        self.tasks.push(tokio::spawn(async move {
+            if let Err(e) = bound.serve(stop).await {
+                eprintln!("webhook: {e}");
+            }
+        }));
+        self.tasks.push(tokio::spawn(crate::webhook::observed::report(
+            self.client.clone(),
+            self.index.clone(),
+            "testbed-webhook".to_string(),
+            self.shutdown.clone(),
+        )));
+        register_webhooks(&self.client, &base, &pki.ca_pem, &self.engine).await?;
+        self.webhook_url = Some(format!("{base}/mutate"));
+        Ok(())
+    }
+
+    /// Waits until the index has its initial lists (the webhook decides from it).
+    pub async fn wait_synced(&self) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        while !self.index.is_synced() {
+            anyhow::ensure!(tokio::time::Instant::now() < deadline, "the watch caches did not sync");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    /// Controller flags for tests: short Lease, generous slots.
+    pub fn controller_args(&self) -> ControllerArgs {
+        ControllerArgs {
+            max_concurrent_execs: 16,
+            max_concurrent_execs_per_namespace: None,
+            inherited_exec_grace: Duration::from_secs(2),
+            late_hook_window: Duration::from_secs(30 * 60),
+            restore_run_retention: Duration::from_secs(7 * 24 * 3600),
+            lease_name: "restore-hooks-controller".into(),
+            lease_namespace: "restore-hooks".into(),
+            lease_duration: Duration::from_secs(2),
+        }
+    }
+
+    /// Starts a controller; `exec: None` execs through the simulator's pods/exec.
+    pub fn start_controller(&self, identity: &str, args: ControllerArgs, exec: Option<Arc<dyn Exec>>) -> ControllerHandle {
+        let metrics = Metrics::new();
+        let shutdown = CancellationToken::new();
+        let deps = ControllerDeps {
+            client: self.client.clone(),
+            args,
+            engine: self.engine.clone(),
+            metrics: metrics.clone(),
+            identity: identity.to_string(),
+            index: self.index.clone(),
+            keys: self.key_ring(),
+            shutdown: shutdown.clone(),
+        };
+        let task = match exec {
+            Some(exec) => tokio::spawn(controller::run_with_exec(deps, exec)),
+            None => tokio::spawn(controller::run(deps)),
+        };
+        ControllerHandle {
+            identity: identity.to_string(),
+            metrics,
+            shutdown,
+            task,
+        }
+    }
+
+    pub async fn create_namespace(&self, name: &str, labels: Value) -> anyhow::Result<()> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let ns: Namespace = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": labels}
+        }))?;
+        match api.create(&PostParams::default(), &ns).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("creating namespace {name}")),
+        }
+    }
+
+    /// A pod exactly as the webhook leaves it for restore [`RESTORE`]: a signed plan with these
+    /// hooks and the `pending` label, the restore and restore-run labels, app containers `app`
+    /// and `db`; `extra` is merged in.
+    pub fn planned_pod(&self, namespace: &str, name: &str, hooks: Vec<PlannedHook>, extra: Value) -> Pod {
+        let plan = ExecPlan {
+            restore: RESTORE.into(),
+            issued_at: Some(restore_hooks_core::state::timestamp(jiff::Timestamp::now())),
+            hooks,
+            ..ExecPlan::default()
+        };
+        let text = plan.to_annotation();
+        let signature = self.keys.sign_plan(
+            PodBinding {
+                namespace,
+                name,
+                generate_name: "",
+            },
+            &text,
+        );
+        let mut v = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": name, "namespace": namespace,
+                "labels": {
+                    EXEC_LABEL: EXEC_PENDING, "app": "shop",
+                    self.engine.restore_label.as_str(): RESTORE, RESTORE_RUN_LABEL: RESTORE,
+                },
+                "annotations": {PLAN_ANNOTATION: text, PLAN_SIGNATURE_ANNOTATION: signature},
+            },
+            "spec": {"containers": [
+                {"name": "app", "image": "shop:1"},
+                {"name": "db", "image": "postgres:16"},
+            ]}
+        });
+        json_patch::merge(&mut v, &extra);
+        serde_json::from_value(v).expect("a valid pod")
+    }
+
+    /// Waits until the pod is labelled `done` or `failed`; returns the label and status.
+    pub async fn finished(&self, namespace: &str, name: &str) -> (String, Option<ExecStatus>) {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        loop {
+            // Errors are retried: some tests inject API faults that the test's own reads may hit.
+            if let Ok(Some(p)) = pods.get_opt(name).await {
+                let label = exec_label(&p);
+                if !label.is_empty() && label != EXEC_PENDING {
+                    return (label, exec_status(&p));
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The directory a simulated pod runs in (its exec commands' working directory).
+    pub fn pod_dir(&self, namespace: &str, name: &str) -> PathBuf {
+        self.sim.pod_dir(namespace, name)
+    }
+
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        for t in self.tasks.drain(..) {
+            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+        }
+        self.sim.shutdown().await;
+    }
+}
+
+/// The pod's `restore-hooks.dev/exec` label (empty when absent).
+pub fn exec_label(p: &Pod) -> String {
+    p.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(EXEC_LABEL))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The pod's recorded hook status, if any (unverified: for display and assertions).
+pub fn exec_status(p: &Pod) -> Option<ExecStatus> {
+    p.metadata
+        .annotations
+        .as_ref()?
+        .get(STATUS_ANNOTATION)
+        .and_then(|s| ExecStatus::from_annotation(s).ok())
+}
+
+/// Registers the webhook as the chart does (see the module doc for what differs).
+async fn register_webhooks(client: &Client, base: &str, ca_pem: &str, engine: &EngineConfig) -> anyhow::Result<()> {
+    let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration");
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let webhook = |which: &str, path: &str| {
+        let mut namespace_rules = vec![json!({
+            "key": "kubernetes.io/metadata.name", "operator": "NotIn",
+            "values": EXCLUDED_NAMESPACES,
+        })];
+        if which == "namespace-label" {
+            namespace_rules.insert(0, json!({"key": engine.restore_namespace_label, "operator": "Exists"}));
+        }
+        json!({
+            "name": format!("{which}.restore-hooks.restore-hooks.dev"),
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 5,
+            "reinvocationPolicy": "IfNeeded",
+            "matchPolicy": "Equivalent",
+            "clientConfig": {"url": format!("{base}{path}"), "caBundle": ca},
+            "rules": [{
+                "operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                "resources": ["pods"], "scope": "Namespaced"
+            }],
+            "namespaceSelector": {"matchExpressions": namespace_rules},
+            "objectSelector": {"matchExpressions": [{
+                "key": engine.restore_label,
+                "operator": if which == "pod-label" { "Exists" } else { "DoesNotExist" },
+            }]},
+        })
+    };
+    let config: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "restore-hooks"},
+        "webhooks": [
+            webhook("pod-label", crate::webhook::server::MUTATE_POD_LABEL_PATH),
+            webhook("namespace-label", crate::webhook::server::MUTATE_NAMESPACE_LABEL_PATH),
+        ]
+    }))?;
+    api.create(&PostParams::default(), &config)
+        .await
+        .context("registering the MutatingWebhookConfiguration")?;
+    Ok(())
+}
+
+/// A CA and a serving certificate for 127.0.0.1 and localhost, in memory.
+struct Pki {
+    ca_pem: String,
+    cert_pem: String,
+    key_pem: String,
+}
+
+impl Pki {
+    fn new() -> anyhow::Result<Self> {
+        let mut ca = CertificateParams::new(Vec::<String>::new())?;
+        ca.distinguished_name
+            .push(DnType::CommonName, "restore-hooks testbed CA");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate()?)?;
+        let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".into()])?;
+        leaf.distinguished_name
+            .push(DnType::CommonName, "restore-hooks webhook");
+        let key = KeyPair::generate()?;
+        let cert = leaf.signed_by(&key, &ca)?;
+        Ok(Self {
+            ca_pem: ca.pem(),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+}

@@ -2,22 +2,31 @@
 # Offline checks of the Helm chart (charts/restore-hooks). Needs the tools of .ci/install-tools.sh.
 #
 #   .ci/chart-checks.sh [PATH/TO/restore-hooks]      (default: target/debug/restore-hooks)
+#   .ci/chart-checks.sh --no-binary                  (while the server crate does not build: every
+#                                                     check that needs the binary is SKIPPED, loudly;
+#                                                     the CRDs come from the core crate's example)
 #
-# 1. helm lint --strict (Helm 4 and Helm 3) with the default values and every ci/*-values.yaml.
-# 2. Renders (helm template --include-crds; Helm 3 must give the same objects) with: defaults; every optional part on
-#    (ci/all-on-values.yaml); an own cert-manager issuer (ci/byo-issuer-values.yaml); and
+# 1. crds/ holds exactly what `restore-hooks crd` prints, one file per CRD (.ci/gen-crds.sh --check).
+# 2. helm lint --strict (Helm 4 and Helm 3) with the default values and every ci/*-values.yaml.
+# 3. Renders (helm template --include-crds; Helm 3 must give the same objects) with: defaults; every optional part on
+#    (ci/all-on-values.yaml); an own cert-manager issuer (ci/byo-issuer-values.yaml); split webhook
+#    and controller Deployments (ci/split-values.yaml); everything optional off (minimal); and
 #    certManager.enabled=false with tls.existingSecret + a real caBundle from certs/make-certs.sh.
 #    The binary serves those certificates (webhook --no-cluster) and a TLS client verifying the
 #    chain and the <svc>.<ns>.svc name gets an AdmissionReview answer (.ci/tls_smoke.py).
-# 3. Negative renders: certManager off without caBundle/existingSecret, bad enum, unknown value,
-#    too short terminationGracePeriodSeconds must all fail with a clear message.
-# 4. NOTES.txt renders (helm install --dry-run=client).
-# 5. Validates every rendered object with kubernetes-validate --strict against the oldest (1.33)
+# 4. Negative renders: certManager off without caBundle/existingSecret, bad enum, unknown value,
+#    too short terminationGracePeriodSeconds, a removed value, clashing names must all fail with a
+#    clear message.
+# 5. NOTES.txt renders (helm install --dry-run=client).
+# 6. Validates every rendered object with kubernetes-validate --strict against the oldest (1.34)
 #    and newest (1.37) supported Kubernetes versions (CRD-based kinds only warn).
-# 6. .ci/chart_assertions.py: object inventory, both webhooks, namespace exclusions, Pod Security
-#    "restricted" by construction, TLS mount, least RBAC, CRD == `restore-hooks crd`.
-# 7. The kind e2e sample manifests: strict schemas, and `restore-hooks inject` on each pod gives
+# 7. .ci/chart_assertions.py: object inventory of every render, the exact flags of every
+#    Deployment, both webhooks, namespace exclusions, Pod Security "restricted" by construction,
+#    TLS mount, RBAC exactly as listed (and nothing broader), aggregated roles, the admission
+#    policies and their bindings, alerts, CRDs == `restore-hooks crd`.
+# 8. The kind e2e sample manifests: strict schemas, and `restore-hooks inject` on each pod gives
 #    what e2e/kind/run.sh expects (.ci/e2e_manifest_checks.py).
+# The admission policies' behaviour on a real API server: .ci/chart-apiserver-checks.sh (separate).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -28,23 +37,27 @@ HELM="$TOOLS/helm/helm"
 HELM3="$TOOLS/helm3/helm"
 KV="$TOOLS/venv/bin/kubernetes-validate"
 PY="$TOOLS/venv/bin/python"
+NO_BINARY=0
+if [ "${1:-}" = "--no-binary" ]; then NO_BINARY=1; shift; fi
 BIN="${1:-target/debug/restore-hooks}"
 RELEASE="restore-hooks"
 NAMESPACE="restore-hooks"
 # Oldest supported (k8s-openapi's v1_33 floor) and newest schemas shipped by kubernetes-validate.
-K8S_VERSIONS="${K8S_VERSIONS:-1.33.0 1.37.0}"
+K8S_VERSIONS="${K8S_VERSIONS:-1.34.0 1.37.0}"
 API_VERSIONS=(--api-versions cert-manager.io/v1 --api-versions monitoring.coreos.com/v1)
 
 FAILED=0
 step() { printf '\n==> %s\n' "$*"; }
 ok() { printf '  ok    %s\n' "$*"; }
 bad() { printf '  FAIL  %s\n' "$*" >&2; FAILED=$((FAILED + 1)); }
+SKIPS=0
+skip() { printf '  SKIP  %s\n' "$*"; SKIPS=$((SKIPS + 1)); }
 die() { printf 'chart-checks: %s\n' "$*" >&2; exit 2; }
 
 [ -x "$HELM" ] || die "$HELM missing: run .ci/install-tools.sh"
 [ -x "$HELM3" ] || die "$HELM3 missing: run .ci/install-tools.sh"
 [ -x "$KV" ] || die "$KV missing: run .ci/install-tools.sh"
-[ -x "$BIN" ] || die "binary $BIN missing: run cargo build (or pass its path)"
+[ "$NO_BINARY" = 1 ] || [ -x "$BIN" ] || die "binary $BIN missing: run cargo build (or pass its path, or --no-binary)"
 "$HELM" version --short | grep -q '^v4\.1\.4' || die "unexpected helm version: $("$HELM" version --short)"
 "$HELM3" version --short | grep -q '^v3\.17\.1' || die "unexpected helm 3 version: $("$HELM3" version --short)"
 
@@ -52,7 +65,8 @@ OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 START=$(date +%s)
 
-step "tools: $("$HELM" version --short) and $("$HELM3" version --short), kubernetes-validate $("$KV" --version 2>&1 | tr -d '\n'), binary $BIN"
+if [ "$NO_BINARY" = 1 ]; then BIN_LABEL="none (--no-binary)"; else BIN_LABEL="$BIN"; fi
+step "tools: $("$HELM" version --short) and $("$HELM3" version --short), kubernetes-validate $("$KV" --version 2>&1 | tr -d '\n'), binary $BIN_LABEL"
 for v in $K8S_VERSIONS; do
   minor="${v%.*}"
   if "$PY" - "$minor" <<'PY'
@@ -65,18 +79,35 @@ PY
   fi
 done
 
+step "CRDs: crds/ == restore-hooks crd"
+if [ "$NO_BINARY" = 1 ]; then
+  CRD_SOURCE=(--example)
+else
+  CRD_SOURCE=("$BIN")
+fi
+if .ci/gen-crds.sh --check --stdout "${CRD_SOURCE[@]}" >"$OUT/crds.yaml" 2>"$OUT/crds.log"; then
+  ok "$(cat "$OUT/crds.log")"
+else
+  bad "crds/ is stale"; sed 's/^/        /' "$OUT/crds.log" >&2
+fi
+[ "$NO_BINARY" = 1 ] && skip "CRDs taken from the core crate's example (cargo run -p restore-hooks-core --example crds), not the binary"
+
 step "helm lint --strict"
-lint() {
+HELM_V="$("$HELM" version --short)" HELM3_V="$("$HELM3" version --short)"
+lint() { # both Helm versions side by side
   local label="$1"; shift
-  local helm log
-  for helm in "$HELM" "$HELM3"; do
-    log="$OUT/lint-$label.log"
-    if "$helm" lint --strict "$CHART" --namespace "$NAMESPACE" "$@" >"$log" 2>&1; then
-      ok "lint ($label, $("$helm" version --short))"
-    else
-      bad "lint ($label, $("$helm" version --short))"; sed 's/^/        /' "$log" >&2
-    fi
-  done
+  "$HELM3" lint --strict "$CHART" --namespace "$NAMESPACE" "$@" >"$OUT/lint-$label.helm3.log" 2>&1 &
+  local pid=$!
+  if "$HELM" lint --strict "$CHART" --namespace "$NAMESPACE" "$@" >"$OUT/lint-$label.log" 2>&1; then
+    ok "lint ($label, $HELM_V)"
+  else
+    bad "lint ($label, $HELM_V)"; sed 's/^/        /' "$OUT/lint-$label.log" >&2
+  fi
+  if wait "$pid"; then
+    ok "lint ($label, $HELM3_V)"
+  else
+    bad "lint ($label, $HELM3_V)"; sed 's/^/        /' "$OUT/lint-$label.helm3.log" >&2
+  fi
 }
 lint default
 for f in "$CHART"/ci/*-values.yaml; do
@@ -94,7 +125,9 @@ else
   bad "make-certs.sh failed"; sed 's/^/        /' "$OUT/certs.log" >&2
   echo "Y2E=" >"$OUT/no-cert-manager.cabundle"
 fi
-if "$PY" .ci/tls_smoke.py "$BIN" "$OUT/certs" "$RELEASE" "$NAMESPACE"; then
+if [ "$NO_BINARY" = 1 ]; then
+  skip "TLS smoke (the binary serving make-certs.sh output)"
+elif "$PY" .ci/tls_smoke.py "$BIN" "$OUT/certs" "$RELEASE" "$NAMESPACE"; then
   ok "the binary serves make-certs.sh output; TLS verifies against the caBundle and the .svc name"
 else
   bad "serving make-certs.sh output with $BIN"
@@ -105,33 +138,49 @@ lint no-cert-manager --set certManager.enabled=false --set tls.existingSecret=re
 step "helm template"
 render() {
   local label="$1"; shift
+  # Helm 3 renders the same values alongside (compared below).
+  "$HELM3" template "$RELEASE" "$CHART" --namespace "$NAMESPACE" --include-crds \
+    --kube-version 1.34.0 "${API_VERSIONS[@]}" "$@" >"$OUT/$label.helm3.yaml" 2>"$OUT/$label.helm3.err" &
   if "$HELM" template "$RELEASE" "$CHART" --namespace "$NAMESPACE" --include-crds \
-       --kube-version 1.33.0 "${API_VERSIONS[@]}" "$@" >"$OUT/$label.yaml" 2>"$OUT/$label.err"; then
+       --kube-version 1.34.0 "${API_VERSIONS[@]}" "$@" >"$OUT/$label.yaml" 2>"$OUT/$label.err"; then
     ok "render ($label): $(grep -c '^kind:' "$OUT/$label.yaml") objects"
-    # Helm 3 must render the same objects (it orders kinds differently, so compare as sets).
-    if "$HELM3" template "$RELEASE" "$CHART" --namespace "$NAMESPACE" --include-crds \
-         --kube-version 1.33.0 "${API_VERSIONS[@]}" "$@" >"$OUT/$label.helm3.yaml" 2>"$OUT/$label.err" \
-       && "$PY" - "$OUT/$label.yaml" "$OUT/$label.helm3.yaml" <<'PY'
-import sys, yaml
-docs = [sorted(yaml.safe_dump(d, sort_keys=True) for d in yaml.safe_load_all(open(p)) if d)
-        for p in sys.argv[1:]]
-sys.exit(0 if docs[0] == docs[1] else 1)
-PY
-    then
-      ok "render ($label): Helm 3 renders the same objects"
-    else
-      bad "render ($label): Helm 3 differs"; diff "$OUT/$label.yaml" "$OUT/$label.helm3.yaml" | head -40 >&2
-    fi
   else
     bad "render ($label)"; sed 's/^/        /' "$OUT/$label.err" >&2
     : >"$OUT/$label.yaml"
   fi
+  wait
 }
 render default
 render all-on -f "$CHART/ci/all-on-values.yaml"
 render byo-issuer -f "$CHART/ci/byo-issuer-values.yaml"
+render split -f "$CHART/ci/split-values.yaml"
+# Everything optional off (chart_assertions.py uses the same values).
+render minimal --set rbac.create=false --set rbac.aggregateToDefaultRoles=false \
+  --set admissionPolicies.hookAuthorsNeedExec.enabled=false --set admissionPolicies.podHookStateControllerOnly.enabled=false \
+  --set webhook.excludeMirrorPods=false --set podDisruptionBudget.enabled=false --set priorityClassName= \
+  --set podAntiAffinity=soft --set terminationGracePeriodSeconds=40
 render no-cert-manager --set certManager.enabled=false --set tls.existingSecret=restore-hooks-tls-manual \
   --set "tls.caBundle=$CABUNDLE"
+# Helm 3 must render the same objects (it orders kinds differently, so compare as sets).
+"$PY" - "$OUT" default all-on byo-issuer split minimal no-cert-manager <<'PY' || FAILED=$((FAILED + 1))
+import os, sys, yaml
+out, labels = sys.argv[1], sys.argv[2:]
+failed = 0
+for label in labels:
+    a, b = (os.path.join(out, f"{label}{s}.yaml") for s in ("", ".helm3"))
+    try:
+        docs = [sorted(yaml.safe_dump(d, sort_keys=True) for d in yaml.safe_load_all(open(p)) if d) for p in (a, b)]
+        same = bool(docs[0]) and docs[0] == docs[1]
+    except Exception as e:  # noqa: BLE001
+        same = False
+        print(f"        {e}", file=sys.stderr)
+    if same:
+        print(f"  ok    render ({label}): Helm 3 renders the same objects")
+    else:
+        failed += 1
+        print(f"  FAIL  render ({label}): Helm 3 differs (see {b}, {b[:-5]}.err)", file=sys.stderr)
+sys.exit(1 if failed else 0)
+PY
 
 step "helm template must refuse bad values"
 refuse() {
@@ -154,7 +203,20 @@ refuse "veleroHooks enum" "value must be one of 'defer', 'own'" --set config.vel
 refuse "Go duration" "leaseDuration" --set config.leaseDuration=15
 refuse "grace period too short" "must be greater than shutdown.delaySeconds + shutdown.graceSeconds" \
   --set terminationGracePeriodSeconds=20
+refuse "grace period too short (split)" "must be greater than shutdown.delaySeconds + shutdown.graceSeconds" \
+  --set split.enabled=true --set terminationGracePeriodSeconds=25
 refuse "PDB blocks all evictions" "must be lower than replicas" --set replicas=1
+refuse "removed value" "config.maxConcurrentPods was renamed to config.maxConcurrentExecs" --set config.maxConcurrentPods=8
+refuse "longestExecTimeout not h/m/s" "longestExecTimeout" --set controller.longestExecTimeout=1.5h
+refuse "maxExecTimeout not h/m/s" "maxExecTimeout" --set config.maxExecTimeout=90
+refuse "lateHookWindow not a duration" "lateHookWindow" --set config.lateHookWindow=soon
+refuse "matchCondition name clash" "exclude-mirror-pods is the chart's own condition" \
+  --set 'webhook.matchConditions[0].name=exclude-mirror-pods' --set-string 'webhook.matchConditions[0].expression=true'
+refuse "split, no webhook ServiceAccount" "serviceAccount.webhookName is required" \
+  --set split.enabled=true --set serviceAccount.create=false --set serviceAccount.name=existing
+refuse "split, one ServiceAccount for both" "must run under different ServiceAccounts" \
+  --set split.enabled=true --set serviceAccount.name=rh --set serviceAccount.webhookName=rh
+refuse "maxConcurrentExecsPerNamespace < 1" "maxConcurrentExecsPerNamespace" --set config.maxConcurrentExecsPerNamespace=0
 
 step "NOTES.txt renders (helm install --dry-run=client)"
 notes() {
@@ -167,25 +229,41 @@ notes() {
   fi
 }
 notes default
+notes split -f "$CHART/ci/split-values.yaml"
 notes no-cert-manager --set certManager.enabled=false --set tls.existingSecret=restore-hooks-tls-manual \
   --set "tls.caBundle=$CABUNDLE"
 
 step "kubernetes-validate --strict ($K8S_VERSIONS)"
-for label in default all-on byo-issuer no-cert-manager; do
+RENDERS="default all-on byo-issuer split minimal no-cert-manager"
+# One process per render and version, run side by side (each spends most of its time loading schemas).
+for label in $RENDERS; do
   for v in $K8S_VERSIONS; do
-    if "$KV" -k "$v" --strict --quiet "$OUT/$label.yaml" >"$OUT/kv.log" 2>&1; then
-      n_warn=$(grep -c '^WARN' "$OUT/kv.log" || true)
+    ( "$KV" -k "$v" --strict --quiet "$OUT/$label.yaml" >"$OUT/kv-$label-$v.log" 2>&1; echo $? >"$OUT/kv-$label-$v.rc" ) &
+  done
+done
+wait
+for label in $RENDERS; do
+  for v in $K8S_VERSIONS; do
+    log="$OUT/kv-$label-$v.log"
+    if [ "$(cat "$OUT/kv-$label-$v.rc")" = 0 ]; then
+      n_warn=$(grep -c '^WARN' "$log" || true)
       ok "$label @ $v (CRD-based kinds not schema-checked: $n_warn)"
-      grep '^WARN' "$OUT/kv.log" | grep -v "Couldn't find schema for kind \(Certificate\|Issuer\|ServiceMonitor\|PrometheusRule\) " \
+      grep '^WARN' "$log" | grep -v "Couldn't find schema for kind \(Certificate\|Issuer\|ServiceMonitor\|PrometheusRule\) " \
         | sed 's/^/        /' || true
     else
-      bad "$label @ $v"; grep -v '^WARN' "$OUT/kv.log" | sed 's/^/        /' >&2
+      bad "$label @ $v"; grep -v '^WARN' "$log" | sed 's/^/        /' >&2
     fi
   done
 done
 
 step "chart assertions (.ci/chart_assertions.py)"
-if "$PY" .ci/chart_assertions.py --rendered "$OUT" --binary "$BIN" --chart "$CHART" \
+if [ "$NO_BINARY" = 1 ]; then
+  ASSERT_SOURCE=(--crds "$OUT/crds.yaml")
+  skip "flags not checked against restore-hooks <serve|webhook|controller> --help, nor parsed by the binary"
+else
+  ASSERT_SOURCE=(--binary "$BIN")
+fi
+if "$PY" .ci/chart_assertions.py --rendered "$OUT" "${ASSERT_SOURCE[@]}" --chart "$CHART" \
      --release "$RELEASE" --namespace "$NAMESPACE"; then
   ok "assertions"
 else
@@ -194,13 +272,17 @@ fi
 
 step "kind e2e sample (e2e/kind/manifests): strict schemas and a dry run through the engine"
 for v in $K8S_VERSIONS; do
-  if cat e2e/kind/manifests/*.yaml | "$KV" -k "$v" --strict --quiet - >"$OUT/kv.log" 2>&1; then
+  # A `---` between files: plain cat would merge each file's last document with the next file's first.
+  if for f in e2e/kind/manifests/*.yaml; do echo '---'; cat "$f"; done \
+       | "$KV" -k "$v" --strict --quiet - >"$OUT/kv.log" 2>&1; then
     ok "manifests @ $v (RestoreHook instances: $(grep -c '^WARN' "$OUT/kv.log" || true) not schema-checked)"
   else
     bad "manifests @ $v"; grep -v '^WARN' "$OUT/kv.log" | sed 's/^/        /' >&2
   fi
 done
-if "$PY" .ci/e2e_manifest_checks.py "$BIN" e2e/kind/manifests; then
+if [ "$NO_BINARY" = 1 ]; then
+  skip "restore-hooks inject on the e2e sample pods"
+elif "$PY" .ci/e2e_manifest_checks.py "$BIN" e2e/kind/manifests; then
   ok "restore-hooks inject gives the init containers and exec plans run.sh expects"
 else
   bad "e2e sample vs engine"
@@ -210,5 +292,9 @@ ELAPSED=$(( $(date +%s) - START ))
 if [ "$FAILED" -ne 0 ]; then
   printf '\nchart-checks: %d check group(s) FAILED (%ss)\n' "$FAILED" "$ELAPSED" >&2
   exit 1
+fi
+if [ "$SKIPS" -ne 0 ]; then
+  printf '\nchart-checks: all run checks passed, %d SKIPPED for want of a binary (%ss)\n' "$SKIPS" "$ELAPSED"
+  exit 0
 fi
 printf '\nchart-checks: all passed (%ss)\n' "$ELAPSED"

@@ -3,8 +3,9 @@
 
 Usage: e2e_manifest_checks.py BINARY MANIFEST_DIR
 
-Validates the sample RestoreHooks against the CRD schema that `restore-hooks crd` prints
-(strictly: unknown fields are errors, as the API server would prune them silently). Runs
+Validates the sample RestoreHooks and ClusterRestoreHooks against the CRD schemas that
+`restore-hooks crd` prints (strictly: unknown fields are errors, as the API server would prune
+them silently). Runs
 `restore-hooks inject` on every sample pod, as the webhook would see it (namespace label,
 restore name), and checks the injected init containers and the exec plan that e2e/kind/run.sh
 later expects from the cluster. Catches a sample that drifted from the engine's rules before
@@ -44,13 +45,22 @@ def strict(schema):
 
 def check_restorehooks(binary, path, failures):
     import jsonschema
-    crd = yaml.safe_load(subprocess.run([binary, "crd"], check=True, capture_output=True, text=True).stdout)
-    schemas = {v["name"]: strict(v["schema"]["openAPIV3Schema"]) for v in crd["spec"]["versions"]}
-    group = crd["spec"]["group"]
+    out = subprocess.run([binary, "crd"], check=True, capture_output=True, text=True).stdout
+    by_kind = {}
+    for crd in yaml.safe_load_all(out):
+        if crd:
+            by_kind[crd["spec"]["names"]["kind"]] = crd
     for doc in yaml.safe_load_all(path.read_text()):
-        if not doc or doc.get("kind") != crd["spec"]["names"]["kind"]:
+        if not doc or doc.get("kind") not in ("RestoreHook", "ClusterRestoreHook"):
             continue
-        name = f"RestoreHook {doc['metadata'].get('namespace')}/{doc['metadata']['name']}"
+        crd = by_kind.get(doc["kind"])
+        ns = doc["metadata"].get("namespace")
+        name = f"{doc['kind']} {ns + '/' if ns else ''}{doc['metadata']['name']}"
+        if crd is None:
+            failures.append(f"{name}: `restore-hooks crd` prints no CRD for kind {doc['kind']}")
+            continue
+        schemas = {v["name"]: strict(v["schema"]["openAPIV3Schema"]) for v in crd["spec"]["versions"]}
+        group = crd["spec"]["group"]
         grp, _, ver = doc["apiVersion"].partition("/")
         if grp != group or ver not in schemas:
             failures.append(f"{name}: apiVersion {doc['apiVersion']} not served by the CRD")

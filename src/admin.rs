@@ -1,4 +1,4 @@
-//! The plain-HTTP admin server: `/livez`, `/readyz` and `/metrics` (product.md §6).
+//! The plain-HTTP admin server: `/livez`, `/readyz` and `/metrics` (docs/operations.md).
 //!
 //! Separate from the HTTPS webhook port so that probes and scrapes need no certificate, and so
 //! that a probe never competes with admission traffic for the TLS listener.
@@ -91,7 +91,7 @@ impl Readiness {
         }
         let keys = self.inner.keys.read().unwrap_or_else(|e| e.into_inner());
         if let Some(keys) = keys.as_ref()
-            && !keys.is_loaded()
+            && !keys.is_ready()
         {
             return Err("the plan key is not loaded yet (Secret --plan-key-secret)".to_string());
         }
@@ -233,6 +233,9 @@ mod tests {
         assert!(degraded[0].starts_with("namespaces: connection refused"), "{degraded:?}");
 
         readiness.track_keys(KeyRing::none());
+        assert!(readiness.check().is_ok(), "no key by configuration is no reason to be unready");
+        let (_sender, waiting) = KeyRing::pending();
+        readiness.track_keys(waiting);
         assert!(readiness.check().unwrap_err().contains("plan key"));
 
         readiness.begin_shutdown();

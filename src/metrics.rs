@@ -36,6 +36,8 @@ pub struct Metrics {
     /// `result`: namespaces the admission path had to read from the API server because the
     /// watch cache did not know them yet (`found`, `not_found`, `error`).
     pub namespace_lookups: IntCounterVec,
+    /// Restored pods found without the webhook's mark: admitted while it was unavailable.
+    pub unmutated_pods: IntCounter,
 }
 
 impl Metrics {
@@ -148,6 +150,11 @@ impl Metrics {
             &["result"],
         )
         .expect("valid metric");
+        let unmutated_pods = IntCounter::new(
+            "restore_hooks_unmutated_pods_total",
+            "Restored pods found admitted without the webhook (failurePolicy Ignore while it was unavailable): their hooks were not applied",
+        )
+        .expect("valid metric");
         for c in [
             Box::new(admission_requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(admission_duration.clone()),
@@ -164,6 +171,7 @@ impl Metrics {
             Box::new(late_hooks.clone()),
             Box::new(exec_slots_in_use.clone()),
             Box::new(namespace_lookups.clone()),
+            Box::new(unmutated_pods.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
         }
@@ -184,6 +192,7 @@ impl Metrics {
             late_hooks,
             exec_slots_in_use,
             namespace_lookups,
+            unmutated_pods,
         }
     }
 

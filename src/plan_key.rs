@@ -29,19 +29,31 @@ pub const PREVIOUS: &str = "previous";
 #[derive(Clone)]
 pub struct KeyRing {
     rx: watch::Receiver<Option<Arc<PlanKeys>>>,
+    /// False when running without a key is the configuration (`--no-cluster` without
+    /// `--plan-key-file`): then the missing key is no reason to be unready.
+    required: bool,
 }
 
 impl KeyRing {
     /// Keys that never change (files, tests).
     pub fn fixed(keys: PlanKeys) -> Self {
         let (_tx, rx) = watch::channel(Some(Arc::new(keys)));
-        Self { rx }
+        Self { rx, required: true }
     }
 
-    /// No key: plans are issued unsigned and nothing is executed.
+    /// No key, by configuration: plans are issued unsigned and no controller runs them.
     pub fn none() -> Self {
         let (_tx, rx) = watch::channel(None);
-        Self { rx }
+        Self {
+            rx,
+            required: false,
+        }
+    }
+
+    /// Keys that are required but arrive later, through the returned sender.
+    pub fn pending() -> (watch::Sender<Option<Arc<PlanKeys>>>, Self) {
+        let (tx, rx) = watch::channel(None);
+        (tx, Self { rx, required: true })
     }
 
     pub fn current(&self) -> Option<Arc<PlanKeys>> {
@@ -50,6 +62,11 @@ impl KeyRing {
 
     pub fn is_loaded(&self) -> bool {
         self.rx.borrow().is_some()
+    }
+
+    /// Ready as far as keys go: loaded, or deliberately absent.
+    pub fn is_ready(&self) -> bool {
+        !self.required || self.is_loaded()
     }
 }
 
@@ -107,8 +124,8 @@ impl SecretKeys {
 
     /// Starts loading; the returned future keeps the ring current until dropped.
     pub fn start(self) -> (KeyRing, impl std::future::Future<Output = ()> + Send + 'static) {
-        let (tx, rx) = watch::channel(None);
-        (KeyRing { rx }, self.run(tx))
+        let (tx, ring) = KeyRing::pending();
+        (ring, self.run(tx))
     }
 
     async fn ensure(&self) -> anyhow::Result<()> {

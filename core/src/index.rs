@@ -217,6 +217,15 @@ impl HookIndex {
         }
     }
 
+    /// Namespaces that carry `key` with a non-empty value.
+    pub fn namespaces_with_label(&self, key: &str) -> Vec<String> {
+        self.namespaces
+            .iter()
+            .filter(|(_, labels)| labels.get(key).is_some_and(|v| !v.is_empty()))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
     /// The labels of a namespace, if known.
     pub fn namespace_labels(&self, namespace: &str) -> Option<&Labels> {
         self.namespaces.get(namespace)

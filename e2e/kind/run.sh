@@ -4,12 +4,14 @@
 #
 #   e2e/kind/run.sh
 #
-# 1. creates a kind cluster, 2. builds the image (e2e/kind/Dockerfile) and loads it into kind,
+# 1. creates a kind cluster, 2. builds the image (the top-level Dockerfile) and loads it into kind,
 # 3. installs cert-manager (pinned), 4. helm-installs charts/restore-hooks, 5. creates a restore
 # namespace (label restore-hooks.dev/restore), RestoreHooks and pods, and 6. asserts that the
 # init containers ran, every exec hook succeeded (status annotation, label
 # restore-hooks.dev/exec=done, HookSucceeded/HooksCompleted Events), a Velero-labelled pod in an
-# unlabelled namespace is handled too, and a pod in neither is left alone.
+# unlabelled namespace is handled too, a pod in neither is left alone, the RestoreRun of the restore
+# completed, and the chart's admission policies refuse a hook author without exec rights and a
+# reset of a finished pod's hook state.
 # The cluster is deleted on exit unless KEEP_CLUSTER=1.
 #
 # Environment:
@@ -20,6 +22,7 @@
 #   SKIP_BUILD=1          reuse an existing $IMAGE
 #   KEEP_CLUSTER=1        keep the cluster afterwards (and reuse it if it exists)
 #   TIMEOUT               seconds to wait for hooks    (default 240)
+#   SPLIT=1               install with split.enabled=true (webhook and controller Deployments)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -34,6 +37,16 @@ NAMESPACE="restore-hooks"
 TIMEOUT="${TIMEOUT:-240}"
 KEEP_CLUSTER="${KEEP_CLUSTER:-0}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
+SPLIT="${SPLIT:-0}"
+if [ "$SPLIT" = 1 ]; then
+  DEPLOYMENTS="$RELEASE-webhook $RELEASE-controller"
+  WEBHOOK_PODS="app.kubernetes.io/name=restore-hooks,app.kubernetes.io/component=webhook"
+else
+  DEPLOYMENTS="$RELEASE"
+  WEBHOOK_PODS="app.kubernetes.io/name=restore-hooks"
+fi
+# The controller's ServiceAccount: the only writer of restore-hooks.dev/* pod annotations and labels.
+CONTROLLER_SA="system:serviceaccount:$NAMESPACE:$RELEASE"
 
 HELM="helm"
 if ! command -v helm >/dev/null 2>&1 && [ -x "$ROOT/.tools/helm/helm" ]; then HELM="$ROOT/.tools/helm/helm"; fi
@@ -55,9 +68,11 @@ k() { kubectl --context "$KCTX" "$@"; }
 diagnostics() {
   log "diagnostics"
   k get pods -A -o wide || true
-  k -n "$NAMESPACE" describe deployment "$RELEASE" || true
+  for d in $DEPLOYMENTS; do k -n "$NAMESPACE" describe deployment "$d" || true; done
   k -n "$NAMESPACE" logs -l app.kubernetes.io/name=restore-hooks --all-containers --tail=200 --prefix || true
   k -n "$NAMESPACE" get certificate,issuer -o wide || true
+  k get restoreruns -o yaml || true
+  k get validatingadmissionpolicies -o wide || true
   k get mutatingwebhookconfiguration "$RELEASE" -o yaml | grep -v caBundle || true
   for ns in shop legacy plain; do k -n "$ns" get events --sort-by=.lastTimestamp || true; done
   for p in shop/db shop/web legacy/cache; do
@@ -95,7 +110,7 @@ CREATED=1
 # --- 2. image ---------------------------------------------------------------------------------
 if [ "$SKIP_BUILD" != 1 ]; then
   log "building $IMAGE"
-  DOCKER_BUILDKIT=1 docker build -f "$HERE/Dockerfile" -t "$IMAGE" "$ROOT"
+  DOCKER_BUILDKIT=1 docker build -f "$ROOT/Dockerfile" -t "$IMAGE" "$ROOT"
 fi
 log "loading images into kind"
 kind load docker-image "$IMAGE" --name "$CLUSTER_NAME"
@@ -126,10 +141,12 @@ pass "cert-manager accepts Issuers"
 # --- 4. the chart -----------------------------------------------------------------------------
 log "helm install $RELEASE"
 repo="${IMAGE%:*}"; tag="${IMAGE##*:}"
+# One kind node: the default hard pod anti-affinity would leave the second replica Pending.
 "$HELM" upgrade --install "$RELEASE" "$ROOT/charts/restore-hooks" \
   --kube-context "$KCTX" --namespace "$NAMESPACE" --create-namespace \
   --set image.repository="$repo" --set image.tag="$tag" --set image.pullPolicy=Never \
-  --set config.logLevel='info,restore_hooks=debug' \
+  --set config.logLevel='info,restore_hooks=debug' --set podAntiAffinity=soft \
+  --set split.enabled="$([ "$SPLIT" = 1 ] && echo true || echo false)" \
   --wait --timeout 5m
 k -n "$NAMESPACE" wait --for=condition=Ready "certificate/${RELEASE}-serving" --timeout=120s
 log "waiting for cainjector to fill the caBundle"
@@ -141,12 +158,22 @@ for _ in $(seq 1 60); do
 done
 [ "$n" = 2 ] || die "caBundle not injected into both webhooks"
 pass "caBundle injected into both webhooks"
-k -n "$NAMESPACE" rollout status "deployment/$RELEASE" --timeout=120s
-pass "deployment ready: $(k -n "$NAMESPACE" get deploy "$RELEASE" -o jsonpath='{.status.readyReplicas}') replicas"
+for d in $DEPLOYMENTS; do
+  k -n "$NAMESPACE" rollout status "deployment/$d" --timeout=120s
+  pass "deployment $d ready: $(k -n "$NAMESPACE" get deploy "$d" -o jsonpath='{.status.readyReplicas}') replicas"
+done
+k -n "$NAMESPACE" get secret "$RELEASE-plan-key" >/dev/null \
+  && pass "the binary created the plan-key Secret $RELEASE-plan-key" || fail "no plan-key Secret $RELEASE-plan-key"
 
 # --- 5. sample app ----------------------------------------------------------------------------
 log "creating namespaces and RestoreHooks"
 k apply -f "$HERE/manifests/namespaces.yaml"
+k apply -f "$HERE/manifests/rbac.yaml"
+# ValidatingAdmissionPolicy hook-authors: a user who may write RestoreHooks but not exec is refused.
+out=$(k apply --dry-run=server --as=e2e-hook-author -f "$HERE/manifests/restorehooks.yaml" 2>&1 || true)
+grep -q "needs permission to create pods/exec in namespace shop" <<<"$out" \
+  && pass "a RestoreHook author without pods/exec is refused, with the missing permission named" \
+  || fail "RestoreHook by a user without pods/exec was not refused as expected: $out"
 k apply -f "$HERE/manifests/restorehooks.yaml"
 
 log "waiting until the webhook answers (server-side dry run of a restored pod)"
@@ -241,8 +268,29 @@ k -n shop get restorehook db-rehydrate -o json | jq -e '.status.hooks.succeeded 
   && pass "RestoreHook shop/db-rehydrate: status.hooks.succeeded >= 2" \
   || fail "RestoreHook shop/db-rehydrate status: $(k -n shop get restorehook db-rehydrate -o jsonpath='{.status}')"
 
-# Metrics from a replica.
-pod=$(k -n "$NAMESPACE" get pods -l app.kubernetes.io/name=restore-hooks -o jsonpath='{.items[0].metadata.name}' || true)
+# One RestoreRun per restore, written by the controller.
+if k wait --for=condition=Completed restorerun/e2e-restore-1 --timeout=60s >/dev/null 2>&1; then
+  phase=$(k get restorerun e2e-restore-1 -o jsonpath='{.status.phase}')
+  [ "$phase" = Completed ] && pass "RestoreRun e2e-restore-1: Completed" || fail "RestoreRun e2e-restore-1: phase $phase, want Completed"
+else
+  fail "RestoreRun e2e-restore-1 did not complete: $(k get restorerun e2e-restore-1 -o jsonpath='{.status}' 2>&1)"
+fi
+
+# ValidatingAdmissionPolicy pod-hook-state: a finished hook cannot be reset into a re-run, except by
+# the controller; other label changes pass.
+out=$(k -n shop label pod db restore-hooks.dev/exec=pending --overwrite 2>&1 || true)
+grep -q "only the restore-hooks controller" <<<"$out" \
+  && pass "shop/db: resetting restore-hooks.dev/exec to pending is refused" \
+  || fail "shop/db: resetting restore-hooks.dev/exec was not refused: $out"
+k -n shop label pod db e2e/touched=yes >/dev/null 2>&1 \
+  && pass "shop/db: other labels can still be changed" || fail "shop/db: an unrelated label change was refused"
+# (a server-side dry run: admission runs, nothing is stored)
+k -n shop label pod db restore-hooks.dev/exec=failed --overwrite --dry-run=server --as="$CONTROLLER_SA" >/dev/null 2>&1 \
+  && pass "shop/db: the controller's ServiceAccount may write the exec label" \
+  || fail "shop/db: the controller's ServiceAccount may not write the exec label"
+
+# Metrics from a webhook replica.
+pod=$(k -n "$NAMESPACE" get pods -l "$WEBHOOK_PODS" -o jsonpath='{.items[0].metadata.name}' || true)
 if k -n "$NAMESPACE" get --raw "/api/v1/namespaces/$NAMESPACE/pods/$pod:8080/proxy/metrics" 2>/dev/null \
     | grep -q '^restore_hooks_admission_requests_total'; then
   pass "metrics endpoint serves restore_hooks_admission_requests_total"

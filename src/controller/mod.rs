@@ -19,6 +19,7 @@ pub mod reconcile;
 pub mod slots;
 pub mod status;
 pub mod tally;
+pub mod unmutated;
 pub use restore_hooks_core::state;
 
 use std::sync::Arc;
@@ -162,6 +163,16 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
             }
             .run(term.clone()),
         ));
+        let unmutated = AbortOnDrop(tokio::spawn(
+            unmutated::Unmutated {
+                client: client.clone(),
+                index: index.clone(),
+                engine: engine.clone(),
+                events: events.clone(),
+                metrics: metrics.clone(),
+            }
+            .run(term.clone()),
+        ));
         let workers = Arc::new(Workers {
             client: client.clone(),
             exec: exec.clone(),
@@ -178,6 +189,7 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
         let mut pods = AbortOnDrop(tokio::spawn(reconcile::serve_pods(workers, term.clone())));
         // (The select only classifies what happened: `wait_for`'s guard must not live across
         // an await.)
+        let mut pods_ended = None;
         let watch_ended = tokio::select! {
             _ = term.cancelled() => None,
             _ = leader.wait_for(|l| !*l) => {
@@ -186,12 +198,21 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
                 None
             }
             // The watch never ends on its own (it retries with backoff); if it does anyway,
-            // start it again rather than lead without processing pods.
-            ended = &mut pods.0 => Some(ended),
+            // start it again rather than lead without processing pods. (It also ends right
+            // after a shutdown, and this branch may win the race with the one above.)
+            ended = &mut pods.0 => {
+                let by_itself = !term.is_cancelled();
+                pods_ended = Some(());
+                by_itself.then_some(ended)
+            }
         };
         term.cancel();
-        let _ = (&mut pods.0).await;
+        // A JoinHandle must not be polled again once it returned.
+        if pods_ended.is_none() {
+            let _ = (&mut pods.0).await;
+        }
         let _ = late.join().await;
+        let _ = unmutated.join().await;
         let _ = tally_task.join().await;
         if let Some(ended) = watch_ended {
             match ended {

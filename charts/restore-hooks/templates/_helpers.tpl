@@ -42,12 +42,109 @@ app.kubernetes.io/name: {{ include "restore-hooks.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
-{{/* ServiceAccount name. */}}
+{{/*
+Selector labels of one Deployment's pods. Role "serve" (one Deployment) keeps the two labels the
+chart always had (Deployment selectors are immutable); the split Deployments add
+app.kubernetes.io/component, so the Service and the PDB can pick the webhook pods only.
+Call: include "restore-hooks.roleSelectorLabels" (dict "root" $ "role" "webhook")
+*/}}
+{{- define "restore-hooks.roleSelectorLabels" -}}
+{{ include "restore-hooks.selectorLabels" .root }}
+{{- if ne .role "serve" }}
+app.kubernetes.io/component: {{ .role }}
+{{- end }}
+{{- end }}
+
+{{/* The Deployments' roles: [serve], or [webhook, controller] with split.enabled. */}}
+{{- define "restore-hooks.roles" -}}
+{{- if .Values.split.enabled }}["webhook", "controller"]{{ else }}["serve"]{{ end }}
+{{- end }}
+
+{{/* The role whose pods the Service, the webhooks and the PDB target. */}}
+{{- define "restore-hooks.webhookRole" -}}
+{{- if .Values.split.enabled }}webhook{{ else }}serve{{ end }}
+{{- end }}
+
+{{/* Name of one role's Deployment. */}}
+{{- define "restore-hooks.deploymentName" -}}
+{{- $fullname := include "restore-hooks.fullname" .root }}
+{{- if eq .role "serve" }}{{ $fullname }}{{ else }}{{ printf "%s-%s" $fullname .role }}{{ end }}
+{{- end }}
+
+{{/*
+Name of the ServiceAccount that runs the controller (the one that may exec). Without split.enabled
+the single Deployment runs under it.
+*/}}
 {{- define "restore-hooks.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "restore-hooks.fullname" .) .Values.serviceAccount.name }}
 {{- else }}
 {{- required "serviceAccount.name is required when serviceAccount.create=false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* (split.enabled) Name of the webhook's ServiceAccount: read-only rights, no exec. */}}
+{{- define "restore-hooks.webhookServiceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (printf "%s-webhook" (include "restore-hooks.fullname" .)) .Values.serviceAccount.webhookName }}
+{{- else }}
+{{- required "serviceAccount.webhookName is required when serviceAccount.create=false and split.enabled=true" .Values.serviceAccount.webhookName }}
+{{- end }}
+{{- end }}
+
+{{/* ServiceAccount of one role's pods. */}}
+{{- define "restore-hooks.roleServiceAccountName" -}}
+{{- if eq .role "webhook" }}{{ include "restore-hooks.webhookServiceAccountName" .root }}{{ else }}{{ include "restore-hooks.serviceAccountName" .root }}{{ end }}
+{{- end }}
+
+{{/* The username the API server sees for the controller: the only one that may write pod hook state. */}}
+{{- define "restore-hooks.controllerUsername" -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "restore-hooks.serviceAccountName" .) }}
+{{- end }}
+
+{{/* Name of the Secret holding the plan key (docs/behaviour.md §9.2); the binary creates it. */}}
+{{- define "restore-hooks.planKeySecretName" -}}
+{{- printf "%s-plan-key" (include "restore-hooks.fullname" .) }}
+{{- end }}
+
+{{/*
+Seconds of a Go duration written in whole hours, minutes and seconds ("4h", "1h30m", "90s"; the
+schema allows no other form). Fails on anything else.
+*/}}
+{{- define "restore-hooks.durationSeconds" -}}
+{{- $d := toString . }}
+{{- if not (regexMatch "^([0-9]+h)?([0-9]+m)?([0-9]+s)?$" $d) }}
+{{- fail (printf "%q is not a duration of whole hours, minutes and seconds (e.g. 5m, 1h30m)" $d) }}
+{{- end }}
+{{- $total := 0 }}
+{{- range $part := regexFindAll "[0-9]+[hms]" $d -1 }}
+{{- $n := atoi (trunc (int (sub (len $part) 1)) $part) }}
+{{- $unit := trimPrefix (trunc (int (sub (len $part) 1)) $part) $part }}
+{{- $total = add $total (mul $n (get (dict "h" 3600 "m" 60 "s" 1) $unit)) }}
+{{- end }}
+{{- $total }}
+{{- end }}
+
+{{/*
+terminationGracePeriodSeconds of one role's pods. An explicit value wins. Otherwise: a pod that
+serves the webhook needs shutdown.delaySeconds + shutdown.graceSeconds + 5 (keep serving while
+endpoints update, drain, exit); a pod that runs the controller needs the longest exec it may be
+running + 15, so that a rolling update lets the hook finish and its result be recorded
+(controller.longestExecTimeout, capped at config.maxExecTimeout); "serve" needs the larger.
+*/}}
+{{- define "restore-hooks.terminationGracePeriodSeconds" -}}
+{{- $v := .root.Values }}
+{{- if not (kindIs "invalid" $v.terminationGracePeriodSeconds) }}
+{{- int $v.terminationGracePeriodSeconds }}
+{{- else }}
+{{- $webhook := add $v.shutdown.delaySeconds $v.shutdown.graceSeconds 5 }}
+{{- $longest := int (include "restore-hooks.durationSeconds" $v.controller.longestExecTimeout) }}
+{{- $cap := int (include "restore-hooks.durationSeconds" $v.config.maxExecTimeout) }}
+{{- $controller := add (min $longest $cap) 15 }}
+{{- if eq .role "webhook" }}{{ $webhook }}
+{{- else if eq .role "controller" }}{{ $controller }}
+{{- else }}{{ max $webhook $controller }}
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -86,7 +183,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- .Values.tls.caBundle | nospace }}
 {{- end }}
 
-{{/* Namespaces never sent to the webhook. */}}
+{{/*
+Namespaces never sent to the webhook (namespaceSelector NotIn) and passed to the binary as
+--exclude-namespace (the webhook never mutates, the controller never execs into, pods there).
+*/}}
 {{- define "restore-hooks.excludedNamespaces" -}}
 {{- $ns := list .Release.Namespace "kube-system" "kube-node-lease" }}
 {{- range .Values.webhook.excludeNamespaces }}
@@ -100,8 +200,24 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/* Fail rendering on inconsistent values that the JSON schema cannot express. */}}
 {{- define "restore-hooks.validate" -}}
 {{- $budget := add .Values.shutdown.delaySeconds .Values.shutdown.graceSeconds }}
-{{- if le (int .Values.terminationGracePeriodSeconds) (int $budget) }}
+{{- if and (not (kindIs "invalid" .Values.terminationGracePeriodSeconds)) (le (int .Values.terminationGracePeriodSeconds) (int $budget)) }}
 {{- fail (printf "terminationGracePeriodSeconds (%d) must be greater than shutdown.delaySeconds + shutdown.graceSeconds (%d)" (int .Values.terminationGracePeriodSeconds) (int $budget)) }}
+{{- end }}
+{{- if not (kindIs "invalid" .Values.config.maxConcurrentPods) }}
+{{- fail "config.maxConcurrentPods was renamed to config.maxConcurrentExecs (--max-concurrent-execs: hooks running at once); rename it in your values" }}
+{{- end }}
+{{- $_ := include "restore-hooks.durationSeconds" .Values.controller.longestExecTimeout }}
+{{- $_ := include "restore-hooks.durationSeconds" .Values.config.maxExecTimeout }}
+{{- range .Values.webhook.matchConditions }}
+{{- if and $.Values.webhook.excludeMirrorPods (eq .name "exclude-mirror-pods") }}
+{{- fail "webhook.matchConditions: the name exclude-mirror-pods is the chart's own condition (webhook.excludeMirrorPods); choose another name" }}
+{{- end }}
+{{- end }}
+{{- if .Values.split.enabled }}
+{{- $_ := include "restore-hooks.webhookServiceAccountName" . }}
+{{- if eq (include "restore-hooks.webhookServiceAccountName" .) (include "restore-hooks.serviceAccountName" .) }}
+{{- fail "split.enabled: the webhook and the controller must run under different ServiceAccounts (serviceAccount.webhookName equals serviceAccount.name)" }}
+{{- end }}
 {{- end }}
 {{- if and .Values.podDisruptionBudget.enabled (ge (int .Values.podDisruptionBudget.minAvailable) (int .Values.replicas)) (gt (int .Values.replicas) 0) }}
 {{- fail (printf "podDisruptionBudget.minAvailable (%d) must be lower than replicas (%d), or no pod can ever be evicted" (int .Values.podDisruptionBudget.minAvailable) (int .Values.replicas)) }}

@@ -1,4 +1,4 @@
-//! Velero's restore-hook pod annotations (reference §1.4): keys, defaults and parsing.
+//! Velero's restore-hook pod annotations (docs/behaviour.md §2.1): keys, defaults and parsing.
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,4 @@
-//! Velero's command rule for hook annotations, with one deliberate deviation (product.md §8):
+//! Velero's command rule for hook annotations, with one deliberate deviation (docs/behaviour.md §2.2):
 //! a value starting with `[` must be a JSON array of strings. Velero falls back to using the raw
 //! string as the whole command, which turns a typo into a hook that can never work.
 

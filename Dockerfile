@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1.7
-# restore-hooks image: multi-stage, static-ish Rust binary on distroless (nonroot, uid 65532).
-# Build from the repository root (the build context must hold the whole workspace):
-#   docker build -f e2e/kind/Dockerfile -t restore-hooks:dev .
-# e2e/kind/Dockerfile.dockerignore keeps target/, .tools/ and .git out of the context (BuildKit).
+# The restore-hooks product image: a multi-stage build of the binary WITHOUT the built-in API-server
+# simulator (`--no-default-features` leaves out `demo` and its testbed), stripped, on distroless
+# (nonroot, uid 65532). Build from the repository root:
+#   docker build -t restore-hooks:dev .
+# .dockerignore keeps target/, .tools/ and .git out of the context.
 
 ARG RUST_VERSION=1.95
 ARG DEBIAN_RELEASE=bookworm
@@ -13,8 +14,9 @@ COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/usr/local/cargo/git \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p restore-hooks --bin restore-hooks \
+    cargo build --release --locked -p restore-hooks --bin restore-hooks --no-default-features \
  && install -D -m 0755 target/release/restore-hooks /out/restore-hooks \
+ && strip /out/restore-hooks \
  && /out/restore-hooks --version
 
 # glibc + libgcc, no shell, runs as 65532:65532 (matches the chart's securityContext).

@@ -1,0 +1,135 @@
+//! Restored pods that the webhook never saw (docs/behaviour.md §6.1).
+//!
+//! Under `failurePolicy: Ignore`, a restored pod created while no webhook replica answered is
+//! admitted without its hooks, and nothing in the pod says so. Every pod the webhook admits in a
+//! restore scope carries `restore-hooks.dev/restore-run`; a pod in a restore scope without it was
+//! not seen. The leader looks for such pods and reports each once: a Warning Event on the pod, a
+//! log line and `restore_hooks_unmutated_pods_total`.
+//!
+//! Two scopes, two queries, both cheap label selections: pods with the restore label and without
+//! the mark; and, in each namespace carrying the restore-namespace label, pods without the mark
+//! that were created after this controller first saw the label (pods older than the label were
+//! not restored, they were there before).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use kube::core::PartialObjectMeta;
+use kube::ResourceExt;
+use restore_hooks_core::config::EngineConfig;
+use restore_hooks_core::hooks::plan::RESTORE_RUN_LABEL;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use super::events::{EventSink, EventType, Regarding};
+use crate::catalog::SharedIndex;
+use crate::metrics::Metrics;
+
+/// Event reason on such a pod.
+pub const NOT_ADMITTED: &str = "RestoreHooksNotApplied";
+
+/// How often the leader looks. A restore runs for minutes; this is a report, not a control loop.
+const EVERY: Duration = Duration::from_secs(30);
+
+pub struct Unmutated {
+    pub client: kube::Client,
+    pub index: Arc<SharedIndex>,
+    pub engine: EngineConfig,
+    pub events: EventSink,
+    pub metrics: Metrics,
+}
+
+impl Unmutated {
+    pub async fn run(self, stop: CancellationToken) {
+        let mut reported: HashSet<String> = HashSet::new();
+        let mut labelled_since: HashMap<String, Timestamp> = HashMap::new();
+        let mut tick = tokio::time::interval(EVERY);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let mut found = self.by_pod_label().await;
+            found.extend(self.by_namespace_label(&mut labelled_since).await);
+            for pod in found {
+                let Some(uid) = pod.uid() else { continue };
+                if !reported.insert(uid.clone()) {
+                    continue;
+                }
+                self.report(&pod, &uid).await;
+            }
+            // Bounded: uids of pods long gone are not worth keeping forever.
+            if reported.len() > 100_000 {
+                reported.clear();
+            }
+        }
+    }
+
+    async fn by_pod_label(&self) -> Vec<PartialObjectMeta<Pod>> {
+        let api: Api<Pod> = Api::all(self.client.clone());
+        let selector = format!("{},!{RESTORE_RUN_LABEL}", self.engine.restore_label);
+        match api.list_metadata(&ListParams::default().labels(&selector)).await {
+            Ok(list) => list
+                .items
+                .into_iter()
+                .filter(|p| !self.engine.excluded_namespaces.contains(&p.namespace().unwrap_or_default()))
+                .filter(|p| p.metadata.labels.as_ref().and_then(|l| l.get(&self.engine.restore_label)).is_some_and(|v| !v.is_empty()))
+                .collect(),
+            Err(e) => {
+                warn!(error = %e, "cannot list restored pods to look for ones the webhook did not see");
+                Vec::new()
+            }
+        }
+    }
+
+    async fn by_namespace_label(&self, labelled_since: &mut HashMap<String, Timestamp>) -> Vec<PartialObjectMeta<Pod>> {
+        let labelled: Vec<String> = {
+            let index = self.index.read();
+            index
+                .namespaces_with_label(&self.engine.restore_namespace_label)
+                .into_iter()
+                .filter(|n| !self.engine.excluded_namespaces.contains(n))
+                .collect()
+        };
+        let now = Timestamp::now();
+        labelled_since.retain(|ns, _| labelled.contains(ns));
+        let mut out = Vec::new();
+        for namespace in labelled {
+            let since = *labelled_since.entry(namespace.clone()).or_insert(now);
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+            let selector = format!("!{RESTORE_RUN_LABEL}");
+            match api.list_metadata(&ListParams::default().labels(&selector)).await {
+                Ok(list) => out.extend(list.items.into_iter().filter(|p| {
+                    p.metadata.creation_timestamp.as_ref().is_some_and(|t| t.0 > since)
+                })),
+                Err(e) => warn!(namespace, error = %e, "cannot list pods of a restore namespace"),
+            }
+        }
+        out
+    }
+
+    async fn report(&self, pod: &PartialObjectMeta<Pod>, uid: &str) {
+        let namespace = pod.namespace().unwrap_or_default();
+        let name = pod.name_any();
+        self.metrics.unmutated_pods.inc();
+        let message = "this restored pod was admitted without restore-hooks' webhook (it was \
+                       unavailable and the webhook configuration's failurePolicy is Ignore, or the \
+                       pod predates the installation): its restore hooks were not applied. Delete \
+                       the pod so that its controller recreates it through the webhook, or run its \
+                       hooks by hand";
+        warn!(pod = %format!("{namespace}/{name}"), "restored pod admitted without the webhook: its hooks were not applied");
+        let about = Regarding {
+            api_version: "v1",
+            kind: "Pod",
+            namespace: Some(namespace),
+            name,
+            uid: Some(uid.to_string()),
+            resource_version: pod.metadata.resource_version.clone(),
+        };
+        self.events.publish(&about, EventType::Warning, NOT_ADMITTED, message).await;
+    }
+}

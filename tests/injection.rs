@@ -8,8 +8,32 @@ use restore_hooks::catalog::StaticCatalog;
 use restore_hooks::catalog::static_files::{DocumentDefaults, add_documents};
 use restore_hooks::config::{EngineConfig, OnInvalid, VeleroHooksMode};
 use restore_hooks::hooks::plan::{ExecPlan, OnError};
-use restore_hooks::inject::{Decision, evaluate};
+use restore_hooks::hooks::pod::AdmittedPod;
+use restore_hooks::hooks::resolve::PodContext;
+use restore_hooks::hooks::restore_name::velero_label_value;
+use restore_hooks::inject::{Decision, Issuer, evaluate as decide};
 use serde_json::{Value, json};
+
+/// The engine on a pod's JSON, as the webhook and `inject` run it (no plan key: unsigned plans).
+fn evaluate(
+    pod: &Value,
+    namespace: &str,
+    catalog: &StaticCatalog,
+    config: &EngineConfig,
+) -> Result<Decision, serde_json::Error> {
+    let view = AdmittedPod::from_value(pod)?;
+    let index = catalog.index();
+    let ctx = PodContext {
+        pod: &view,
+        namespace,
+        namespace_labels: index.namespace_labels(namespace),
+    };
+    let issuer = Issuer {
+        keys: None,
+        now: jiff::Timestamp::now(),
+    };
+    Ok(decide(&ctx, &index, config, &issuer))
+}
 
 const NS: &str = "shop";
 
@@ -191,7 +215,7 @@ fn restorehooks_apply_in_name_order_with_effective_values() {
     assert_eq!(h[1].exec_timeout_ms, 30_000);
     assert_eq!(h[1].wait_timeout_ms, None);
     assert!(!h[1].wait_for_ready);
-    // Exact wire format of the plan (product.md §5).
+    // Exact wire format of the plan (docs/behaviour.md §5.1).
     let raw: Value = serde_json::from_str(a.annotation("restore-hooks.dev/plan").unwrap()).unwrap();
     assert_eq!(
         raw["hooks"][1],
@@ -417,7 +441,7 @@ fn annotation_defaults() {
 }
 
 #[test]
-fn init_containers_go_after_the_leading_restore_wait_run() {
+fn init_containers_go_after_the_last_restore_wait() {
     let hook = catalog(
         r#"
 apiVersion: restore-hooks.dev/v1alpha1
@@ -444,9 +468,18 @@ spec:
             ic(&["restore-wait", "restic-wait", "app-init"]),
             vec!["restore-wait", "restic-wait", "h1", "h2", "app-init"],
         ),
+        // A mesh webhook ran before us (Velero #3008): the hooks still need the volume data.
         (
             ic(&["istio-init", "restore-wait"]),
-            vec!["h1", "h2", "istio-init", "restore-wait"],
+            vec!["istio-init", "restore-wait", "h1", "h2"],
+        ),
+        (
+            ic(&["istio-init", "restore-wait", "migrate"]),
+            vec!["istio-init", "restore-wait", "h1", "h2", "migrate"],
+        ),
+        (
+            ic(&["restic-wait", "app-init", "restore-wait", "last"]),
+            vec!["restic-wait", "app-init", "restore-wait", "h1", "h2", "last"],
         ),
         (sidecar, vec!["h1", "h2", "istio-validation", "istio-proxy"]),
     ];
@@ -458,7 +491,7 @@ spec:
 }
 
 #[test]
-fn existing_containers_are_recognised_by_name_or_definition() {
+fn existing_containers_are_kept_replaced_or_refused_never_silently_dropped() {
     let hook = catalog(
         r#"
 apiVersion: restore-hooks.dev/v1alpha1
@@ -466,19 +499,180 @@ kind: RestoreHook
 metadata: {name: h}
 spec:
   postHooks:
-  - init: {initContainers: [{name: seed, image: busybox, command: [/seed]}, {name: db, image: busybox}]}
+  - init: {initContainers: [{name: seed, image: busybox, command: [/seed], args: [--all]}]}
 "#,
     );
-    // `db` clashes with the app container: skipped. `seed` exists as Velero injected it under a
-    // random name, with the same image and command: skipped too.
-    let p = pod(json!({"spec": {"initContainers": [
-        {"name": "velero-restore-init-deadfeed", "image": "busybox", "command": ["/seed"]}]}}));
-    let a = admit(&p, &hook, &EngineConfig::default());
-    assert_eq!(a.init_names(), ["velero-restore-init-deadfeed"]);
+    let with_init = |containers: Value, injected: Option<&str>| {
+        let mut p = pod(json!({"spec": {"initContainers": containers}}));
+        if let Some(names) = injected {
+            p["metadata"]["annotations"] = json!({"restore-hooks.dev/injected": names});
+        }
+        p
+    };
+    let same = json!({"name": "seed", "image": "busybox", "command": ["/seed"], "args": ["--all"]});
+    let older = json!({"name": "seed", "image": "busybox:old", "command": ["/seed"]});
+
+    // Same name, same definition: kept, not added again.
+    let a = admit(&with_init(json!([same.clone()]), None), &hook, &EngineConfig::default());
+    assert_eq!(a.init_names(), ["seed"]);
     assert!(a.injected.is_empty());
-    assert_eq!(a.annotation("restore-hooks.dev/injected"), None);
-    assert_eq!(a.plan().unwrap().hooks.len(), 0);
-    assert_eq!(a.exec_label(), None, "no exec hooks, no pending label");
+
+    // Velero's copy under a random name, identical definition: kept, not added again.
+    let mut random = same.clone();
+    random["name"] = json!("velero-restore-init-deadfeed");
+    let a = admit(&with_init(json!([random]), None), &hook, &EngineConfig::default());
+    assert_eq!(a.init_names(), ["velero-restore-init-deadfeed"]);
+
+    // The same image and command but other args is another container: injected.
+    let mut other_args = same.clone();
+    other_args["name"] = json!("velero-restore-init-cafe");
+    other_args["args"] = json!(["--partial"]);
+    let a = admit(&with_init(json!([other_args]), None), &hook, &EngineConfig::default());
+    assert_eq!(a.init_names(), ["seed", "velero-restore-init-cafe"]);
+
+    // Ours from an earlier cycle (listed in `injected`) with an older definition: replaced
+    // where it stands, so a re-restore after the hook changed runs the current one.
+    let p = with_init(json!([{"name": "restore-wait", "image": "velero/helper"}, older.clone()]), Some("seed"));
+    let a = admit(&p, &hook, &EngineConfig::default());
+    assert_eq!(a.init_names(), ["restore-wait", "seed"]);
+    assert_eq!(a.pod["spec"]["initContainers"][1], same);
+    assert_eq!(a.annotation("restore-hooks.dev/injected"), Some("seed"));
+
+    // Anyone else's container of that name: the hook is invalid, and the message names both.
+    let p = with_init(json!([older]), None);
+    let message = denied(&p, &hook, &EngineConfig::default());
+    assert!(message.contains("init container \"seed\" clashes with the pod's own init container \"seed\" (image \"busybox:old\")"), "{message}");
+    let app_clash = catalog(
+        "apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {name: h}\nspec: {postHooks: [{init: {initContainers: [{name: db, image: busybox}]}}]}\n",
+    );
+    let message = denied(&pod(json!({})), &app_clash, &EngineConfig::default());
+    assert!(message.contains("clashes with the pod's app container \"db\""), "{message}");
+    // Under --on-invalid warn: admitted without it, with the same words as a warning.
+    let a = admit(&pod(json!({})), &app_clash, &warn_own());
+    assert!(a.init_names().is_empty());
+    assert!(a.warnings[0].contains("app container \"db\""), "{:?}", a.warnings);
+}
+
+/// Velero's own documented example selects a whole namespace and names one container: every
+/// other pod of the namespace must be admitted, told that the hook does not apply to it.
+#[test]
+fn spec_exec_hooks_for_a_container_the_pod_lacks_do_not_apply() {
+    let docs = r#"
+apiVersion: velero.io/v1
+kind: Restore
+metadata: {name: r1}
+spec:
+  hooks:
+    resources:
+    - name: restore-hook-1
+      includedNamespaces: [shop]
+      postHooks:
+      - exec: {container: postgres, command: [/bin/bash, -c, "psql < /backup/backup.sql"], waitTimeout: 5m, execTimeout: 1m, onError: Continue}
+---
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: pg}
+spec:
+  postHooks:
+  - exec: {container: postgres, command: [/analyze]}
+  - exec: {command: [/on-default-container]}
+"#;
+    let a = admit(&pod(json!({})), &catalog(docs), &own());
+    let plan = a.plan().unwrap();
+    assert_eq!(plan.hooks.len(), 1);
+    assert_eq!(plan.hooks[0].command, ["/on-default-container"]);
+    let na: Vec<_> = plan.not_applicable.iter().map(|r| (r.source.as_str(), r.index, r.container.as_str())).collect();
+    assert_eq!(na, [("velero-restore/r1", 0, "postgres"), ("restorehook/pg", 0, "postgres")]);
+    assert_eq!(a.warnings.len(), 2, "{:?}", a.warnings);
+    assert!(a.warnings[0].contains("does not apply to this pod: it targets container \"postgres\""), "{:?}", a.warnings);
+    // The pod's own annotation naming a missing container stays a mistake in the pod.
+    let annotated = pod(json!({"metadata": {"annotations": {
+        "post.hook.restore.velero.io/command": "/x", "post.hook.restore.velero.io/container": "postgres"}}}));
+    assert!(denied(&annotated, &catalog(""), &own()).contains("post.hook.restore.velero.io/container"));
+}
+
+/// Velero writes `velero.io/restore-name` through GetValidName: 57 characters and 6 hex digits.
+#[test]
+fn long_restore_names_are_matched_by_velero_s_hashed_label() {
+    let full = "nightly-schedule-for-the-payments-database-cluster-20261203101500";
+    assert_eq!(full.len(), 65);
+    let label = velero_label_value(full).into_owned();
+    assert_ne!(label, full);
+    let docs = format!(
+        r#"
+apiVersion: velero.io/v1
+kind: Restore
+metadata: {{name: {full}}}
+spec:
+  hooks:
+    resources:
+    - name: from-velero
+      postHooks: [{{exec: {{command: [/velero]}}}}]
+---
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {{name: by-full-name}}
+spec:
+  restores: ["nightly-schedule-*-20261203101500"]
+  postHooks: [{{exec: {{command: [/ours]}}}}]
+"#
+    );
+    let mut p = pod(json!({}));
+    p["metadata"]["labels"]["velero.io/restore-name"] = json!(label);
+    let a = admit(&p, &catalog(&docs), &own());
+    let plan = a.plan().unwrap();
+    assert_eq!(plan.restore, full, "the plan names the restore in full");
+    let cmds: Vec<_> = plan.hooks.iter().map(|h| h.command[0].as_str()).collect();
+    assert_eq!(cmds, ["/velero", "/ours"]);
+    // The marker keeps the label value (a label must fit 63 characters).
+    assert_eq!(a.pod["metadata"]["labels"]["restore-hooks.dev/restore-run"], json!(label));
+    // Without the Restore, the label value is all there is to match.
+    let a = admit(&p, &catalog(docs.split("---").nth(1).unwrap()), &own());
+    assert_eq!(a.plan().map(|p| p.hooks.len()), None, "the glob does not match the hashed label");
+}
+
+/// Go encodes empty lists and maps as `null`: such a Restore is valid, and empty where null.
+#[test]
+fn velero_nulls_are_empty() {
+    let docs = r#"
+apiVersion: velero.io/v1
+kind: Restore
+metadata: {name: r1}
+spec:
+  hooks:
+    resources:
+    - name: nulls
+      includedNamespaces: null
+      excludedNamespaces: null
+      includedResources: null
+      excludedResources: null
+      labelSelector: null
+      postHooks:
+      - init: {initContainers: null}
+      - exec: {command: [/x], container: null, onError: null, execTimeout: null}
+---
+apiVersion: velero.io/v1
+kind: Restore
+metadata: {name: r2}
+spec: {hooks: {resources: null}}
+"#;
+    let a = admit(&pod(json!({})), &catalog(docs), &own());
+    let plan = a.plan().unwrap();
+    assert_eq!(plan.hooks.len(), 1);
+    assert_eq!((plan.hooks[0].container.as_str(), plan.hooks[0].index), ("db", 1));
+}
+
+#[test]
+fn a_re_restore_replaces_the_stale_copy_of_a_changed_hook() {
+    let v1 = catalog("apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {name: h}\nspec: {postHooks: [{init: {initContainers: [{name: seed, image: 'busybox:1'}]}}]}\n");
+    let v2 = catalog("apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {name: h}\nspec: {postHooks: [{init: {initContainers: [{name: seed, image: 'busybox:2'}]}}]}\n");
+    let first = admit(&pod(json!({})), &v1, &EngineConfig::default());
+    let mut backed_up = first.pod.clone();
+    backed_up["metadata"]["labels"]["velero.io/restore-name"] = json!("r2");
+    let again = admit(&backed_up, &v2, &EngineConfig::default());
+    assert_eq!(again.init_names(), ["seed"]);
+    assert_eq!(again.pod["spec"]["initContainers"][0]["image"], "busybox:2");
+    assert_eq!(again.injected, ["seed"]);
 }
 
 #[test]
@@ -508,9 +702,17 @@ fn stale_state_is_removed_when_no_hook_applies() {
     assert_eq!(a.exec_label(), None);
     assert_eq!(a.annotation("restore-hooks.dev/plan"), None);
     assert_eq!(a.annotation("restore-hooks.dev/status"), None);
-    // A plain in-scope pod without hooks gets no patch at all.
+    // A plain in-scope pod without hooks only gets the mark that lets hook objects that arrive
+    // later find it.
     let d = evaluate(&pod(json!({})), NS, &catalog(""), &EngineConfig::default()).unwrap();
-    assert_eq!(d, Decision::Unchanged { warnings: vec![] });
+    let Decision::Patch { patch, .. } = d else {
+        panic!("expected the restore-run mark: {d:?}")
+    };
+    let ops = serde_json::to_value(&patch).unwrap();
+    assert_eq!(
+        ops,
+        json!([{"op": "add", "path": "/metadata/labels/restore-hooks.dev~1restore-run", "value": "r1"}])
+    );
 }
 
 #[test]
@@ -785,4 +987,65 @@ spec:
 fn undecodable_pods_are_errors_not_panics() {
     let p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": "oops"}});
     assert!(evaluate(&p, NS, &catalog(""), &EngineConfig::default()).is_err());
+}
+
+#[test]
+fn oversized_plans_are_denied_with_their_size() {
+    let long = "x".repeat(70 * 1024);
+    let docs = format!("apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {{name: big}}\nspec: {{postHooks: [{{exec: {{command: [/bin/sh, -c, '{long}']}}}}]}}\n");
+    for config in [EngineConfig::default(), warn_own()] {
+        let message = denied(&pod(json!({})), &catalog(&docs), &config);
+        assert!(message.contains("its exec plan would be") && message.contains("over the 64 KiB"), "{message}");
+    }
+    // Other annotations leave too little room for ours and the status to come.
+    let crowded = pod(json!({"metadata": {"annotations": {"big": "y".repeat(230 * 1024)}}}));
+    let small = catalog("apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {name: h}\nspec: {postHooks: [{exec: {command: [/x]}}]}\n");
+    let message = denied(&crowded, &small, &EngineConfig::default());
+    assert!(message.contains("over Kubernetes' limit of 256 KiB"), "{message}");
+}
+
+#[test]
+fn exec_timeouts_over_the_cap_are_capped_with_a_warning() {
+    let docs = "apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {name: h}\nspec: {postHooks: [{exec: {command: [/x], execTimeout: 10h}}]}\n";
+    let a = admit(&pod(json!({})), &catalog(docs), &EngineConfig::default());
+    assert_eq!(a.plan().unwrap().hooks[0].exec_timeout_ms, 4 * 3_600_000);
+    assert!(a.warnings[0].contains("exceeds --max-exec-timeout 4h0m0s; capped"), "{:?}", a.warnings);
+}
+
+#[test]
+fn cluster_restore_hooks_select_namespaces_by_label_and_come_before_restore_hooks() {
+    let docs = r#"
+apiVersion: restore-hooks.dev/v1alpha1
+kind: ClusterRestoreHook
+metadata: {name: platform}
+spec:
+  namespaceSelector: {matchLabels: {tier: data}}
+  labelSelector: {matchLabels: {app: db}}
+  postHooks: [{exec: {command: [/cluster]}}]
+---
+apiVersion: restore-hooks.dev/v1alpha1
+kind: ClusterRestoreHook
+metadata: {name: elsewhere}
+spec:
+  namespaceSelector: {matchLabels: {tier: web}}
+  postHooks: [{exec: {command: [/never]}}]
+---
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: local}
+spec: {postHooks: [{exec: {command: [/local]}}]}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop, labels: {tier: data}}
+"#;
+    let a = admit(&pod(json!({})), &catalog(docs), &own());
+    let got: Vec<_> = a.plan().unwrap().hooks.iter().map(|h| (h.source.clone(), h.command[0].clone())).collect();
+    assert_eq!(
+        got,
+        [
+            ("clusterrestorehook/platform".to_string(), "/cluster".to_string()),
+            ("restorehook/local".to_string(), "/local".to_string())
+        ]
+    );
 }

@@ -6,11 +6,18 @@ use std::collections::BTreeMap;
 use crate::hooks::types::{ClusterRestoreHook, Labels, RestoreHook, VeleroRestore};
 use crate::index::{HookIndex, IndexObject, Origin};
 
+/// A fixed set of hook documents (the `--hooks` files of `restore-hooks inject`, docs/behaviour.md
+/// §4.9, or a test's fixtures), compiled into a [`HookIndex`] with [`StaticCatalog::index`].
 #[derive(Clone, Debug, Default)]
 pub struct StaticCatalog {
+    /// Namespace labels by namespace name (`inject --namespace-label`, §4.9): what
+    /// `namespaceSelector`s and the restore-namespace label see (§1.1, §2.7).
     pub namespaces: BTreeMap<String, Labels>,
+    /// Velero `Restore` documents whose `spec.hooks` are a hook source (§2.4).
     pub velero_restores: Vec<VeleroRestore>,
+    /// ClusterRestoreHook documents (§2.6).
     pub cluster_restore_hooks: Vec<ClusterRestoreHook>,
+    /// RestoreHook documents (§2.5).
     pub restore_hooks: Vec<RestoreHook>,
 }
 
@@ -44,6 +51,7 @@ impl StaticCatalog {
         index
     }
 
+    /// Whether the catalog holds no document at all (no namespace, Restore or hook object).
     pub fn is_empty(&self) -> bool {
         self.namespaces.is_empty()
             && self.velero_restores.is_empty()

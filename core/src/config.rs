@@ -3,11 +3,12 @@
 /// Who runs the hooks of Velero's own sources (pod annotations and Velero `Restore` objects).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum VeleroHooksMode {
-    /// Pods Velero created (restore pod label) keep Velero's own hooks; only RestoreHook hooks
-    /// apply to them. Every other in-scope pod gets all three sources.
+    /// Pods Velero created (restore pod label) keep Velero's own hooks; only hook-object hooks
+    /// (RestoreHook, ClusterRestoreHook) apply to them. Every other in-scope pod gets all four
+    /// sources (docs/behaviour.md §3.3).
     #[default]
     Defer,
-    /// All three sources for every in-scope pod: Velero without a hook engine, or another tool.
+    /// All four sources for every in-scope pod: Velero without a hook engine, or another tool.
     Own,
 }
 
@@ -30,7 +31,11 @@ pub struct EngineConfig {
     pub restore_namespace_label: String,
     /// Namespace holding Velero `Restore` objects.
     pub velero_namespace: String,
+    /// `--velero-hooks defer|own`: who runs annotation and Velero Restore hooks (docs/behaviour.md
+    /// §3.3).
     pub velero_hooks: VeleroHooksMode,
+    /// `--on-invalid deny|warn`: deny a pod with an invalid hook, or admit it without that hook
+    /// (docs/behaviour.md §3.6).
     pub on_invalid: OnInvalid,
     /// `--max-exec-timeout`: longer exec timeouts are capped (a hook holds an exec slot while it
     /// runs; docs/behaviour.md §6.11).
@@ -42,8 +47,14 @@ pub struct EngineConfig {
 /// Default `--max-exec-timeout`: 4 h, Velero's own cap.
 pub const DEFAULT_MAX_EXEC_TIMEOUT_MS: u64 = 4 * 3_600_000;
 
+/// Default `--restore-label`: the pod label Velero puts on every object it restores
+/// (docs/behaviour.md §1.1).
 pub const DEFAULT_RESTORE_LABEL: &str = "velero.io/restore-name";
+/// Default `--restore-namespace-label`: the namespace label that puts every pod created in the
+/// namespace into the named restore (docs/behaviour.md §1.1).
 pub const DEFAULT_RESTORE_NAMESPACE_LABEL: &str = "restore-hooks.dev/restore";
+/// Default `--velero-namespace`: where Velero `Restore` objects are read from (docs/behaviour.md
+/// §2.4).
 pub const DEFAULT_VELERO_NAMESPACE: &str = "velero";
 
 impl Default for EngineConfig {

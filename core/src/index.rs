@@ -28,31 +28,55 @@ pub enum Origin {
 /// One object to add to (or replace in) the index.
 #[derive(Clone, Debug)]
 pub enum IndexObject {
+    /// A RestoreHook, compiled on arrival (docs/behaviour.md §2.5).
     RestoreHook(RestoreHook),
+    /// A ClusterRestoreHook, compiled on arrival (§2.6).
     ClusterRestoreHook(ClusterRestoreHook),
+    /// A Velero `Restore` in any namespace; only those in `--velero-namespace` are looked up
+    /// (§2.4).
     VeleroRestore(VeleroRestore),
     /// A hook object that does not decode: the pods it might select are told why.
     Unreadable {
+        /// What the object was meant to be.
         kind: SourceKind,
+        /// `metadata.namespace`; `None` for a ClusterRestoreHook.
         namespace: Option<String>,
+        /// `metadata.name`.
         name: String,
+        /// `metadata.generation`, reported in `status.webhooks` like a compiled one's.
         generation: Option<i64>,
+        /// Why it does not decode (the deserialiser's message).
         reason: String,
     },
-    Namespace { name: String, labels: Labels },
+    /// A namespace's labels: what the restore-namespace label and `namespaceSelector`s read
+    /// (§1.1, §1.5, §2.7).
+    Namespace {
+        /// The namespace's name.
+        name: String,
+        /// Its current labels.
+        labels: Labels,
+    },
 }
 
 /// The kinds the index holds, for [`HookIndex::reset`] and [`HookIndex::delete`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum IndexKind {
+    /// RestoreHooks (readable or not).
     RestoreHook,
+    /// ClusterRestoreHooks (readable or not).
     ClusterRestoreHook,
+    /// Velero Restores (readable or not).
     VeleroRestore,
+    /// Namespaces and their labels.
     Namespace,
 }
 
 type Key = (String, Origin);
 
+/// Every compiled hook object and every namespace's labels the webhook (or `inject`) knows, keyed
+/// for admission's lookups: RestoreHooks and Velero Restores by namespace and name,
+/// ClusterRestoreHooks by name, so that iteration yields the source order of docs/behaviour.md
+/// §3.2.
 #[derive(Clone, Debug, Default)]
 pub struct HookIndex {
     namespaces: HashMap<String, Labels>,
@@ -68,6 +92,8 @@ pub struct HookIndex {
 }
 
 impl IndexObject {
+    /// The kind it is stored and deleted under (an unreadable object under the kind it was meant
+    /// to be).
     pub fn kind(&self) -> IndexKind {
         match self {
             IndexObject::RestoreHook(_) => IndexKind::RestoreHook,
@@ -84,6 +110,7 @@ impl IndexObject {
 }
 
 impl HookIndex {
+    /// An empty index: no hook objects, no namespaces known.
     pub fn new() -> Self {
         Self::default()
     }
@@ -270,7 +297,7 @@ impl HookIndex {
         fn by_name<'m>(m: &'m BTreeMap<Key, Arc<CompiledObject>>, name: &str) -> Option<&'m Arc<CompiledObject>> {
             m.range((name.to_string(), Origin::Static)..=(name.to_string(), Origin::Cluster))
                 .map(|(_, o)| o)
-                .last()
+                .next_back()
         }
         match kind {
             SourceKind::RestoreHook => by_name(self.restore_hooks.get(namespace)?, name),

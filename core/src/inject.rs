@@ -34,23 +34,40 @@ pub const RESTORE_WAIT_CONTAINERS: [&str; 2] = ["restore-wait", "restic-wait"];
 /// time to stamp into `issuedAt`.
 #[derive(Clone, Copy, Debug)]
 pub struct Issuer<'a> {
+    /// Signs the plan (`restore-hooks.dev/plan-signature`, docs/behaviour.md §9.1); `None`: the
+    /// plan is written unsigned, which the controller refuses (§4.9, §9.3).
     pub keys: Option<&'a PlanKeys>,
+    /// The plan's `issuedAt`, and the clock an existing plan's age is measured against on
+    /// reinvocation (kept when under 5 minutes old, §4.6).
     pub now: Timestamp,
 }
 
+/// The admission answer for one pod (docs/behaviour.md §3.6, §4.5), as the webhook returns it and
+/// `restore-hooks inject` prints it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Decision {
     /// Allow without a patch: not a restored pod, or nothing to change.
-    Unchanged { warnings: Vec<String> },
+    Unchanged {
+        /// Admission warnings (the AdmissionResponse's `warnings`, one entry each), e.g. skipped
+        /// invalid hooks under `--on-invalid warn`.
+        warnings: Vec<String>,
+    },
     /// Allow with this patch.
     Patch {
+        /// The JSON Patch (RFC 6902) of docs/behaviour.md §4.5.
         patch: Patch,
+        /// Admission warnings: invalid hooks skipped under `--on-invalid warn`, not-applicable
+        /// hooks, capped timeouts.
         warnings: Vec<String>,
         /// Names of the init containers the patch adds or replaces, in order.
         injected: Vec<String>,
     },
     /// Deny with this message (invalid hooks under `--on-invalid deny`, or a plan too large).
-    Deny { message: String },
+    Deny {
+        /// The denial message: the pod, the restore and every problem (§3.6), or the size bound
+        /// the plan or the pod's annotations exceed (§10).
+        message: String,
+    },
 }
 
 /// Decides what happens to the pod.

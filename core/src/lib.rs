@@ -4,6 +4,7 @@
 //! shells around these functions. The behaviour they implement is specified in
 //! `docs/behaviour.md`.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod catalog;
 pub mod config;

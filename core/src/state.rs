@@ -16,6 +16,9 @@
 //! cannot kill the remote process). It counts as in flight until `startedAt + execTimeout +
 //! grace`; only then is it recorded as interrupted, and only then may the container's next hook
 //! start. It is never run again: hooks run at most once.
+//!
+//! The module is long because of its tests: about half of it is the table of §6's rules (order,
+//! waits, onError, failover, scope), one table-driven test per group of rules.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -35,6 +38,7 @@ pub const INTERRUPTED: &str = "interrupted: the controller that started the exec
 /// Whether a pod still exists, as far as the controller can tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Presence {
+    /// The pod exists and is not being deleted: its hooks may run.
     Present,
     /// `metadata.deletionTimestamp` is set: the pod is going away but can still be patched.
     Terminating,
@@ -45,16 +49,21 @@ pub enum Presence {
 /// One container's readiness for exec.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ContainerState {
+    /// The container status has `state.running`: the container is up (docs/behaviour.md §6.4).
     pub running: bool,
+    /// The container status has `ready: true`: up for a container with a `waitForReady` hook.
     pub ready: bool,
 }
 
 /// The parts of a pod the state machine looks at.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodView {
+    /// Whether the pod still exists (§6.8).
     pub presence: Presence,
     /// `status.phase` (`Pending`, `Running`, `Succeeded`, `Failed`, `Unknown`).
     pub phase: Option<String>,
+    /// `metadata.creationTimestamp`: `waitTimeout` counts from it (§6.5); `None`: no wait
+    /// expires.
     pub created: Option<Timestamp>,
     /// Every container and whether it can be an exec target.
     pub targets: ExecTargets,
@@ -64,6 +73,7 @@ pub struct PodView {
 }
 
 impl PodView {
+    /// The view of a pod as read from the API server or a watch.
     pub fn from_pod(pod: &Pod) -> Self {
         let targets = match &pod.spec {
             Some(spec) => ExecTargets::new(
@@ -129,6 +139,7 @@ impl PodView {
 /// What the reconciler knows that the pod does not say.
 #[derive(Clone, Copy, Debug)]
 pub struct Context<'a> {
+    /// The time of the decision: deadlines, `finishedAt` and waits are measured against it.
     pub now: Timestamp,
     /// Hooks whose exec this process runs right now (their `Running` record is its own).
     pub running_here: &'a BTreeSet<usize>,
@@ -143,6 +154,8 @@ pub struct Context<'a> {
     pub out_of_scope: Option<&'a str>,
 }
 
+/// What the controller does next for one pod: the status to write first, the hooks to start, and
+/// when to decide again (docs/behaviour.md §6).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
     /// The status with every transition that needs no exec applied (interrupted, expired,
@@ -430,6 +443,8 @@ pub fn align(plan: &ExecPlan, recorded: Option<&ExecStatus>) -> ExecStatus {
     }
 }
 
+/// The status entry of a plan hook that has not started: `Pending`, copying its `name`, `index`
+/// and `container` (docs/behaviour.md §5.3).
 pub fn pending(hook: &PlannedHook) -> HookStatus {
     HookStatus {
         name: hook.name.clone(),

@@ -13,9 +13,24 @@ use crate::state::align;
 /// An object whose status sums pods' contributions.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Target {
-    RestoreHook { namespace: String, name: String },
-    ClusterRestoreHook { name: String },
-    RestoreRun { restore: String },
+    /// A RestoreHook's status (docs/behaviour.md §8.1).
+    RestoreHook {
+        /// The RestoreHook's namespace: the pod's.
+        namespace: String,
+        /// The RestoreHook's name.
+        name: String,
+    },
+    /// A ClusterRestoreHook's status (§8.1).
+    ClusterRestoreHook {
+        /// The ClusterRestoreHook's name.
+        name: String,
+    },
+    /// The RestoreRun of one restore (§8.3).
+    RestoreRun {
+        /// The full restore name (the plan's `restore`); [`restore_run_name`] gives the object
+        /// name.
+        restore: String,
+    },
 }
 
 /// One pod's part in one target's status.
@@ -23,6 +38,8 @@ pub enum Target {
 pub struct Contribution {
     /// The pod's plan has at least one exec hook of the target.
     pub planned: bool,
+    /// The pod's hooks of the target by phase, plus its not-applicable and missed init hooks.
+    /// Hook objects count `Skipped` as failed; a RestoreRun keeps `skipped` apart.
     pub counts: HookCounts,
     /// The pod's first failed hook of the target: its name and message.
     pub first_failure: Option<(String, String)>,

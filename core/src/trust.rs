@@ -18,14 +18,25 @@ pub const ISSUED_AT_TOLERANCE: SignedDuration = SignedDuration::from_secs(5 * 60
 /// What the controller knows of a pod, for these checks.
 #[derive(Clone, Copy, Debug)]
 pub struct PodFacts<'a> {
+    /// `metadata.namespace`: must equal the namespace the plan was signed for.
     pub namespace: &'a str,
+    /// `metadata.name`: must equal the signed name, unless the plan was signed with an empty
+    /// name for a `generateName` pod (docs/behaviour.md §9.3).
     pub name: &'a str,
+    /// `metadata.generateName`, when the pod has one.
     pub generate_name: Option<&'a str>,
+    /// `metadata.uid`: what the status signature is bound to (§9.4).
     pub uid: &'a str,
+    /// `metadata.creationTimestamp`: the plan's `issuedAt` must be within
+    /// [`ISSUED_AT_TOLERANCE`] of it.
     pub created: Option<Timestamp>,
+    /// The raw `restore-hooks.dev/plan` annotation, as signed.
     pub plan: Option<&'a str>,
+    /// The `restore-hooks.dev/plan-signature` annotation.
     pub plan_signature: Option<&'a str>,
+    /// The raw `restore-hooks.dev/status` annotation, as signed.
     pub status: Option<&'a str>,
+    /// The `restore-hooks.dev/status-signature` annotation.
     pub status_signature: Option<&'a str>,
 }
 
@@ -33,29 +44,43 @@ pub struct PodFacts<'a> {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Rejection {
     #[error("the pod carries restore-hooks.dev/exec=pending but no restore-hooks.dev/plan annotation")]
+    /// The exec label says `pending` but there is no plan.
     NoPlan,
     #[error("the restore-hooks.dev/plan annotation is not a valid plan: {0}")]
+    /// The plan verified but is not a valid plan document (the JSON error).
     UnreadablePlan(String),
     #[error("its exec plan was not issued by this installation's webhook for this pod: {0}; nothing is run")]
+    /// The plan signature is missing, malformed, from an unknown key or does not match
+    /// (§9.3); also when no plan key is configured.
     Unsigned(SignatureError),
     #[error(
         "its exec plan was issued at {issued} for a pod created at {created}: it belongs to \
          another pod (copied, or from an old backup); nothing is run"
     )]
-    OtherPod { issued: String, created: String },
+    /// `issuedAt` is more than [`ISSUED_AT_TOLERANCE`] from the pod's creation (or unreadable).
+    OtherPod {
+        /// The plan's `issuedAt`, as written.
+        issued: String,
+        /// The pod's `creationTimestamp` (RFC 3339, UTC).
+        created: String,
+    },
     #[error(
         "its restore-hooks.dev/status was not written by this installation's controller ({0}): \
          hook progress cannot be trusted, so nothing is run (hooks run at most once)"
     )]
+    /// The status signature does not verify for this pod's uid (§9.4).
     ForgedStatus(SignatureError),
     #[error("the restore-hooks.dev/status annotation is unreadable ({0}); no hook is run, to keep hooks at most once")]
+    /// The status verified but is not a valid status document (the JSON error).
     UnreadableStatus(String),
 }
 
 /// The plan and status the controller may act on.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Trusted {
+    /// The verified plan.
     pub plan: ExecPlan,
+    /// The verified status; `None` while the pod carries no status annotation yet.
     pub status: Option<ExecStatus>,
 }
 

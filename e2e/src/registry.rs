@@ -18,6 +18,9 @@ pub struct ResourceType {
     /// Has a `/status` subresource: the main resource ignores status writes and vice versa.
     pub status: bool,
     pub from_crd: bool,
+    /// A CRD's `additionalPrinterColumns` (of its storage version): what `kubectl get` shows
+    /// (see `table.rs`). Empty for built-ins, which have their own columns there.
+    pub printer_columns: Vec<Value>,
 }
 
 impl ResourceType {
@@ -57,6 +60,7 @@ impl ResourceType {
             short_names: short.iter().map(|s| s.to_string()).collect(),
             status,
             from_crd: false,
+            printer_columns: Vec::new(),
         }
     }
 
@@ -110,6 +114,12 @@ impl ResourceType {
                 .unwrap_or_default(),
             status,
             from_crd: true,
+            printer_columns: ordered
+                .first()
+                .and_then(|v| v.get("additionalPrinterColumns"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
         })
     }
 }

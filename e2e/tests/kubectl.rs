@@ -166,3 +166,145 @@ async fn kubectl_get_watch_apply_exec() {
     assert_eq!(out.trim(), "pod/web");
     t.sim.shutdown().await;
 }
+
+/// A CRD's `additionalPrinterColumns` as kubectl shows them: the server renders the table
+/// (string, integer and date columns, JSONPath filters, an empty cell where the path finds
+/// nothing, `priority: 1` columns only with `-o wide`), and `kubectl wait --for=jsonpath` on a
+/// custom resource returns once its status says so.
+#[tokio::test]
+async fn kubectl_prints_printer_columns_of_custom_resources() {
+    if !kubectl_available() {
+        eprintln!("note: kubectl not on PATH; skipping the kubectl test");
+        return;
+    }
+    let t = sim().await;
+    let kc = t.dir.path().join("kubeconfig");
+    let cache = t.dir.path().join("kube-cache");
+    t.sim.write_kubeconfig(&kc).unwrap();
+    let get = |args: &'static [&'static str]| {
+        let mut c = kubectl(&kc, &cache);
+        c.args(args);
+        c
+    };
+
+    let crd = t.dir.path().join("crd.yaml");
+    std::fs::write(
+        &crd,
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+    additionalPrinterColumns:
+    - {name: Size, type: string, jsonPath: .spec.size}
+    - {name: Replicas, type: integer, jsonPath: .status.replicas}
+    - {name: Ready, type: string, jsonPath: '.status.conditions[?(@.type=="Ready")].status'}
+    - {name: Owner, type: string, jsonPath: .spec.owner, priority: 1}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
+"#,
+    )
+    .unwrap();
+    let (code, _, err) = run({
+        let mut c = kubectl(&kc, &cache);
+        c.arg("apply").arg("-f").arg(&crd);
+        c
+    })
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let widgets = t.dir.path().join("widgets.yaml");
+    std::fs::write(
+        &widgets,
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: big}\nspec: {size: L, owner: ops}\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: new}\nspec: {size: S}\n",
+    )
+    .unwrap();
+    let (code, _, err) = run({
+        let mut c = kubectl(&kc, &cache);
+        c.arg("apply").arg("-f").arg(&widgets);
+        c
+    })
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let gvk = kube::core::GroupVersionKind::gvk("example.com", "v1", "Widget");
+    let api: Api<kube::api::DynamicObject> =
+        Api::default_namespaced_with(t.client.clone(), &kube::core::ApiResource::from_gvk(&gvk));
+    let status = json!({"status": {"replicas": 3, "conditions": [
+        {"type": "Progressing", "status": "False"},
+        {"type": "Ready", "status": "True"},
+    ]}});
+    api.patch_status(
+        "big",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&status),
+    )
+    .await
+    .unwrap();
+
+    let (code, out, err) = run(get(&["get", "widgets"])).await;
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "SIZE", "REPLICAS", "READY", "AGE"],
+        "{out}"
+    );
+    let big: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(&big[..4], ["big", "L", "3", "True"], "{out}");
+    // The new widget has no status: its Replicas and Ready cells are empty.
+    let new: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(&new[..2], ["new", "S"], "{out}");
+    assert_eq!(new.len(), 3, "name, size and age only: {out}");
+    assert!(new[2].ends_with('s'), "an age: {out}");
+
+    let (code, out, err) = run(get(&["get", "wd", "big", "-o", "wide"])).await;
+    assert_eq!(code, 0, "{err}");
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "SIZE", "REPLICAS", "READY", "OWNER", "AGE"],
+        "{out}"
+    );
+    assert!(out.lines().nth(1).unwrap().contains("ops"), "{out}");
+
+    // kubectl wait reads the object, then watches it until the JSONPath matches.
+    let mut wait = kubectl(&kc, &cache);
+    wait.args([
+        "wait",
+        "--for=jsonpath={.status.replicas}=4",
+        "widget/big",
+        "--timeout=20s",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let wait = wait.spawn().unwrap();
+    // Usually kubectl is watching by the time the status changes; if not, its first read sees
+    // the new status. It must return either way: the pause only makes the watch path likely.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    api.patch_status(
+        "big",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&json!({"status": {"replicas": 4}})),
+    )
+    .await
+    .unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(20), wait.wait_with_output())
+        .await
+        .expect("kubectl wait returned")
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("condition met"));
+    t.sim.shutdown().await;
+}

@@ -7,7 +7,10 @@
 //! marked as admitted in a restore scope, and appends the object's exec hooks to the plans of
 //! those it selects that are still young enough (`--late-hook-window`), signed like the
 //! webhook's. Its init hooks cannot apply to a running pod: they are recorded in the plan as
-//! missed, and reported on the object.
+//! missed, and reported on the object. A pod marked only after such a scan (the watches are
+//! separate streams, and a webhook replica may not have compiled an object the controller already
+//! has) is looked at when it first appears, against the objects that select it but are not in
+//! its plan yet.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,8 +36,8 @@ use tracing::{debug, info, warn};
 
 use super::events::{EventSink, EventType, INIT_HOOKS_MISSED, LATE_HOOKS_ADDED, Regarding};
 use super::finished::FinishedPods;
-use super::tally::{LateOutcome, MarkedPods, Tally};
-use crate::catalog::SharedIndex;
+use super::tally::{LateOutcome, MarkedPod, MarkedPods, Tally};
+use crate::catalog::{HookIndex, SharedIndex};
 use crate::metrics::Metrics;
 use crate::plan_key::KeyRing;
 
@@ -65,6 +68,7 @@ impl LateHooks {
             return;
         }
         let mut compiled = self.index.subscribe();
+        let mut arrivals = self.marked.arrivals();
         // Objects compiled before this leader started are looked at once: a restore may have
         // happened while no replica led.
         let known: Vec<Arc<CompiledObject>> = {
@@ -75,6 +79,13 @@ impl LateHooks {
                 .cloned()
                 .collect()
         };
+        // The scan compares objects with the marked pods: wait for their first list (the tally
+        // starts with this leader), or the objects compiled before now would be compared with
+        // an empty set and never added to the pods admitted before them.
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = self.marked.listed() => {}
+        }
         for object in known {
             self.scan(&object).await;
         }
@@ -96,7 +107,80 @@ impl LateHooks {
                     }
                     Err(_) => return,
                 },
+                arrival = arrivals.recv() => match arrival {
+                    Ok(uid) => self.arrived(&uid).await,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        warn!(missed = n, "late-hook look at new pods fell behind; rescanning every hook object");
+                        let all: Vec<_> = {
+                            let index = self.index.read();
+                            index.cluster_restore_hooks().chain(index.all_restore_hooks()).cloned().collect()
+                        };
+                        for object in all {
+                            self.scan(&object).await;
+                        }
+                    }
+                    Err(_) => return,
+                },
             }
+        }
+    }
+
+    /// Whether `object` selects the marked pod `p` now (the rules of the webhook: scope,
+    /// restore name, selectors).
+    fn selects(&self, index: &HookIndex, object: &CompiledObject, p: &MarkedPod) -> bool {
+        if object.kind == SourceKind::RestoreHook && object.namespace.as_deref() != Some(p.namespace.as_str()) {
+            return false;
+        }
+        let Some(scope) = restore_scope(&p.namespace, Some(&p.labels), index.namespace_labels(&p.namespace), &self.engine) else {
+            return false;
+        };
+        let restore = index
+            .velero_restore(&self.engine.velero_namespace, &scope.restore)
+            .map_or(scope.restore.clone(), |r| r.name.clone());
+        object.entries.iter().any(|e| {
+            e.filter
+                .as_ref()
+                .is_ok_and(|f| f.matches(&p.namespace, index.namespace_labels(&p.namespace), &restore, &p.labels))
+        })
+    }
+
+    /// A pod first marked after the leader's first look: the hook objects it did not get at
+    /// admission although they select it (the webhook had not compiled them yet, or their scan
+    /// ran before this pod was marked) are applied to it as late hook objects.
+    async fn arrived(&self, uid: &str) {
+        let (pod, objects) = {
+            let marked = self.marked.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(pod) = marked.get(uid).cloned() else { return };
+            let index = self.index.read();
+            let objects: Vec<Arc<CompiledObject>> = index
+                .cluster_restore_hooks()
+                .chain(index.restore_hooks(&pod.namespace))
+                .filter(|o| o.first_problem().is_none() && !applied_at_admission(o, &pod) && self.selects(&index, o, &pod))
+                .cloned()
+                .collect();
+            (pod, objects)
+        };
+        let who = format!("{}/{}", pod.namespace, pod.name);
+        for object in objects {
+            let mut outcome = LateOutcome::default();
+            match self.extend(&object, uid, &pod.namespace, &pod.name).await {
+                Ok(PodResult::Added { exec, missed_init }) => {
+                    if exec > 0 {
+                        outcome.added.push(who.clone());
+                    }
+                    if missed_init > 0 {
+                        outcome.missed_init.push(who.clone());
+                    }
+                }
+                Ok(PodResult::TooOld) => outcome.outside_window.push(who.clone()),
+                Ok(PodResult::Nothing) => continue,
+                Err(e) => {
+                    warn!(pod = %who, source = %object.source(), error = %format!("{e:#}"), "could not add late hooks; they are not retried until the hook object changes");
+                    continue;
+                }
+            }
+            self.report(&object, &outcome).await;
+            self.tally.late_outcome(&object, outcome);
         }
     }
 
@@ -110,20 +194,7 @@ impl LateHooks {
             let index = self.index.read();
             marked
                 .iter()
-                .filter(|(_, p)| object.kind != SourceKind::RestoreHook || object.namespace.as_deref() == Some(p.namespace.as_str()))
-                .filter(|(_, p)| {
-                    let Some(scope) = restore_scope(&p.namespace, Some(&p.labels), index.namespace_labels(&p.namespace), &self.engine) else {
-                        return false;
-                    };
-                    let restore = index
-                        .velero_restore(&self.engine.velero_namespace, &scope.restore)
-                        .map_or(scope.restore.clone(), |r| r.name.clone());
-                    object.entries.iter().any(|e| {
-                        e.filter.as_ref().is_ok_and(|f| {
-                            f.matches(&p.namespace, index.namespace_labels(&p.namespace), &restore, &p.labels)
-                        })
-                    })
-                })
+                .filter(|(_, p)| self.selects(&index, object, p))
                 .map(|(uid, p)| (uid.clone(), p.namespace.clone(), p.name.clone()))
                 .collect()
         };
@@ -146,8 +217,10 @@ impl LateHooks {
                 Err(e) => warn!(pod = %format!("{namespace}/{name}"), source = %object.source(), error = %format!("{e:#}"), "could not add late hooks; they are not retried until the hook object changes"),
             }
         }
-        self.report(object, &outcome).await;
-        self.tally.late_outcome(object, outcome);
+        if outcome != LateOutcome::default() {
+            self.report(object, &outcome).await;
+            self.tally.late_outcome(object, outcome);
+        }
     }
 
     async fn report(&self, object: &CompiledObject, outcome: &LateOutcome) {
@@ -235,6 +308,16 @@ impl LateHooks {
                     }
                 }
             };
+            // An object that contributed to this plan before (at admission, or late) is done
+            // with this pod: an edit affects only pods it has not contributed to yet (§7.2).
+            let source = object.source();
+            let contributed = existing.as_ref().is_some_and(|p| {
+                let refs = p.missed_init.iter().chain(&p.not_applicable).map(|r| &r.source);
+                p.hooks.iter().map(|h| &h.source).chain(refs).any(|s| *s == source)
+            });
+            if contributed {
+                return Ok(PodResult::Nothing);
+            }
             let value = serde_json::to_value(&pod)?;
             let view = AdmittedPod::from_value(&value)?;
             // The index is read-locked only for this block: never across an await.
@@ -274,14 +357,21 @@ impl LateHooks {
                     || p.not_applicable.iter().any(|h| h.source == source && h.index == index)
             };
             let new_exec: Vec<_> = late.exec.into_iter().filter(|h| !known(&plan, &h.source, h.index)).collect();
+            let present: Vec<&str> = pod
+                .spec
+                .iter()
+                .flat_map(|s| s.init_containers.iter().flatten())
+                .map(|c| c.name.as_str())
+                .collect();
             let new_missed: Vec<HookRef> = late
                 .init
                 .iter()
                 .filter_map(|init| {
                     let index: usize = init.source.rsplit_once("postHooks[")?.1.split(']').next()?.parse().ok()?;
-                    let source = object.source();
-                    (!known(&plan, &source, index)).then(|| HookRef {
-                        source,
+                    // Injected at admission (the webhook had the object then): not missed.
+                    let injected = init_containers(object, index).is_some_and(|names| names.iter().all(|n| present.contains(&n.as_str())));
+                    (!injected && !known(&plan, &source, index)).then(|| HookRef {
+                        source: source.clone(),
                         name: object.name.clone(),
                         index,
                         container: String::new(),
@@ -320,11 +410,21 @@ impl LateHooks {
             if exec > 0 {
                 body["metadata"]["labels"] = json!({ EXEC_LABEL: EXEC_PENDING });
             }
-            match api.patch(name, &PatchParams::default(), &Patch::Merge(&body)).await {
+            // The pod has hooks to run again: it is not finished any more. Forgotten before the
+            // write, not after: the pending label reaches a worker through the watch, possibly
+            // before this task runs on, and a worker that still found the pod finished would
+            // refuse it as a re-run.
+            let was_finished = exec > 0 && self.finished.contains(uid);
+            if was_finished {
+                self.finished.remove(uid);
+            }
+            let written = api.patch(name, &PatchParams::default(), &Patch::Merge(&body)).await;
+            if written.is_err() && was_finished {
+                self.finished.insert(uid);
+            }
+            match written {
                 Ok(_) => {
                     if exec > 0 {
-                        // The pod has hooks to run again: it is not finished any more.
-                        self.finished.remove(uid);
                         self.metrics.late_hooks.inc_by(exec as u64);
                     }
                     info!(pod = %format!("{namespace}/{name}"), source = %object.source(), exec, missed_init, "late hooks added to the plan");
@@ -337,6 +437,33 @@ impl LateHooks {
         }
         anyhow::bail!("the pod kept changing while the plan was extended")
     }
+}
+
+/// The names of the init containers of `object`'s `postHooks[index]`, if it has any.
+fn init_containers(object: &CompiledObject, index: usize) -> Option<Vec<String>> {
+    let containers = object
+        .entries
+        .iter()
+        .flat_map(|e| &e.post_hooks)
+        .find(|p| p.index == index)?
+        .init
+        .as_ref()?
+        .as_ref()
+        .ok()?;
+    (!containers.is_empty()).then(|| containers.iter().map(|c| c.name.clone()).collect())
+}
+
+/// What the pod's annotations already show of `object` (no API call): its hooks are in the plan,
+/// or it has only init hooks and the webhook injected all of their containers.
+fn applied_at_admission(object: &CompiledObject, pod: &MarkedPod) -> bool {
+    if pod.plan_sources.contains(&object.source()) {
+        return true;
+    }
+    let posts = || object.entries.iter().flat_map(|e| &e.post_hooks);
+    posts().all(|p| p.exec.is_none())
+        && posts().all(|p| {
+            init_containers(object, p.index).is_none_or(|names| names.iter().all(|n| pod.injected.contains(n)))
+        })
 }
 
 fn humantime(d: Duration) -> String {

@@ -35,7 +35,7 @@ use restore_hooks_core::hooks::types::{
 use restore_hooks_core::tally::{Contribution, Target, restore_run_name, run_phase, tally_pod};
 use restore_hooks_core::trust::{PodFacts, verify};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -60,10 +60,65 @@ pub struct MarkedPod {
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub created: Option<Timestamp>,
+    /// Hook sources its plan annotation names (exec, missed init, not applicable), as written:
+    /// a hook object already there needs no late look (unverified: only to skip work).
+    pub plan_sources: BTreeSet<String>,
+    /// Init containers the webhook injected (`restore-hooks.dev/injected`).
+    pub injected: BTreeSet<String>,
 }
 
-/// The marked pods known now, by uid (shared with the late-hook scan).
-pub type MarkedPods = Arc<Mutex<HashMap<String, MarkedPod>>>;
+/// The marked pods known now, by uid (shared with the late-hook scan), and whether the first
+/// list of them is complete: a scan against a set that is still being listed would miss pods.
+///
+/// Pods seen for the first time after that list are announced (by uid): a hook object compiled
+/// just before its pod was marked (the watches are separate streams; a webhook replica's cache
+/// can lag the controller's) was scanned without it, and is looked at again for that pod.
+#[derive(Clone)]
+pub struct MarkedPods {
+    pods: Arc<Mutex<HashMap<String, MarkedPod>>>,
+    listed: Arc<watch::Sender<bool>>,
+    arrivals: broadcast::Sender<String>,
+}
+
+impl Default for MarkedPods {
+    fn default() -> Self {
+        Self {
+            pods: Arc::default(),
+            listed: Arc::new(watch::channel(false).0),
+            arrivals: broadcast::channel(4096).0,
+        }
+    }
+}
+
+impl MarkedPods {
+    pub fn lock(&self) -> std::sync::LockResult<std::sync::MutexGuard<'_, HashMap<String, MarkedPod>>> {
+        self.pods.lock()
+    }
+
+    /// Returns once the watch has listed the marked pods at least once.
+    pub async fn listed(&self) {
+        let mut listed = self.listed.subscribe();
+        // The sender lives as long as `self`: this only returns once listed.
+        let _ = listed.wait_for(|l| *l).await;
+    }
+
+    fn set_listed(&self) {
+        self.listed.send_replace(true);
+    }
+
+    /// Pods first seen after the first list.
+    pub fn arrivals(&self) -> broadcast::Receiver<String> {
+        self.arrivals.subscribe()
+    }
+
+    fn insert(&self, uid: String, pod: MarkedPod) {
+        let first_sight = self.lock().unwrap_or_else(|e| e.into_inner()).insert(uid.clone(), pod).is_none();
+        if first_sight && *self.listed.borrow() {
+            // Nobody listening (no late-hook task) is not an error.
+            let _ = self.arrivals.send(uid);
+        }
+    }
+}
 
 /// Sends work to the tally task.
 #[derive(Clone)]
@@ -91,6 +146,22 @@ pub struct LateOutcome {
     pub missed_init: Vec<String>,
     /// Pods it selects that were admitted longer ago than the late-hook window.
     pub outside_window: Vec<String>,
+}
+
+impl LateOutcome {
+    fn merge(&mut self, other: LateOutcome) {
+        for (mine, theirs) in [
+            (&mut self.added, other.added),
+            (&mut self.missed_init, other.missed_init),
+            (&mut self.outside_window, other.outside_window),
+        ] {
+            for pod in theirs {
+                if !mine.contains(&pod) {
+                    mine.push(pod);
+                }
+            }
+        }
+    }
 }
 
 impl Tally {
@@ -133,7 +204,7 @@ pub fn spawn(
     stop: CancellationToken,
 ) -> (Tally, MarkedPods, tokio::task::JoinHandle<()>) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let marked: MarkedPods = Arc::default();
+    let marked = MarkedPods::default();
     let task = tokio::spawn(
         Writer {
             client,
@@ -221,6 +292,7 @@ impl Writer {
                         for p in listed {
                             self.apply(p);
                         }
+                        self.marked.set_listed();
                     }
                     Some(Ok(Event::Apply(p))) => self.apply(p),
                     Some(Ok(Event::Delete(p))) => {
@@ -234,7 +306,8 @@ impl Writer {
                 msg = rx.recv() => match msg {
                     Some(Msg::PodGone { uid, plan, status }) => self.gone(&uid, &plan, &status),
                     Some(Msg::Late { target, outcome }) => {
-                        self.late.insert(target.clone(), outcome);
+                        // Scans of the object and looks at single pods that arrived later add up.
+                        self.late.entry(target.clone()).or_default().merge(outcome);
                         self.dirty.insert(target);
                     }
                     None => return,
@@ -286,16 +359,31 @@ impl Writer {
             status_signature: get(restore_hooks_core::hooks::signing::STATUS_SIGNATURE_ANNOTATION),
         };
         let parts = match verify(&facts, self.keys.current().as_deref()) {
-            Ok(t) => tally_pod(&namespace, &t.plan, t.status.as_ref()),
+            Ok(t) => {
+                let status = settle_refused(&t.plan, t.status);
+                tally_pod(&namespace, &t.plan, status.as_ref())
+            }
             Err(_) => BTreeMap::new(),
         };
-        self.marked.lock().unwrap_or_else(|e| e.into_inner()).insert(
+        let plan_sources = get(restore_hooks_core::hooks::plan::PLAN_ANNOTATION)
+            .and_then(|text| ExecPlan::from_annotation(text).ok())
+            .map(|plan| {
+                let refs = plan.missed_init.iter().chain(&plan.not_applicable).map(|r| r.source.clone());
+                plan.hooks.iter().map(|h| h.source.clone()).chain(refs).collect()
+            })
+            .unwrap_or_default();
+        let injected = get(restore_hooks_core::hooks::plan::INJECTED_ANNOTATION)
+            .map(|v| v.split(',').filter(|n| !n.is_empty()).map(str::to_string).collect())
+            .unwrap_or_default();
+        self.marked.insert(
             uid.clone(),
             MarkedPod {
                 namespace: namespace.clone(),
                 name: name.clone(),
                 labels: pod.metadata.labels.clone().unwrap_or_default(),
                 created,
+                plan_sources,
+                injected,
             },
         );
         self.set_parts(uid, namespace, name, parts);
@@ -607,7 +695,8 @@ impl Writer {
             t.drain(..stones.min(t.len()));
         }
         if status.phase != phase {
-            info!(restorerun = %name, restore, phase, %message, "restore phase");
+            // Not `message`: that is the log line's own text in JSON logs (one key per line).
+            info!(restorerun = %name, restore, phase, counts = %message, "restore phase");
         }
         Ok(())
     }
@@ -641,6 +730,23 @@ impl Writer {
             }
         }
     }
+}
+
+/// A status with a top-level message is the controller's refusal of the pod's plan or status
+/// (docs/behaviour.md §5.3, §9.3): the pod is labelled `failed` and none of its hooks that had
+/// not ended will ever run. They count as failed, with the refusal as the reason, not as
+/// pending: otherwise the restore would stay `InProgress` forever.
+fn settle_refused(plan: &ExecPlan, status: Option<ExecStatus>) -> Option<ExecStatus> {
+    let status = status?;
+    if status.message.is_empty() {
+        return Some(status);
+    }
+    let mut settled = restore_hooks_core::state::align(plan, Some(&status));
+    for hook in settled.hooks.iter_mut().filter(|h| !h.phase.is_terminal()) {
+        hook.phase = restore_hooks_core::hooks::plan::HookPhase::Failed;
+        hook.message = status.message.clone();
+    }
+    Some(settled)
 }
 
 /// `LateHooks`: what the last scan for pods admitted before the object did. False when pods it

@@ -22,7 +22,12 @@ const BATCH: Duration = Duration::from_millis(500);
 
 type Key = (SourceKind, String, String);
 
-pub async fn report(client: kube::Client, index: Arc<SharedIndex>, identity: String, stop: CancellationToken) {
+pub async fn report(
+    client: kube::Client,
+    index: Arc<SharedIndex>,
+    identity: String,
+    stop: CancellationToken,
+) {
     let mut events = index.subscribe();
     let mut written: HashMap<Key, (i64, String)> = HashMap::new();
     let mut pending: HashMap<Key, (i64, String)> = HashMap::new();
@@ -30,8 +35,15 @@ pub async fn report(client: kube::Client, index: Arc<SharedIndex>, identity: Str
         if o.kind == SourceKind::VeleroRestore {
             return;
         }
-        let key = (o.kind, o.namespace.clone().unwrap_or_default(), o.name.clone());
-        let seen = (o.generation.unwrap_or_default(), o.first_problem().map(|p| p.to_string()).unwrap_or_default());
+        let key = (
+            o.kind,
+            o.namespace.clone().unwrap_or_default(),
+            o.name.clone(),
+        );
+        let seen = (
+            o.generation.unwrap_or_default(),
+            o.first_problem().map(|p| p.to_string()).unwrap_or_default(),
+        );
         pending.insert(key, seen);
     };
     {
@@ -45,7 +57,16 @@ pub async fn report(client: kube::Client, index: Arc<SharedIndex>, identity: Str
         tokio::select! {
             _ = stop.cancelled() => return,
             event = events.recv() => match event {
-                Ok(c) => note(&mut pending, &c.object),
+                Ok(c) => {
+                    // A new object (or generation) is reported even when it looks like what was
+                    // written before: a RestoreHook deleted and created again under the same
+                    // name starts at the same generation, with a status that has no entries.
+                    if c.changed && c.object.kind != SourceKind::VeleroRestore {
+                        let o = &c.object;
+                        written.remove(&(o.kind, o.namespace.clone().unwrap_or_default(), o.name.clone()));
+                    }
+                    note(&mut pending, &c.object)
+                }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                     let i = index.read();
                     for o in i.cluster_restore_hooks().chain(i.all_restore_hooks()) {
@@ -72,17 +93,26 @@ pub async fn report(client: kube::Client, index: Arc<SharedIndex>, identity: Str
     }
 }
 
-async fn write(client: &kube::Client, identity: &str, (kind, namespace, name): &Key, (generation, problem): &(i64, String)) -> Result<(), kube::Error> {
+async fn write(
+    client: &kube::Client,
+    identity: &str,
+    (kind, namespace, name): &Key,
+    (generation, problem): &(i64, String),
+) -> Result<(), kube::Error> {
     let body = json!({"status": {"webhooks": {identity: {"observedGeneration": generation, "problem": problem}}}});
     let params = PatchParams::default();
     match kind {
         SourceKind::RestoreHook => {
             let api: Api<RestoreHook> = Api::namespaced(client.clone(), namespace);
-            api.patch_status(name, &params, &Patch::Merge(&body)).await.map(|_| ())
+            api.patch_status(name, &params, &Patch::Merge(&body))
+                .await
+                .map(|_| ())
         }
         _ => {
             let api: Api<ClusterRestoreHook> = Api::all(client.clone());
-            api.patch_status(name, &params, &Patch::Merge(&body)).await.map(|_| ())
+            api.patch_status(name, &params, &Patch::Merge(&body))
+                .await
+                .map(|_| ())
         }
     }
 }

@@ -2,12 +2,16 @@
 //! a value starting with `[` must be a JSON array of strings. Velero falls back to using the raw
 //! string as the whole command, which turns a typo into a hook that can never work.
 
+/// A command annotation starting with `[` that is not a JSON array of strings (docs/behaviour.md
+/// §2.2, §3.4 row 1); its message tells the operator how to write one.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
     "command {value:?} starts with '[' but is not a JSON array of strings ({reason}); write it as [\"/bin/sh\", \"-c\", \"...\"]"
 )]
 pub struct CommandError {
+    /// The annotation value as written.
     pub value: String,
+    /// Why JSON parsing failed (serde_json's message).
     pub reason: String,
 }
 

@@ -2,6 +2,10 @@
 //! durations and commands parsed, init containers checked. What is left for admission depends on
 //! the pod alone (its labels, containers and volumes); a definition that cannot work is recorded
 //! here as a [`Problem`] and reported for the pods it concerns (docs/behaviour.md §3.4).
+//!
+//! The module is long because it is the one place for every rule of §3.4 that does not depend on
+//! the pod: the compilers of the three source kinds, the exec-hook defaults and the init container
+//! checks, each naming the exact location of a problem.
 
 use k8s_openapi::api::core::v1::Container;
 use serde::Deserialize;
@@ -20,8 +24,12 @@ use super::types::{
 /// Which kind of object a compiled source came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SourceKind {
+    /// A Velero `Restore`'s `spec.hooks.resources[]` (docs/behaviour.md §2.4); plan source
+    /// `velero-restore/<name>`.
     VeleroRestore,
+    /// A ClusterRestoreHook (§2.6); plan source `clusterrestorehook/<name>`.
     ClusterRestoreHook,
+    /// A RestoreHook (§2.5); plan source `restorehook/<name>`.
     RestoreHook,
 }
 
@@ -52,9 +60,13 @@ impl SourceKind {
 /// One hook object (a RestoreHook, a ClusterRestoreHook or a Velero Restore), compiled.
 #[derive(Clone, Debug)]
 pub struct CompiledObject {
+    /// Which kind of object it is; also the source order of its hooks (§3.2).
     pub kind: SourceKind,
+    /// `metadata.namespace`; `None` for a ClusterRestoreHook.
     pub namespace: Option<String>,
+    /// `metadata.name`: the plan `source` suffix, and for hook objects the hooks' plan `name`.
     pub name: String,
+    /// `metadata.generation` compiled; the webhook reports it in `status.webhooks` (§8.2).
     pub generation: Option<i64>,
     /// `resources[]` of a Velero Restore; one entry for the hook kinds.
     pub entries: Vec<CompiledEntry>,
@@ -80,6 +92,8 @@ impl CompiledObject {
         })
     }
 
+    /// Whether any `postHooks[]` element has an `init` hook, valid or not: what the pods admitted
+    /// before a late object may have missed (§7.3).
     pub fn has_init_hooks(&self) -> bool {
         self.entries
             .iter()
@@ -96,21 +110,27 @@ pub struct CompiledEntry {
     pub name: String,
     /// Where problems are reported: `restorehook/pg`, `velero-restore/r resources[0] "db"`.
     pub location: String,
+    /// Which pods it selects, or why that cannot be told (bad glob or selector): then the entry is
+    /// invalid for every pod it could apply to (§3.4 rows 10-11).
     pub filter: Result<EntryFilter, Problem>,
+    /// Its `postHooks[]`, in spec order.
     pub post_hooks: Vec<CompiledPostHook>,
 }
 
 /// Which pods an entry selects.
 #[derive(Clone, Debug)]
 pub struct EntryFilter {
+    /// The namespaces whose pods it can select.
     pub namespaces: NamespaceFilter,
     /// `restores` globs; `None` matches every restore.
     pub restores: Option<Vec<NamePattern>>,
+    /// `labelSelector` over the pod's labels as admitted (§2.7); absent matches every pod.
     pub pods: Selector,
     /// Velero entries whose resources exclude pods never apply (docs/behaviour.md §2.4).
     pub applies_to_pods: bool,
 }
 
+/// How an entry selects namespaces, per source kind (§2.4-§2.6).
 #[derive(Clone, Debug)]
 pub enum NamespaceFilter {
     /// A RestoreHook: its own namespace (the index only offers it there).
@@ -151,7 +171,10 @@ impl EntryFilter {
 pub struct CompiledPostHook {
     /// Position in `postHooks` (the plan's `index`).
     pub index: usize,
+    /// The element's `init.initContainers`, checked; an error drops the whole element's init hook
+    /// (all-or-nothing, §3.4).
     pub init: Option<Result<Vec<HookContainer>, Problem>>,
+    /// The element's `exec` hook with defaults applied, or why it is invalid.
     pub exec: Option<Result<ExecTemplate, Problem>>,
 }
 
@@ -160,25 +183,39 @@ pub struct CompiledPostHook {
 pub struct ExecTemplate {
     /// `None`: the pod's first container.
     pub container: Option<String>,
+    /// argv, never empty (§5.2 `command`).
     pub command: Vec<String>,
+    /// `onError`, default `Continue` (§6.7).
     pub on_error: OnError,
+    /// Exec timeout in milliseconds, unset or zero: 30000 (§5.2); resolving it for a pod caps it
+    /// at `--max-exec-timeout` (§6.6).
     pub exec_timeout_ms: u64,
+    /// Wait timeout in milliseconds from the pod's creation; `None`: no limit (§6.5).
     pub wait_timeout_ms: Option<u64>,
+    /// Whether the container must be Ready, not only Running, before the hook runs (§6.4).
     pub wait_for_ready: bool,
 }
 
 /// The un-defaulted fields of an exec hook, from annotations or a spec.
 #[derive(Clone, Debug, Default)]
 pub struct ExecFields<'a> {
+    /// `container` / `post.hook.restore.velero.io/container`; `None` or empty: the pod's first
+    /// container.
     pub container: Option<&'a str>,
+    /// argv, already parsed (annotations by the command rule, §2.2); empty is invalid.
     pub command: Vec<String>,
+    /// `onError` as written: `Continue`, `Fail` or unset.
     pub on_error: Option<&'a str>,
+    /// `execTimeout` as written (Go duration); unset, empty or zero: 30s.
     pub exec_timeout: Option<&'a str>,
+    /// `waitTimeout` as written (Go duration); unset, empty or zero: no limit.
     pub wait_timeout: Option<&'a str>,
+    /// `waitForReady`, already parsed; unset is `false`.
     pub wait_for_ready: bool,
 }
 
 impl<'a> ExecFields<'a> {
+    /// The fields of a spec `exec` hook (Velero Restore entry or hook object).
     pub fn of_spec(exec: &'a ExecRestoreHook) -> Self {
         ExecFields {
             container: exec.container.as_deref(),
@@ -248,7 +285,9 @@ pub fn exec_template(fields: ExecFields<'_>) -> Result<ExecTemplate, ExecFieldEr
 /// An init container a hook injects.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HookContainer {
+    /// The container's `name`, a lowercase RFC 1123 label; clashes are decided by it (§4.3, §4.4).
     pub name: String,
+    /// What "same definition" compares (§4.3).
     pub definition: Definition,
     /// Volumes its `volumeMounts` name (each must exist in the pod).
     pub mounts: Vec<String>,
@@ -260,10 +299,15 @@ pub struct HookContainer {
 /// env and volumeMounts. An empty list and an absent one are the same.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Definition {
+    /// `image`, never empty.
     pub image: String,
+    /// `command`; empty means the image entrypoint.
     pub command: Vec<String>,
+    /// `args`.
     pub args: Vec<String>,
+    /// `env` as raw JSON, normalised by [`Definition::normalise`].
     pub env: Value,
+    /// `volumeMounts` as raw JSON, normalised by [`Definition::normalise`].
     pub volume_mounts: Value,
 }
 
@@ -386,6 +430,8 @@ fn applies_to_pods(entry: &RestoreResourceHookSpec) -> bool {
     included_ok && !excluded_hit
 }
 
+/// Compiles a RestoreHook: `restores` globs, `labelSelector`, `postHooks` (§2.5). Problems are kept
+/// in the result, never returned as an error.
 pub fn compile_restore_hook(hook: &RestoreHook) -> CompiledObject {
     let name = hook.metadata.name.clone().unwrap_or_default();
     let location = format!("restorehook/{name}");
@@ -416,6 +462,7 @@ pub fn compile_restore_hook(hook: &RestoreHook) -> CompiledObject {
     }
 }
 
+/// Compiles a ClusterRestoreHook: as [`compile_restore_hook`], plus `namespaceSelector` (§2.6).
 pub fn compile_cluster_restore_hook(hook: &ClusterRestoreHook) -> CompiledObject {
     let name = hook.metadata.name.clone().unwrap_or_default();
     let location = format!("clusterrestorehook/{name}");
@@ -448,6 +495,8 @@ pub fn compile_cluster_restore_hook(hook: &ClusterRestoreHook) -> CompiledObject
     }
 }
 
+/// Compiles a Velero Restore: one [`CompiledEntry`] per `spec.hooks.resources[]` entry, in spec
+/// order (§2.4).
 pub fn compile_velero_restore(restore: &VeleroRestore) -> CompiledObject {
     let name = restore.metadata.name.clone().unwrap_or_default();
     let source = format!("velero-restore/{name}");

@@ -3,21 +3,33 @@
 
 use std::time::Duration;
 
+/// Why a value is not a usable duration (docs/behaviour.md §2.3, §3.4 row 4); each variant holds
+/// the value as written, and its message says how to write it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DurationError {
     #[error("invalid duration {0:?}: expected a Go duration such as \"30s\", \"5m\" or \"1h30m\"")]
+    /// Not Go's grammar at all (empty, stray characters, a lone `.`).
     Invalid(String),
     #[error(
         "invalid duration {0:?}: missing unit (use ns, us, ms, s, m or h; a bare number other than 0 is not a duration)"
     )]
+    /// A number without a unit, such as `5` (only a bare `0` is a duration).
     MissingUnit(String),
     #[error(
         "invalid duration {value:?}: unknown unit {unit:?} (use ns, us, ms, s, m or h; there is no \"d\")"
     )]
-    UnknownUnit { value: String, unit: String },
+    /// A unit Go does not know, such as `d`.
+    UnknownUnit {
+        /// The whole value as written.
+        value: String,
+        /// The unknown unit.
+        unit: String,
+    },
     #[error("invalid duration {0:?}: out of range (at most about 2562047h)")]
+    /// Longer than an `i64` of nanoseconds (about 2562047h), as in Go.
     Overflow(String),
     #[error("invalid duration {0:?}: must not be negative")]
+    /// A valid Go duration below zero: invalid for hook timeouts and flags.
     Negative(String),
 }
 

@@ -4,10 +4,14 @@
 
 use globset::{GlobBuilder, GlobMatcher};
 
+/// A glob that does not compile: makes the Velero entry or hook object invalid (docs/behaviour.md
+/// §3.4 row 11).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("invalid pattern {pattern:?}: {reason}")]
 pub struct PatternError {
+    /// The pattern as written.
     pub pattern: String,
+    /// Why it does not compile (globset's error kind).
     pub reason: String,
 }
 
@@ -30,6 +34,7 @@ impl NamePattern {
             })
     }
 
+    /// Whether the whole of `name` matches the glob (case-sensitive).
     pub fn matches(&self, name: &str) -> bool {
         self.0.is_match(name)
     }
@@ -61,6 +66,8 @@ impl IncludesExcludes {
         })
     }
 
+    /// Whether `name` is included: not excluded, and included by an empty list, `*` or a match
+    /// (docs/behaviour.md §2.4).
     pub fn should_include(&self, name: &str) -> bool {
         if self.excludes.iter().any(|p| p.matches(name)) {
             return false;

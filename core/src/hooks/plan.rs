@@ -17,8 +17,13 @@ pub const STATUS_ANNOTATION: &str = "restore-hooks.dev/status";
 pub const INJECTED_ANNOTATION: &str = "restore-hooks.dev/injected";
 /// Label the controller selects on: `pending`, then `done` or `failed`.
 pub const EXEC_LABEL: &str = "restore-hooks.dev/exec";
+/// [`EXEC_LABEL`] value: the plan has hooks not yet ended; the controller watches these pods
+/// (docs/behaviour.md §5.5, §6.1).
 pub const EXEC_PENDING: &str = "pending";
+/// [`EXEC_LABEL`] value: every hook `Succeeded` (§5.5).
 pub const EXEC_DONE: &str = "done";
+/// [`EXEC_LABEL`] value: a hook `Failed` or was `Skipped`, or the plan or status was refused (§5.5,
+/// §9.3).
 pub const EXEC_FAILED: &str = "failed";
 /// Label on every pod the webhook admitted in a restore scope, with or without hooks: its value
 /// is the restore's label value. It is how the controller finds the pods a late RestoreHook
@@ -46,6 +51,8 @@ pub struct ExecPlan {
     /// issued around the pod's creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issued_at: Option<String>,
+    /// JSON `hooks`: the exec hooks in plan order (§3.2), late hooks appended (§7.2); a hook is
+    /// identified by its position.
     pub hooks: Vec<PlannedHook>,
     /// Spec exec hooks that selected the pod but name a container it does not have.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -66,12 +73,20 @@ pub struct PlannedHook {
     pub source: String,
     /// Position in `postHooks` (0 for annotation hooks).
     pub index: usize,
+    /// JSON `container`: the target container, with the default (the pod's first container)
+    /// applied.
     pub container: String,
+    /// JSON `command`: argv run without a shell; never empty (§2.2, §6.6).
     pub command: Vec<String>,
+    /// JSON `onError`: `Continue` or `Fail`; unset is written `Continue` (§6.7).
     pub on_error: OnError,
+    /// JSON `execTimeoutMs`: exec timeout in milliseconds; unset or zero is written 30000, and
+    /// the webhook caps it at its `--max-exec-timeout` (§5.2, §6.6).
     pub exec_timeout_ms: u64,
     /// `None` (JSON `null`): wait for the container without limit.
     pub wait_timeout_ms: Option<u64>,
+    /// JSON `waitForReady`: the container must be Ready, not only Running, before its hooks run
+    /// (§6.4).
     pub wait_for_ready: bool,
 }
 
@@ -79,9 +94,14 @@ pub struct PlannedHook {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HookRef {
+    /// JSON `source`: the hook's source, as in [`PlannedHook::source`].
     pub source: String,
+    /// JSON `name`: the Velero entry's or hook object's name.
     pub name: String,
+    /// JSON `index`: position in the source's `postHooks`.
     pub index: usize,
+    /// JSON `container`: the container a not-applicable exec hook names; empty (and omitted) for a
+    /// missed init hook.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub container: String,
 }
@@ -102,6 +122,7 @@ impl ExecPlan {
         serde_json::to_string(self).expect("ExecPlan serialises")
     }
 
+    /// Parses a `restore-hooks.dev/plan` annotation value (verify its signature first, §9.3).
     pub fn from_annotation(value: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(value)
     }
@@ -129,25 +150,37 @@ pub fn status_annotation(annotations: Option<&Annotations>) -> Option<&str> {
 /// `restore-hooks.dev/status`: one entry per plan hook, in plan order.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecStatus {
+    /// JSON `hooks`: one entry per plan hook, at the same position (§5.3).
     pub hooks: Vec<HookStatus>,
     /// Why no hook ran at all (the plan was rejected), when that is the case.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
 }
 
+/// One entry of the status's `hooks`: the outcome of the plan hook at the same position
+/// (docs/behaviour.md §5.3).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HookStatus {
+    /// JSON `name`: copied from the plan hook.
     pub name: String,
+    /// JSON `index`: copied from the plan hook.
     pub index: usize,
+    /// JSON `container`: copied from the plan hook.
     pub container: String,
+    /// JSON `phase`: `Pending`, `Running`, `Succeeded`, `Failed` or `Skipped` (§5.4).
     pub phase: HookPhase,
+    /// JSON `startedAt`: when the hook was recorded `Running` (RFC 3339, UTC, whole seconds);
+    /// absent if it never started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
+    /// JSON `finishedAt`: when it reached a terminal phase; absent before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
+    /// JSON `exitCode`: the process' exit code, when the API server reported one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// JSON `message`: empty on success; otherwise why the hook failed or was skipped (§6.14).
     #[serde(default)]
     pub message: String,
     /// Last 1 KiB of the hook's stdout.
@@ -158,16 +191,24 @@ pub struct HookStatus {
     pub stderr: String,
 }
 
+/// A hook's phase in the status (docs/behaviour.md §5.4); serialised as the variant name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum HookPhase {
+    /// Not started.
     Pending,
+    /// Recorded before the exec starts; the exec is in progress, or its process died (§6.10).
     Running,
+    /// Exit code 0. Terminal.
     Succeeded,
+    /// Non-zero exit, timeout, broken stream, expired wait, pod gone or terminal, interrupted, or
+    /// left scope. Terminal.
     Failed,
+    /// Not run because a `Fail` hook of the same pod failed (§6.7). Terminal.
     Skipped,
 }
 
 impl HookPhase {
+    /// Whether the hook has ended (`Succeeded`, `Failed` or `Skipped`): it never runs again (§6.9).
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
@@ -208,6 +249,7 @@ impl ExecStatus {
         text
     }
 
+    /// Parses a `restore-hooks.dev/status` annotation value (verify its signature first, §9.4).
     pub fn from_annotation(value: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(value)
     }

@@ -16,6 +16,8 @@ use serde_json::Value;
 
 use super::types::{Annotations, Labels};
 
+/// The pod of an admission request (or of a manifest given to `restore-hooks inject`), reduced to
+/// what scope, hook resolution and the patch read (docs/behaviour.md §1, §3, §4).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct AdmittedPod<'a> {
@@ -27,27 +29,38 @@ pub struct AdmittedPod<'a> {
     pub spec: Option<PodSpecView<'a>>,
 }
 
+/// The pod's `metadata`, as far as scope, selectors, messages and the plan signature read it.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PodMeta<'a> {
+    /// `metadata.name`; absent for a `generateName` pod at admission (§4.8).
     #[serde(default, borrow)]
     pub name: Option<Text<'a>>,
+    /// `metadata.generateName`: shown as `namespace/generateName*` and covered by the plan
+    /// signature (§4.8, §9.1).
     #[serde(default, borrow)]
     pub generate_name: Option<Text<'a>>,
     /// `None` when absent or null (the patch then adds the whole map).
     #[serde(default)]
     pub labels: Option<Labels>,
+    /// `metadata.annotations`: Velero's hook annotations (§2.1) and ours (plan, status,
+    /// `injected`); `None` when absent or null.
     #[serde(default)]
     pub annotations: Option<Annotations>,
 }
 
+/// The pod's `spec`, as far as exec targets and init container placement read it.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PodSpecView<'a> {
+    /// `spec.containers` (app containers), in order; the first is the default exec target (§2.3).
     #[serde(default, borrow, deserialize_with = "null_as_default")]
     pub containers: Vec<ContainerView<'a>>,
+    /// `spec.initContainers`; `None` when absent or null (the patch then adds the whole array,
+    /// §4.2).
     #[serde(default, borrow)]
     pub init_containers: Option<Vec<ContainerView<'a>>>,
+    /// `spec.volumes`, by name: what hook containers' `volumeMounts` may name (§3.4 row 7).
     #[serde(default, borrow, deserialize_with = "null_as_default")]
     pub volumes: Vec<Named<'a>>,
 }
@@ -57,17 +70,22 @@ pub struct PodSpecView<'a> {
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerView<'a> {
+    /// `name`: the container's name; clashes and exec targets are decided by it (§4.3).
     #[serde(borrow)]
     pub name: Text<'a>,
+    /// `image`, part of the definition (§4.3).
     #[serde(default, borrow)]
     pub image: Option<Text<'a>>,
+    /// `command`, part of the definition; absent equals `[]` (the entrypoint).
     #[serde(default, borrow)]
     pub command: Option<Vec<Text<'a>>>,
+    /// `args`, part of the definition.
     #[serde(default, borrow)]
     pub args: Option<Vec<Text<'a>>>,
     /// Kept as JSON: compared as a whole, never interpreted.
     #[serde(default)]
     pub env: Option<Value>,
+    /// `volumeMounts`, kept as JSON and compared as a whole: part of the definition.
     #[serde(default)]
     pub volume_mounts: Option<Value>,
     /// `Always` on an init container makes it a native sidecar.
@@ -75,8 +93,10 @@ pub struct ContainerView<'a> {
     pub restart_policy: Option<Text<'a>>,
 }
 
+/// An object of a list that matters only by its `name` (a volume).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 pub struct Named<'a> {
+    /// `name`: what a hook container's `volumeMounts[].name` must equal.
     #[serde(borrow)]
     pub name: Text<'a>,
 }
@@ -150,10 +170,12 @@ impl<'a> AdmittedPod<'a> {
         Self::deserialize(pod)
     }
 
+    /// `metadata.name`, when set and non-empty.
     pub fn name(&self) -> Option<&str> {
         self.metadata.as_ref()?.name.as_deref().filter(|n| !n.is_empty())
     }
 
+    /// `metadata.generateName`, when set and non-empty.
     pub fn generate_name(&self) -> Option<&str> {
         self.metadata
             .as_ref()?
@@ -162,14 +184,17 @@ impl<'a> AdmittedPod<'a> {
             .filter(|n| !n.is_empty())
     }
 
+    /// `metadata.labels`: what scope and pod selectors see, as admitted (§1.1, §2.7).
     pub fn labels(&self) -> Option<&Labels> {
         self.metadata.as_ref()?.labels.as_ref()
     }
 
+    /// `metadata.annotations`, when present.
     pub fn annotations(&self) -> Option<&Annotations> {
         self.metadata.as_ref()?.annotations.as_ref()
     }
 
+    /// `spec.containers`; empty when the pod has no spec.
     pub fn containers(&self) -> &[ContainerView<'a>] {
         self.spec.as_ref().map_or(&[], |s| s.containers.as_slice())
     }
@@ -180,6 +205,7 @@ impl<'a> AdmittedPod<'a> {
         self.spec.as_ref()?.init_containers.as_deref()
     }
 
+    /// `spec.volumes`; empty when the pod has no spec or none.
     pub fn volumes(&self) -> &[Named<'a>] {
         self.spec.as_ref().map_or(&[], |s| s.volumes.as_slice())
     }
@@ -195,6 +221,8 @@ impl<'a> AdmittedPod<'a> {
 }
 
 impl ContainerView<'_> {
+    /// Whether this init container has `restartPolicy: Always`, which makes it an exec target
+    /// (§6.4).
     pub fn is_native_sidecar(&self) -> bool {
         self.restart_policy.as_deref() == Some("Always")
     }

@@ -13,10 +13,14 @@ pub struct Problem {
     /// The field at fault, when one is: an annotation key (`post.hook.restore.velero.io/on-error`)
     /// or a spec field (`onError`, `initContainers[0]`, `labelSelector`).
     pub field: Option<String>,
+    /// What is wrong, for the operator: shown after the source and field in a denial or admission
+    /// warning (docs/behaviour.md §3.6).
     pub message: String,
 }
 
 impl Problem {
+    /// A problem no single field is named for (the location in `source` says enough), e.g. a
+    /// volume mount or a name clash of an init container.
     pub fn new(source: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             source: source.into(),
@@ -25,6 +29,7 @@ impl Problem {
         }
     }
 
+    /// A problem with one field of the hook: an annotation key or a spec field path.
     pub fn at(source: impl Into<String>, field: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             source: source.into(),
@@ -46,11 +51,17 @@ impl fmt::Display for Problem {
 /// The fields of an exec hook, as spec and annotation name them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExecField {
+    /// `container` / `post.hook.restore.velero.io/container`: the target container.
     Container,
+    /// `command` / `post.hook.restore.velero.io/command`: argv.
     Command,
+    /// `onError` / `post.hook.restore.velero.io/on-error`: `Continue` or `Fail`.
     OnError,
+    /// `execTimeout` / `post.hook.restore.velero.io/exec-timeout`: Go duration.
     ExecTimeout,
+    /// `waitTimeout` / `post.hook.restore.velero.io/wait-timeout`: Go duration.
     WaitTimeout,
+    /// `waitForReady` / `post.hook.restore.velero.io/wait-for-ready`: boolean.
     WaitForReady,
 }
 
@@ -85,11 +96,15 @@ impl ExecField {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ExecFieldError {
+    /// The field at fault; the caller names it by [`ExecField::spec_name`] or
+    /// [`ExecField::annotation`], depending on the hook's source.
     pub field: ExecField,
+    /// Why the value is invalid (docs/behaviour.md §3.4).
     pub message: String,
 }
 
 impl ExecFieldError {
+    /// An error for `field` with this message.
     pub fn new(field: ExecField, message: impl Into<String>) -> Self {
         Self {
             field,

@@ -5,6 +5,11 @@
 //! The index has compiled every hook object already; what is decided here depends on the pod:
 //! its labels (selectors), its containers (exec targets, init container clashes) and its volumes
 //! (mounts of hook containers).
+//!
+//! The module is long because precedence (§3.1, §3.3), source order (§3.2), exec targets (§3.5)
+//! and init container placement and clashes (§4.3, §4.4) are decided together, over one view of
+//! the pod. It has no unit tests of its own: the end-to-end admission cases in
+//! `tests/injection.rs` test it through [`crate::inject::evaluate`].
 
 use std::collections::HashMap;
 
@@ -26,7 +31,9 @@ use crate::index::HookIndex;
 /// The pod being admitted and where.
 #[derive(Clone, Copy, Debug)]
 pub struct PodContext<'a> {
+    /// The pod as admitted (or as read back, for late hooks).
     pub pod: &'a AdmittedPod<'a>,
+    /// The pod's namespace: the target namespace after any Velero namespace mapping (§2.4, §2.7).
     pub namespace: &'a str,
     /// The namespace's labels; `None` when unknown.
     pub namespace_labels: Option<&'a Labels>,
@@ -35,19 +42,25 @@ pub struct PodContext<'a> {
 /// The outcome of resolution: valid hooks in order, and what was wrong with the others.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Resolution {
+    /// The scope the pod was resolved for (label value and which label brought it in).
     pub scope: RestoreScope,
     /// The restore's name: the Velero Restore's full name when it is known, else the label value.
     pub restore: String,
+    /// Init hooks to inject, in source order (§3.2, §4.1); for late hooks, the missed ones, without
+    /// containers (§7.3).
     pub init: Vec<InitHook>,
+    /// Valid exec hooks in plan order (§3.2), timeouts capped at `--max-exec-timeout`.
     pub exec: Vec<PlannedHook>,
     /// Spec exec hooks that select the pod but name a container it lacks.
     pub not_applicable: Vec<HookRef>,
     /// Admission warnings that are not problems (not-applicable hooks, capped timeouts).
     pub notes: Vec<String>,
+    /// Invalid hooks (§3.4): deny the pod or warn, by `--on-invalid` (§3.6).
     pub problems: Vec<Problem>,
 }
 
 impl Resolution {
+    /// Whether no init or exec hook applies: then the pod gets no plan (§4.5).
     pub fn is_empty(&self) -> bool {
         self.init.is_empty() && self.exec.is_empty()
     }
@@ -57,13 +70,18 @@ impl Resolution {
 /// Its containers are injected together or not at all (a later one may depend on an earlier).
 #[derive(Clone, Debug, PartialEq)]
 pub struct InitHook {
+    /// Where it comes from: `annotation`, or `<location> postHooks[<i>].init` (as in problems).
     pub source: String,
+    /// Its containers in spec order, each with what the patch does with it.
     pub containers: Vec<PlacedContainer>,
 }
 
+/// A hook container and what the patch does with it (docs/behaviour.md §4.3).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PlacedContainer {
+    /// The container as the hook defines it.
     pub container: HookContainer,
+    /// Added, already present, or replacing a stale copy.
     pub placement: Placement,
 }
 

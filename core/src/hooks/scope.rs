@@ -12,9 +12,13 @@ pub enum ScopeVia {
     NamespaceLabel,
 }
 
+/// The restore a restored pod belongs to and what brought it into scope (docs/behaviour.md §1.1).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RestoreScope {
+    /// The restore name as the label value gives it (a hashed long name is resolved to the full
+    /// Velero Restore name later, §1.2).
     pub restore: String,
+    /// Which label decided; under `--velero-hooks defer` it decides the hook sources (§3.3).
     pub via: ScopeVia,
 }
 

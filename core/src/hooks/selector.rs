@@ -6,22 +6,49 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::types::Labels;
 
+/// Why a `labelSelector` or `namespaceSelector` is invalid: the entry or hook object is invalid
+/// for every pod it could apply to, and the object reports `Ready=False` (docs/behaviour.md §3.4
+/// row 10, §8.2).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SelectorError {
     #[error(
         "invalid label selector: unknown operator {0:?} (use In, NotIn, Exists or DoesNotExist)"
     )]
+    /// An operator other than `In`, `NotIn`, `Exists`, `DoesNotExist` (the payload;
+    /// case-sensitive).
     Operator(String),
     #[error("invalid label selector: operator {operator} on key {key:?} needs at least one value")]
-    MissingValues { key: String, operator: String },
-    #[error("invalid label selector: operator {operator} on key {key:?} takes no values")]
-    UnexpectedValues { key: String, operator: String },
-    #[error("invalid label selector: key {key:?}: {reason}")]
-    Key { key: String, reason: String },
-    #[error("invalid label selector: value {value:?} of key {key:?}: {reason}")]
-    Value {
+    /// `In` or `NotIn` without values.
+    MissingValues {
+        /// The expression's `key`.
         key: String,
+        /// `In` or `NotIn`.
+        operator: String,
+    },
+    #[error("invalid label selector: operator {operator} on key {key:?} takes no values")]
+    /// `Exists` or `DoesNotExist` with values.
+    UnexpectedValues {
+        /// The expression's `key`.
+        key: String,
+        /// `Exists` or `DoesNotExist`.
+        operator: String,
+    },
+    #[error("invalid label selector: key {key:?}: {reason}")]
+    /// A key that is not a qualified label name (`[prefix/]name`).
+    Key {
+        /// The key as written.
+        key: String,
+        /// Which part is wrong and how.
+        reason: String,
+    },
+    #[error("invalid label selector: value {value:?} of key {key:?}: {reason}")]
+    /// A value that is not a valid label value.
+    Value {
+        /// The key the value belongs to.
+        key: String,
+        /// The value as written.
         value: String,
+        /// What a label value must look like.
         reason: String,
     },
 }
@@ -99,6 +126,8 @@ impl Selector {
         Ok(Self { requirements })
     }
 
+    /// Whether `labels` satisfy every requirement (matchLabels and matchExpressions ANDed;
+    /// `NotIn` also matches an absent label, as in Kubernetes).
     pub fn matches(&self, labels: &Labels) -> bool {
         self.requirements.iter().all(|r| match r {
             Requirement::Equals(k, v) => labels.get(k) == Some(v),

@@ -29,28 +29,40 @@ pub const MIN_KEY_BYTES: usize = 32;
 
 const VERSION: &str = "v1";
 
+/// A plan key (from the plan-key Secret or `--plan-key-file`) too weak to sign with
+/// (docs/behaviour.md §9.2).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
     #[error(
         "plan key {which} is {len} bytes; at least {MIN_KEY_BYTES} random bytes are needed \
          (e.g. `head -c 32 /dev/urandom`)"
     )]
-    TooShort { which: &'static str, len: usize },
+    /// Shorter than [`MIN_KEY_BYTES`].
+    TooShort {
+        /// Which key: `current` or `previous`.
+        which: &'static str,
+        /// Its length in bytes.
+        len: usize,
+    },
 }
 
 /// Why a signature did not verify. Each message says what an operator sees and why nothing ran.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SignatureError {
     #[error("it carries no {0} annotation: it was not issued by this installation's webhook")]
+    /// No signature annotation (the payload names it): a hand-written plan or status.
     Missing(&'static str),
     #[error("its signature {0:?} is not in the v1.<key id>.<mac> format")]
+    /// Not `v1.<key id>.<hex MAC>` (the payload is the value, cut to 80 characters).
     Malformed(String),
     #[error(
         "it was signed with key {0}, which is neither this installation's current nor its \
          previous plan key (another installation, an old backup, or a key rotated twice since)"
     )]
+    /// Signed with a key id that is neither `current` nor `previous` (the payload).
     UnknownKey(String),
     #[error("its signature does not match its content: it was written or edited after admission")]
+    /// The MAC does not match the content and binding: edited, copied or forged.
     Mismatch,
 }
 
@@ -75,6 +87,7 @@ impl SigningKey {
         })
     }
 
+    /// The key id: the first 8 hex digits of the key's SHA-256, as it appears in signatures.
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -97,13 +110,17 @@ pub struct PlanKeys {
 /// What a plan signature binds the plan to: the pod as the webhook saw it at admission.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PodBinding<'a> {
+    /// The pod's namespace.
     pub namespace: &'a str,
     /// Empty for a `generateName` pod (the API server names it after admission).
     pub name: &'a str,
+    /// `metadata.generateName`; empty when the pod has none.
     pub generate_name: &'a str,
 }
 
 impl PlanKeys {
+    /// The `current` and optional `previous` keys (raw bytes of the plan-key Secret's entries or
+    /// of the key files, at least [`MIN_KEY_BYTES`] each).
     pub fn new(current: &[u8], previous: Option<&[u8]>) -> Result<Self, KeyError> {
         Ok(Self {
             current: SigningKey::new(current, "current")?,
@@ -113,18 +130,24 @@ impl PlanKeys {
         })
     }
 
+    /// Id of the `current` key, the one that signs.
     pub fn current_id(&self) -> &str {
         self.current.id()
     }
 
+    /// Id of the `previous` key, which still verifies, if there is one.
     pub fn previous_id(&self) -> Option<&str> {
         self.previous.as_ref().map(SigningKey::id)
     }
 
+    /// The `restore-hooks.dev/plan-signature` value for the exact plan annotation bytes `plan`,
+    /// bound to `pod`, signed with `current` (§9.1).
     pub fn sign_plan(&self, pod: PodBinding<'_>, plan: &str) -> String {
         self.sign(&plan_message(pod, plan))
     }
 
+    /// Checks a plan signature under `current` or `previous` for this binding (§9.3); `None`:
+    /// the pod has no signature annotation.
     pub fn verify_plan(
         &self,
         pod: PodBinding<'_>,
@@ -135,10 +158,13 @@ impl PlanKeys {
         self.verify(&plan_message(pod, plan), signature)
     }
 
+    /// The `restore-hooks.dev/status-signature` value for the status annotation bytes, bound to
+    /// the pod's uid (§9.4).
     pub fn sign_status(&self, pod_uid: &str, status: &str) -> String {
         self.sign(&status_message(pod_uid, status))
     }
 
+    /// Checks a status signature for the pod's uid (§9.4); a status that fails is never trusted.
     pub fn verify_status(
         &self,
         pod_uid: &str,
@@ -200,7 +226,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 || s.len() > 128 {
+    if !s.len().is_multiple_of(2) || s.len() > 128 {
         return None;
     }
     (0..s.len())

@@ -3,10 +3,14 @@
 //! containers have exited by the time hooks run, so they never are (docs/behaviour.md §3.4).
 //! The webhook and the controller both ask this module, so the rule lives once.
 
+/// What a container of the pod is, as far as exec hooks care (docs/behaviour.md §3.4 row 9, §6.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ContainerRole {
+    /// An entry of `spec.containers`: an exec target.
     App,
+    /// An init container with `restartPolicy: Always`: keeps running, so an exec target.
     NativeSidecar,
+    /// Any other init container: it has exited before hooks run, so never an exec target.
     PlainInit,
 }
 
@@ -20,6 +24,8 @@ impl ContainerRole {
         }
     }
 
+    /// Whether an exec hook may target a container of this role (app containers and native
+    /// sidecars).
     pub fn is_exec_target(self) -> bool {
         !matches!(self, ContainerRole::PlainInit)
     }
@@ -33,6 +39,8 @@ pub struct ExecTargets {
 }
 
 impl ExecTargets {
+    /// The targets of a pod from its app container names (in `spec.containers` order) and its init
+    /// containers' names with their `restartPolicy`.
     pub fn new<'a>(
         app: impl IntoIterator<Item = &'a str>,
         init: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
@@ -48,6 +56,7 @@ impl ExecTargets {
         Self { containers }
     }
 
+    /// The role of the container called `name`; `None` when the pod has no such container.
     pub fn role(&self, name: &str) -> Option<ContainerRole> {
         self.containers
             .iter()
@@ -85,15 +94,25 @@ impl ExecTargets {
     }
 }
 
+/// Why an exec hook cannot target the container it names: invalid for an annotation hook, and for
+/// a spec hook `PlainInit` is invalid while `Missing` makes it not applicable (docs/behaviour.md
+/// §3.4 rows 8-9, §3.5).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TargetError {
     #[error(
         "exec hook targets {0:?}, a plain init container; exec hooks can only target app \
          containers and native sidecars (init containers with restartPolicy: Always)"
     )]
+    /// The named container is a plain init container (the name is the payload).
     PlainInit(String),
     #[error("exec hook targets container {name:?}, which the pod does not have (containers: {targets})")]
-    Missing { name: String, targets: String },
+    /// The pod has no container with that name.
+    Missing {
+        /// The container the hook names.
+        name: String,
+        /// The pod's valid targets, comma-separated, for the message.
+        targets: String,
+    },
 }
 
 #[cfg(test)]

@@ -8,6 +8,10 @@
 //! The CRD schemas carry bounds (`maxItems`, `maxLength`, enums, CEL rules) so that `kubectl
 //! apply` refuses a definition that could never work, instead of the webhook denying every
 //! restored pod of a namespace later (docs/behaviour.md §10).
+//!
+//! The module is long because the CRD schemas are spelled out next to the types (bounds, enums,
+//! CEL rules, and hand-written schemas for label selectors, commands and init containers), so
+//! that `restore-hooks crd` and the engine cannot disagree.
 
 use std::collections::BTreeMap;
 
@@ -39,6 +43,8 @@ where
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RestoreSpec {
+    /// `spec.hooks`: the Restore's hook entries; absent or `null` means none (docs/behaviour.md
+    /// §2.4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hooks: Option<VeleroRestoreHooks>,
 }
@@ -46,9 +52,11 @@ pub struct RestoreSpec {
 /// Velero's `Restore` object, named for what it is in this crate.
 pub type VeleroRestore = Restore;
 
+/// A Velero Restore's `spec.hooks`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VeleroRestoreHooks {
+    /// `resources`: the entries, in spec order (the source order of their hooks, §3.2).
     #[serde(default, deserialize_with = "null_as_default")]
     pub resources: Vec<RestoreResourceHookSpec>,
 }
@@ -57,18 +65,26 @@ pub struct VeleroRestoreHooks {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RestoreResourceHookSpec {
+    /// `name`: the plan `name` of the entry's hooks (§5.2); two entries of one name stay two hooks.
     #[serde(default, deserialize_with = "null_as_default")]
     pub name: String,
+    /// `includedNamespaces`: globs on the pod's namespace; empty or `*` includes every namespace.
     #[serde(default, deserialize_with = "null_as_default")]
     pub included_namespaces: Vec<String>,
+    /// `excludedNamespaces`: globs on the pod's namespace; an exclusion wins over an inclusion.
     #[serde(default, deserialize_with = "null_as_default")]
     pub excluded_namespaces: Vec<String>,
+    /// `includedResources`: the entry applies only if empty, `*` or naming pods (`pods`, `pod`,
+    /// `po`, any case); Velero ignores it (§11).
     #[serde(default, deserialize_with = "null_as_default")]
     pub included_resources: Vec<String>,
+    /// `excludedResources`: `*` or a name of pods makes the entry apply to no pod (§11).
     #[serde(default, deserialize_with = "null_as_default")]
     pub excluded_resources: Vec<String>,
+    /// `labelSelector` over the pod's labels as admitted (§2.7); absent: every pod, `{}` too.
     #[serde(default)]
     pub label_selector: Option<LabelSelector>,
+    /// `postHooks`: the hooks, in order; a hook's `index` is its element's position (§2.4).
     #[serde(default, deserialize_with = "null_as_default")]
     pub post_hooks: Vec<RestoreResourceHook>,
 }
@@ -81,12 +97,16 @@ pub struct RestoreResourceHookSpec {
     "message": "each postHooks entry needs init or exec (or both)"
 }]))]
 pub struct RestoreResourceHook {
+    /// Init containers to inject into each selected pod when it is created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub init: Option<InitRestoreHook>,
+    /// A command to run in a container of each selected pod once that container is up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec: Option<ExecRestoreHook>,
 }
 
+/// Init containers injected into a selected pod when it is created, after Velero's restore-wait
+/// container if it has one.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InitRestoreHook {
@@ -101,6 +121,7 @@ pub struct InitRestoreHook {
     pub timeout: Option<String>,
 }
 
+/// A command run once in a running container of a selected pod, after the pod is restored.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecRestoreHook {
@@ -139,6 +160,7 @@ pub struct ExecRestoreHook {
     status = "HookObjectStatus",
     shortname = "rh",
     crates(kube_core = "::kube_core"),
+    doc = "Post-restore hooks (init containers and exec commands) for the restored pods of one namespace.",
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Planned","type":"integer","jsonPath":".status.podsPlanned"}"#,
     printcolumn = r#"{"name":"Succeeded","type":"integer","jsonPath":".status.hooks.succeeded"}"#,
@@ -156,6 +178,8 @@ pub struct RestoreHookSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::hooks::types::label_selector_schema")]
     pub label_selector: Option<LabelSelector>,
+    /// The hooks, in order: each entry an init hook, an exec hook, or both. A hook's index is its
+    /// position in this list.
     #[serde(default, deserialize_with = "null_as_default")]
     #[schemars(length(max = 64))]
     pub post_hooks: Vec<RestoreResourceHook>,
@@ -172,6 +196,7 @@ pub struct RestoreHookSpec {
     status = "HookObjectStatus",
     shortname = "crh",
     crates(kube_core = "::kube_core"),
+    doc = "Post-restore hooks for the restored pods of every namespace its namespaceSelector selects (for platform teams).",
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Planned","type":"integer","jsonPath":".status.podsPlanned"}"#,
     printcolumn = r#"{"name":"Succeeded","type":"integer","jsonPath":".status.hooks.succeeded"}"#,
@@ -193,6 +218,8 @@ pub struct ClusterRestoreHookSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::hooks::types::label_selector_schema")]
     pub label_selector: Option<LabelSelector>,
+    /// The hooks, in order: each entry an init hook, an exec hook, or both. A hook's index is its
+    /// position in this list.
     #[serde(default, deserialize_with = "null_as_default")]
     #[schemars(length(max = 64))]
     pub post_hooks: Vec<RestoreResourceHook>,
@@ -208,6 +235,8 @@ pub struct HookObjectStatus {
     /// Pods whose plan has at least one hook of this object.
     #[serde(default)]
     pub pods_planned: i64,
+    /// This object's exec hooks across those pods, by outcome: `Skipped` hooks count as failed,
+    /// `Running` ones as pending.
     #[serde(default)]
     pub hooks: HookCounts,
     /// Pods that missed this object's init hooks because it arrived after them (at most 20).
@@ -225,9 +254,11 @@ pub struct HookObjectStatus {
     pub conditions: Vec<Condition>,
 }
 
+/// What one webhook replica has compiled of this object.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReplicaObservation {
+    /// The object generation this replica compiled.
     pub observed_generation: i64,
     /// Empty when the object compiled; otherwise why it cannot apply to any pod.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -240,31 +271,35 @@ pub struct ReplicaObservation {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HookCounts {
+    /// Exec hooks that exited with code 0.
     #[serde(default)]
     pub succeeded: i64,
+    /// Exec hooks that failed (non-zero exit, timeout, expired wait, pod gone, interrupted); on a
+    /// RestoreHook or ClusterRestoreHook also those skipped after an `onError: Fail` failure.
     #[serde(default)]
     pub failed: i64,
-    #[serde(default, skip_serializing_if = "is_zero")]
+    /// RestoreRun only: exec hooks not run because an `onError: Fail` hook of the same pod failed.
+    #[serde(default)]
     pub skipped: i64,
+    /// Exec hooks that have not ended yet (pending or running).
     #[serde(default)]
     pub pending: i64,
     /// Spec exec hooks not applicable to a selected pod (it lacks their container).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default)]
     pub not_applicable: i64,
     /// Init hooks that arrived after their pod was created.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default)]
     pub missed_init: i64,
 }
 
-fn is_zero(n: &i64) -> bool {
-    *n == 0
-}
 
 impl HookCounts {
+    /// Whether every count is zero (a zero `retired` is left out of the status).
     pub fn is_zero(&self) -> bool {
         *self == HookCounts::default()
     }
 
+    /// Adds `other`'s counts to these: how retired pods' outcomes are folded in.
     pub fn add(&mut self, other: &HookCounts) {
         self.succeeded += other.succeeded;
         self.failed += other.failed;
@@ -286,6 +321,7 @@ impl HookCounts {
     status = "RestoreRunStatus",
     shortname = "rr",
     crates(kube_core = "::kube_core"),
+    doc = "One restore as restore-hooks saw it: the pods it planned and how their hooks ended. Written by the controller.",
     printcolumn = r#"{"name":"Restore","type":"string","jsonPath":".spec.restore"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Pods","type":"integer","jsonPath":".status.podsPlanned"}"#,
@@ -302,14 +338,19 @@ pub struct RestoreRunSpec {
     pub restore: String,
 }
 
+/// Status of a RestoreRun: the restore's pods and how their exec hooks ended, written by
+/// restore-hooks.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RestoreRunStatus {
     /// `InProgress`, `Completed` or `PartiallyFailed`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub phase: String,
+    /// Pods of the restore whose plan holds at least one exec hook.
     #[serde(default)]
     pub pods_planned: i64,
+    /// Exec hooks of those pods by phase (`Running` counts as pending), plus init hooks missed
+    /// because a hook object arrived after its pods.
     #[serde(default)]
     pub hooks: HookCounts,
     /// Pods with a failed hook, first failure each (at most 20).
@@ -318,21 +359,30 @@ pub struct RestoreRunStatus {
     /// Outcomes of pods that no longer exist, folded in once and kept.
     #[serde(default, skip_serializing_if = "HookCounts::is_zero")]
     pub retired: HookCounts,
+    /// How many pods that no longer exist have their final counts kept in `retired`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retired_pods: Option<i64>,
     /// When the phase last left `InProgress` (RFC 3339): the retention period counts from here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<String>,
+    /// `Completed`: `True` once every hook has ended (reason `Completed` or `PartiallyFailed`),
+    /// `False` while `InProgress`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
 
+/// A pod of the restore with a failed exec hook: its first failure.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailedPod {
+    /// The pod's namespace.
     pub namespace: String,
+    /// The pod's name.
     pub pod: String,
+    /// The failed hook's name: the hook object's or Velero entry's name, or `<from-annotation>`.
     pub hook: String,
+    /// Why it failed, as in the pod's `restore-hooks.dev/status` (e.g. `command terminated with
+    /// exit code 1`).
     pub message: String,
 }
 

@@ -1,0 +1,751 @@
+//! The per-restore view and the status of hook objects (docs/behaviour.md §8), on the shared
+//! simulator testbed: the real webhook plans the pods, the controller runs their hooks through the
+//! simulator's pods/exec, and the RestoreRun, RestoreHook and ClusterRestoreHook statuses are read
+//! through the API and through the real kubectl (`kubectl get`, `kubectl wait`), as an operator or
+//! a restore script reads them.
+//!
+//! Waits are bounded only as failure guards; no assertion depends on how fast anything is.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use restore_hooks::hooks::plan::HookPhase;
+use restore_hooks::hooks::types::{
+    ClusterRestoreHook, FailedPod, HookCounts, HookObjectStatus, RestoreHook, RestoreRun,
+    RestoreRunStatus,
+};
+use restore_hooks::testbed::{
+    ControllerHandle, RESTORE, Testbed, TestbedOptions, exec_label, exec_status,
+};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::Command;
+
+const NS: &str = "shop";
+/// Every wait below gives up after this: a guard against hangs, not a speed requirement.
+const GUARD: Duration = Duration::from_secs(60);
+const POLL: Duration = Duration::from_millis(50);
+
+/// Polls `$probe` (an expression yielding `Option<T>`) until it is `Some`, failing after
+/// [`GUARD`] with `$what`.
+macro_rules! eventually {
+    ($what:expr, $probe:expr) => {{
+        let deadline = Instant::now() + GUARD;
+        loop {
+            if let Some(v) = $probe {
+                break v;
+            }
+            assert!(Instant::now() < deadline, "gave up waiting for {}", $what);
+            tokio::time::sleep(POLL).await;
+        }
+    }};
+}
+
+/// The whole test body under a limit, so a hang fails instead of blocking CI.
+async fn bounded(f: impl Future<Output = ()>) {
+    tokio::time::timeout(Duration::from_secs(150), f)
+        .await
+        .expect("the test finished within its limit");
+}
+
+async fn testbed() -> Testbed {
+    let bed = Testbed::start(TestbedOptions {
+        webhook: true,
+        ..TestbedOptions::default()
+    })
+    .await
+    .expect("the testbed starts");
+    bed.create_namespace(NS, json!({})).await.unwrap();
+    bed
+}
+
+async fn leading(bed: &Testbed, identity: &str) -> ControllerHandle {
+    let c = bed.start_controller(identity, bed.controller_args(), None);
+    eventually!(
+        "the controller to take the Lease",
+        c.is_leader().then_some(())
+    );
+    c
+}
+
+/// Stops a controller as SIGTERM would. Tolerates one known controller bug (reported, in
+/// `controller::run_with_exec`, not code under test here): when the pod watch task ends in the
+/// same instant as the stop, its JoinHandle is polled again after completion and the controller
+/// task panics on its way out. Anything else is a failure.
+async fn stop(ctl: ControllerHandle) {
+    if let Err(e) = ctl.stop().await {
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("JoinHandle polled after completion"),
+            "the controller failed: {e}"
+        );
+        eprintln!("note: known controller shutdown bug: {e}");
+    }
+}
+
+/// [`Testbed::finished`], with a guard.
+async fn finished(bed: &Testbed, namespace: &str, name: &str) -> String {
+    tokio::time::timeout(GUARD, bed.finished(namespace, name))
+        .await
+        .unwrap_or_else(|_| panic!("{namespace}/{name} did not finish"))
+        .0
+}
+
+async fn create_restore_hook(bed: &Testbed, namespace: &str, name: &str, spec: Value) {
+    let api: Api<RestoreHook> = Api::namespaced(bed.client.clone(), namespace);
+    let rh: RestoreHook = serde_json::from_value(json!({
+        "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &rh)
+        .await
+        .expect("the RestoreHook is created");
+}
+
+async fn restore_hook(bed: &Testbed, namespace: &str, name: &str) -> RestoreHook {
+    Api::<RestoreHook>::namespaced(bed.client.clone(), namespace)
+        .get(name)
+        .await
+        .unwrap()
+}
+
+fn condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Waits until the webhook's cache has the RestoreHook (the webhook decides from it).
+async fn compiled(bed: &Testbed, namespace: &str, name: &str) {
+    eventually!(
+        format!("the webhook's cache to have RestoreHook {namespace}/{name}"),
+        bed.index
+            .read()
+            .restore_hooks(namespace)
+            .any(|h| h.name == name)
+            .then_some(())
+    );
+}
+
+/// Creates a pod of restore [`RESTORE`] through the webhook.
+async fn restore_pod(bed: &Testbed, name: &str, labels: Value) {
+    let mut all = json!({"velero.io/restore-name": RESTORE});
+    json_patch::merge(&mut all, &labels);
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": all},
+        "spec": {"containers": [{"name": "app", "image": "shop:1"}]}
+    }))
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NS);
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("the pod is admitted");
+}
+
+async fn restore_run(bed: &Testbed) -> Option<RestoreRunStatus> {
+    let api: Api<RestoreRun> = Api::all(bed.client.clone());
+    api.get_opt(RESTORE)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|r| r.status)
+}
+
+/// One restore of three pods: every pod runs `ok` (RestoreHook `all-web`), one of them also runs
+/// `broken` (RestoreHook `broken`, exits 3, onError Continue). Returns once its RestoreRun says
+/// the restore's hooks are over.
+async fn partially_failed_restore(bed: &Testbed) -> RestoreRunStatus {
+    create_restore_hook(bed, NS, "all-web", json!({
+        "restores": ["nightly-*"],
+        "labelSelector": {"matchLabels": {"app": "web"}},
+        "postHooks": [{"exec": {"container": "app", "command": ["/bin/sh", "-c", "echo ok >> ok.log"]}}],
+    }))
+    .await;
+    create_restore_hook(bed, NS, "broken", json!({
+        "labelSelector": {"matchLabels": {"broken": "true"}},
+        "postHooks": [{"exec": {"container": "app", "command": ["/bin/sh", "-c", "echo boom >&2; exit 3"]}}],
+    }))
+    .await;
+    compiled(bed, NS, "all-web").await;
+    compiled(bed, NS, "broken").await;
+    restore_pod(bed, "web-0", json!({"app": "web"})).await;
+    restore_pod(bed, "web-1", json!({"app": "web"})).await;
+    restore_pod(bed, "web-2", json!({"app": "web", "broken": "true"})).await;
+    assert_eq!(finished(bed, NS, "web-0").await, "done");
+    assert_eq!(finished(bed, NS, "web-1").await, "done");
+    assert_eq!(finished(bed, NS, "web-2").await, "failed");
+    eventually!(
+        "the RestoreRun to complete",
+        restore_run(bed)
+            .await
+            .filter(|s| s.phase != "InProgress" && s.pods_planned == 3 && s.hooks.pending == 0)
+    )
+}
+
+fn counts(succeeded: i64, failed: i64) -> HookCounts {
+    HookCounts {
+        succeeded,
+        failed,
+        ..HookCounts::default()
+    }
+}
+
+/// A whole restore with one failing hook: the RestoreRun ends `PartiallyFailed`, counts every
+/// hook, lists the pod whose hook failed with the hook and the reason, and its `Completed`
+/// condition is True with the phase as reason. The hook objects count their own hooks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_with_one_failing_hook_is_partially_failed() {
+    bounded(async {
+        let bed = testbed().await;
+        let ctl = leading(&bed, "ctl").await;
+        let run = partially_failed_restore(&bed).await;
+        assert_eq!(run.phase, "PartiallyFailed", "{run:?}");
+        assert_eq!(run.pods_planned, 3);
+        assert_eq!(run.hooks, counts(3, 1), "{run:?}");
+        assert_eq!(run.failed_pods.len(), 1, "{run:?}");
+        let FailedPod {
+            namespace,
+            pod,
+            hook,
+            message,
+        } = &run.failed_pods[0];
+        assert_eq!(
+            (namespace.as_str(), pod.as_str(), hook.as_str()),
+            (NS, "web-2", "broken")
+        );
+        assert!(
+            message.contains("command terminated with exit code 3"),
+            "{message}"
+        );
+        let completed = condition(&run.conditions, "Completed").expect("a Completed condition");
+        assert_eq!(
+            (completed.status.as_str(), completed.reason.as_str()),
+            ("True", "PartiallyFailed")
+        );
+        assert!(run.completed_at.is_some());
+
+        let all = eventually!("RestoreHook all-web to count its hooks", {
+            let s = restore_hook(&bed, NS, "all-web")
+                .await
+                .status
+                .unwrap_or_default();
+            (s.hooks.succeeded == 3).then_some(s)
+        });
+        assert_eq!((all.pods_planned, all.hooks), (3, counts(3, 0)));
+        let broken = eventually!("RestoreHook broken to count its hook", {
+            let s = restore_hook(&bed, NS, "broken")
+                .await
+                .status
+                .unwrap_or_default();
+            (s.hooks.failed == 1).then_some(s)
+        });
+        assert_eq!((broken.pods_planned, broken.hooks), (1, counts(0, 1)));
+        stop(ctl).await;
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// The numbers survive the pods and the controller: a deleted pod's outcome stays counted
+/// (folded into `retired`), and a new controller, started after the old one stopped, recomputes
+/// the same status from the pods. The status is scrambled while no controller runs, so that what
+/// is read afterwards was written by the new controller, not left over from the old one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_run_counts_survive_a_deleted_pod_and_a_controller_restart() {
+    bounded(async {
+        let bed = testbed().await;
+        let ctl = leading(&bed, "ctl-1").await;
+        let before = partially_failed_restore(&bed).await;
+
+        let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NS);
+        pods.delete("web-0", &DeleteParams::default()).await.unwrap();
+        let after_delete = eventually!("the deleted pod's hooks to be retired", {
+            restore_run(&bed).await.filter(|s| s.retired_pods == Some(1))
+        });
+        assert_eq!(after_delete.hooks, before.hooks, "a deleted pod's hooks stay counted");
+        assert_eq!(after_delete.retired, counts(1, 0));
+        assert_eq!(after_delete.phase, "PartiallyFailed");
+        assert_eq!(after_delete.pods_planned, 2, "podsPlanned counts the pods that exist");
+        assert_eq!(after_delete.failed_pods, before.failed_pods);
+        let hook_before = eventually!("RestoreHook all-web to retire web-0", {
+            let s = restore_hook(&bed, NS, "all-web").await.status.unwrap_or_default();
+            (s.retired == counts(1, 0)).then_some(s)
+        });
+        assert_eq!(hook_before.hooks, counts(3, 0));
+
+        stop(ctl).await;
+        let runs: Api<RestoreRun> = Api::all(bed.client.clone());
+        let scrambled = json!({"status": {
+            "phase": "InProgress", "podsPlanned": 0,
+            "hooks": {"succeeded": 0, "failed": 0, "pending": 7}, "failedPods": [],
+        }});
+        runs.patch_status(RESTORE, &PatchParams::default(), &Patch::Merge(&scrambled)).await.unwrap();
+        let hooks: Api<RestoreHook> = Api::namespaced(bed.client.clone(), NS);
+        let scrambled = json!({"status": {"podsPlanned": 0, "hooks": {"succeeded": 0, "failed": 0, "pending": 7}}});
+        hooks.patch_status("all-web", &PatchParams::default(), &Patch::Merge(&scrambled)).await.unwrap();
+
+        let ctl = leading(&bed, "ctl-2").await;
+        let recomputed = eventually!("the new controller to rewrite the RestoreRun", {
+            restore_run(&bed).await.filter(|s| s.phase != "InProgress")
+        });
+        assert_eq!(recomputed.phase, after_delete.phase);
+        assert_eq!(recomputed.pods_planned, after_delete.pods_planned);
+        assert_eq!(recomputed.hooks, after_delete.hooks);
+        assert_eq!(recomputed.retired, after_delete.retired);
+        assert_eq!(recomputed.failed_pods, after_delete.failed_pods);
+        let hook_after = eventually!("the new controller to rewrite RestoreHook all-web", {
+            let s = restore_hook(&bed, NS, "all-web").await.status.unwrap_or_default();
+            (s.hooks.pending == 0).then_some(s)
+        });
+        assert_eq!((hook_after.pods_planned, hook_after.hooks), (hook_before.pods_planned, hook_before.hooks));
+        // Nothing ran again on the way: one line per pod that still exists.
+        for pod in ["web-1", "web-2"] {
+            let log = std::fs::read_to_string(bed.pod_dir(NS, pod).join("ok.log")).unwrap_or_default();
+            assert_eq!(log.lines().count(), 1, "{pod}");
+        }
+        assert_eq!(ctl.hooks("succeeded") + ctl.hooks("failed"), 0, "the new controller ran nothing");
+        stop(ctl).await;
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// `Ready` tells a restore script when the webhook serves a hook object: True, with
+/// `observedGeneration` equal to `metadata.generation`, once it is compiled, again after an edit;
+/// False, with reason `Invalid` and the problem, for an object that cannot apply (a bad glob in
+/// `restores`, written here past the CRD schema, which the simulator does not enforce).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_hook_ready_condition_follows_what_the_webhook_compiled() {
+    bounded(async {
+        let bed = testbed().await;
+        bed.create_namespace("lab", json!({})).await.unwrap();
+        let ctl = leading(&bed, "ctl").await;
+        let spec = |command: &str| {
+            json!({
+                "restores": ["nightly-*"],
+                "postHooks": [{"exec": {"command": ["/bin/sh", "-c", command]}}],
+            })
+        };
+        create_restore_hook(&bed, NS, "warm", spec("true")).await;
+        let ready = |rh: &RestoreHook, generation: i64| {
+            let status = rh.status.clone().unwrap_or_default();
+            let cond = condition(&status.conditions, "Ready")?;
+            let replica = status.webhooks.get("testbed-webhook")?;
+            (cond.status == "True"
+                && rh.metadata.generation == Some(generation)
+                && status.observed_generation == Some(generation)
+                && replica.observed_generation == generation)
+                .then(|| cond.clone())
+        };
+        let cond = eventually!(
+            "RestoreHook warm to be Ready",
+            ready(&restore_hook(&bed, NS, "warm").await, 1)
+        );
+        assert_eq!(cond.reason, "Compiled", "{cond:?}");
+
+        let api: Api<RestoreHook> = Api::namespaced(bed.client.clone(), NS);
+        api.patch(
+            "warm",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": spec("echo edited")})),
+        )
+        .await
+        .unwrap();
+        eventually!(
+            "RestoreHook warm to be Ready at generation 2",
+            ready(&restore_hook(&bed, NS, "warm").await, 2)
+        );
+
+        create_restore_hook(
+            &bed,
+            "lab",
+            "bad-glob",
+            json!({
+                "restores": ["nightly-["],
+                "postHooks": [{"exec": {"command": ["/bin/true"]}}],
+            }),
+        )
+        .await;
+        let status: HookObjectStatus = eventually!("RestoreHook bad-glob to be Ready=False", {
+            let s = restore_hook(&bed, "lab", "bad-glob")
+                .await
+                .status
+                .unwrap_or_default();
+            condition(&s.conditions, "Ready")
+                .filter(|c| c.status == "False")
+                .map(|_| s.clone())
+        });
+        let cond = condition(&status.conditions, "Ready").unwrap();
+        assert_eq!(cond.reason, "Invalid", "{cond:?}");
+        assert!(
+            cond.message.contains("nightly-["),
+            "the message names the bad pattern: {cond:?}"
+        );
+
+        // Deleted and created again (as a restore of the backup would): a new object, whose
+        // generation the replica reports again, although it has the same name and generation
+        // number as the old one.
+        create_restore_hook(&bed, NS, "again", spec("true")).await;
+        eventually!(
+            "RestoreHook again to be Ready",
+            ready(&restore_hook(&bed, NS, "again").await, 1)
+        );
+        api.delete("again", &DeleteParams::default()).await.unwrap();
+        eventually!(
+            "the cache to forget RestoreHook again",
+            bed.index
+                .read()
+                .restore_hooks(NS)
+                .all(|h| h.name != "again")
+                .then_some(())
+        );
+        create_restore_hook(&bed, NS, "again", spec("true")).await;
+        eventually!(
+            "the re-created RestoreHook again to be Ready, reported by the replica",
+            ready(&restore_hook(&bed, NS, "again").await, 1)
+        );
+        stop(ctl).await;
+        bed.stop().await;
+    })
+    .await;
+}
+
+fn kubectl_available() -> bool {
+    std::process::Command::new("kubectl")
+        .args(["version", "--client"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// kubectl with its own kubeconfig and discovery cache for the testbed's simulator.
+struct Kubectl {
+    kubeconfig: PathBuf,
+    cache: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Kubectl {
+    fn new(bed: &Testbed) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        bed.sim.write_kubeconfig(&kubeconfig).unwrap();
+        Self {
+            cache: dir.path().join("cache"),
+            kubeconfig,
+            _dir: dir,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("kubectl");
+        c.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(&self.cache)
+            .arg("--request-timeout=10s")
+            .args(args)
+            .kill_on_drop(true);
+        c
+    }
+
+    /// Runs to completion: (exit code, stdout, stderr).
+    async fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let out = tokio::time::timeout(GUARD, self.command(args).output())
+            .await
+            .expect("kubectl finished")
+            .expect("kubectl ran");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// `kubectl get` as rows of cells, header first. Cells are cut at the header's column
+    /// starts (kubectl aligns them), so that an empty cell stays a cell.
+    async fn table(&self, args: &[&str]) -> Vec<Vec<String>> {
+        let (code, out, err) = self.run(args).await;
+        assert_eq!(code, 0, "kubectl {args:?}: {err}");
+        let mut lines = out.lines();
+        let header = lines.next().unwrap_or_default();
+        let starts: Vec<usize> = header
+            .char_indices()
+            .filter(|&(i, c)| c != ' ' && (i == 0 || header.as_bytes()[i - 1] == b' '))
+            .map(|(i, _)| i)
+            .collect();
+        let cut = |line: &str| -> Vec<String> {
+            (0..starts.len())
+                .map(|k| {
+                    let end = starts
+                        .get(k + 1)
+                        .copied()
+                        .unwrap_or(line.len())
+                        .min(line.len());
+                    line.get(starts[k].min(end)..end)
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string()
+                })
+                .collect()
+        };
+        std::iter::once(header).chain(lines).map(cut).collect()
+    }
+}
+
+/// The row of `name` in a `kubectl get` table, as column → cell.
+fn row<'a>(table: &'a [Vec<String>], name: &str) -> Vec<(&'a str, &'a str)> {
+    let row = table
+        .iter()
+        .find(|r| r.first().map(String::as_str) == Some(name))
+        .unwrap_or_else(|| panic!("no row {name} in {table:?}"));
+    table[0]
+        .iter()
+        .map(String::as_str)
+        .zip(row.iter().map(String::as_str))
+        .collect()
+}
+
+/// `kubectl get restoreruns`, `restorehooks` (and its short name `rh`) and
+/// `clusterrestorehooks` print the CRDs' printer columns with the status values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_prints_the_printer_columns() {
+    if !kubectl_available() {
+        eprintln!("note: kubectl not on PATH; skipping");
+        return;
+    }
+    bounded(async {
+        let bed = testbed().await;
+        let ctl = leading(&bed, "ctl").await;
+        let _ = partially_failed_restore(&bed).await;
+        let api: Api<ClusterRestoreHook> = Api::all(bed.client.clone());
+        let crh: ClusterRestoreHook = serde_json::from_value(json!({
+            "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "ClusterRestoreHook",
+            "metadata": {"name": "ca-refresh"},
+            "spec": {"restores": ["dr-*"], "postHooks": [{"exec": {"command": ["/bin/true"]}}]},
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &crh).await.unwrap();
+        // The status values kubectl shows must be final: wait for them through the API first.
+        eventually!("RestoreHook all-web's final counts", {
+            let s = restore_hook(&bed, NS, "all-web")
+                .await
+                .status
+                .unwrap_or_default();
+            (s.hooks.succeeded == 3
+                && condition(&s.conditions, "Ready").is_some_and(|c| c.status == "True"))
+            .then_some(())
+        });
+        eventually!("ClusterRestoreHook ca-refresh to be Ready", {
+            let s = api
+                .get("ca-refresh")
+                .await
+                .unwrap()
+                .status
+                .unwrap_or_default();
+            condition(&s.conditions, "Ready")
+                .filter(|c| c.status == "True")
+                .map(|_| ())
+        });
+        let k = Kubectl::new(&bed);
+
+        let runs = k.table(&["get", "restoreruns"]).await;
+        assert_eq!(
+            runs[0],
+            [
+                "NAME",
+                "RESTORE",
+                "PHASE",
+                "PODS",
+                "SUCCEEDED",
+                "FAILED",
+                "SKIPPED",
+                "PENDING",
+                "AGE"
+            ],
+            "{runs:?}"
+        );
+        let cells = row(&runs, RESTORE);
+        assert_eq!(
+            &cells[..8],
+            [
+                ("NAME", RESTORE),
+                ("RESTORE", RESTORE),
+                ("PHASE", "PartiallyFailed"),
+                ("PODS", "3"),
+                ("SUCCEEDED", "3"),
+                ("FAILED", "1"),
+                // Zero skipped hooks are left out of the status: kubectl shows an empty cell.
+                ("SKIPPED", ""),
+                ("PENDING", "0"),
+            ],
+            "{runs:?}"
+        );
+
+        for args in [
+            &["get", "restorehooks", "-n", NS][..],
+            &["get", "rh", "-n", NS],
+        ] {
+            let hooks = k.table(args).await;
+            assert_eq!(
+                hooks[0],
+                [
+                    "NAME",
+                    "READY",
+                    "PLANNED",
+                    "SUCCEEDED",
+                    "FAILED",
+                    "PENDING",
+                    "AGE"
+                ],
+                "{hooks:?}"
+            );
+            let cells = row(&hooks, "all-web");
+            assert_eq!(
+                &cells[..6],
+                [
+                    ("NAME", "all-web"),
+                    ("READY", "True"),
+                    ("PLANNED", "3"),
+                    ("SUCCEEDED", "3"),
+                    ("FAILED", "0"),
+                    ("PENDING", "0")
+                ],
+                "{hooks:?}"
+            );
+            let cells = row(&hooks, "broken");
+            assert_eq!(
+                &cells[2..5],
+                [("PLANNED", "1"), ("SUCCEEDED", "0"), ("FAILED", "1")],
+                "{hooks:?}"
+            );
+        }
+
+        let cluster = k.table(&["get", "clusterrestorehooks"]).await;
+        assert_eq!(
+            cluster[0],
+            [
+                "NAME",
+                "READY",
+                "PLANNED",
+                "SUCCEEDED",
+                "FAILED",
+                "PENDING",
+                "AGE"
+            ],
+            "{cluster:?}"
+        );
+        let cells = row(&cluster, "ca-refresh");
+        assert_eq!(
+            &cells[..6],
+            [
+                ("NAME", "ca-refresh"),
+                ("READY", "True"),
+                ("PLANNED", "0"),
+                ("SUCCEEDED", "0"),
+                ("FAILED", "0"),
+                ("PENDING", "0")
+            ],
+            "{cluster:?}"
+        );
+        stop(ctl).await;
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// A restore script waits for the restore's hooks with
+/// `kubectl wait --for=jsonpath='{.status.phase}'=Completed restorerun/<restore>`: it keeps
+/// waiting while a hook runs, and returns once every hook of the restore has ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_wait_returns_once_the_restores_hooks_are_done() {
+    if !kubectl_available() {
+        eprintln!("note: kubectl not on PATH; skipping");
+        return;
+    }
+    bounded(async {
+        let bed = testbed().await;
+        let ctl = leading(&bed, "ctl").await;
+        // The hook holds until the test creates `go` in the pod's directory.
+        create_restore_hook(&bed, NS, "slow", json!({
+            "labelSelector": {"matchLabels": {"app": "slow"}},
+            "postHooks": [{"exec": {
+                "container": "app", "execTimeout": "2m",
+                "command": ["/bin/sh", "-c", "while [ ! -f go ]; do sleep 0.1; done; echo warmed >> slow.log"],
+            }}],
+        }))
+        .await;
+        compiled(&bed, NS, "slow").await;
+        restore_pod(&bed, "slow-0", json!({"app": "slow"})).await;
+        let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NS);
+        eventually!("the hook to be running", {
+            exec_status(&pods.get("slow-0").await.unwrap()).filter(|s| s.hooks[0].phase == HookPhase::Running)
+        });
+        eventually!(
+            "the RestoreRun to be InProgress",
+            restore_run(&bed).await.filter(|s| s.phase == "InProgress")
+        );
+
+        let k = Kubectl::new(&bed);
+        // `-v=6` logs each request kubectl makes: the watch request is the sign that it has read
+        // the object, found it InProgress and now waits for a change.
+        let mut wait = k
+            .command(&[
+                "wait",
+                "-v=6",
+                "--for=jsonpath={.status.phase}=Completed",
+                &format!("restorerun/{RESTORE}"),
+                "--timeout=90s",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut log = BufReader::new(wait.stderr.take().unwrap()).lines();
+        let mut seen = Vec::new();
+        let watching = tokio::time::timeout(GUARD, async {
+            while let Some(line) = log.next_line().await.unwrap() {
+                let found = line.contains("watch=true");
+                seen.push(line);
+                if found {
+                    return;
+                }
+            }
+        })
+        .await;
+        assert!(watching.is_ok(), "kubectl wait never watched: {seen:#?}");
+        // Keep draining its log so that it never blocks on a full pipe.
+        let drain = tokio::spawn(async move { while let Ok(Some(_)) = log.next_line().await {} });
+        assert!(wait.try_wait().unwrap().is_none(), "kubectl wait returned while the hook ran: {seen:#?}");
+
+        std::fs::write(pod_dir(&bed, "slow-0").join("go"), "").unwrap();
+        let out = tokio::time::timeout(GUARD, wait.wait_with_output())
+            .await
+            .expect("kubectl wait returned")
+            .unwrap();
+        drain.abort();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}");
+        assert!(stdout.contains("condition met"), "{stdout}");
+        // When it returned, the hook had ended and was recorded on the pod.
+        let pod = pods.get("slow-0").await.unwrap();
+        assert_eq!(exec_label(&pod), "done");
+        assert_eq!(exec_status(&pod).unwrap().hooks[0].phase, HookPhase::Succeeded);
+        let log = std::fs::read_to_string(pod_dir(&bed, "slow-0").join("slow.log")).unwrap();
+        assert_eq!(log, "warmed\n");
+        stop(ctl).await;
+        bed.stop().await;
+    })
+    .await;
+}
+
+fn pod_dir(bed: &Testbed, pod: &str) -> PathBuf {
+    bed.pod_dir(NS, pod)
+}

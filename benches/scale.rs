@@ -1,21 +1,27 @@
-//! Controller scale run (issue 5, item 5): the real `restore-hooks controller` process against the
-//! in-process API-server simulator, N restored pods with 2 exec hooks each.
+//! Controller scale run: the real `restore-hooks controller` process against the in-process
+//! API-server simulator (the shared testbed, `restore_hooks::testbed`), N restored pods with 2
+//! exec hooks each (one in each of two containers).
 //!
-//! `cargo bench --bench scale` (a few minutes on 2 cores). Environment:
+//! `cargo bench --bench scale` (several minutes on 2 cores). Environment:
 //!
 //! | env | default | |
 //! |---|---|---|
-//! | `SCALE_PODS` | 2000 | largest run |
-//! | `SCALE_SIZES` | `500,1000,$SCALE_PODS` | runs, each on a fresh simulator and controller |
-//! | `SCALE_CONCURRENCY` | 64 | the controller's `--max-concurrent-pods` |
+//! | `SCALE_PODS` | 10000 | largest run |
+//! | `SCALE_SIZES` | `2000,$SCALE_PODS` | pod counts, each run on a fresh simulator and controller |
+//! | `SCALE_MODES` | `live,backlog` | `live`: pods are created while the controller runs; `backlog`: all N are pending before it starts |
+//! | `SCALE_CONCURRENCY` | 64 | the controller's `--max-concurrent-execs` |
+//! | `SCALE_PER_NAMESPACE` | `$SCALE_CONCURRENCY` | its `--max-concurrent-execs-per-namespace` (all pods share one namespace) |
 //! | `SCALE_CREATE_CONCURRENCY` | 32 | parallel pod creates by this process |
 //! | `SCALE_TICK_MS` | 1000 | timeline interval |
 //! | `SCALE_KEEP` | unset | keep each run's directory (controller log, pod directories) |
 //!
-//! Pods are created as the webhook leaves them (plan annotation + `restore-hooks.dev/exec:
-//! pending`); each hook is a real exec (`/bin/sh -c 'echo a >> h.txt'`, a local process in the
-//! pod's directory). The clock runs from the first create to the last pod labelled
-//! `done`/`failed`. Per run it prints:
+//! Pods are created exactly as the webhook leaves them (`Testbed::planned_pod`: a plan signed with
+//! the testbed's key, which the controller reads with `--plan-key-file`; the `pending` and restore
+//! labels); each hook is a real exec (`/bin/sh -c 'echo a >> a.txt'`, a local process in the pod's
+//! directory). The clock runs from the first create (`live`) or from the controller's start
+//! (`backlog`) to the last pod labelled `done`/`failed`. `backlog` is the memory worst case: every
+//! pod waits at once (a restore faster than its hooks, or a controller that was down). Per run it
+//! prints:
 //!
 //! - a live timeline (finished pods and hooks each tick, seen by a metadata-only watch on the
 //!   label and the status annotation, with the controller's RSS). It is what a watcher in this
@@ -25,11 +31,10 @@
 //! - the controller's peak RSS (`VmHWM`) and CPU time, this process' CPU time (simulator,
 //!   client, hook processes) and that of everything else on the machine during the run.
 //!
-//! Pods lag behind hooks and bunch up at the end: after its first hook a pod queues for an exec
-//! slot again, behind the first hooks of newer pods, so the hook column is the one that shows
-//! steady progress. A table of all runs ends the output: the pods/s column staying flat across sizes
-//! shows that the time grows linearly with N. Numbers are reported, never an exit code (except
-//! when a pod's hooks did not all succeed exactly once, or a run did not finish in its limit).
+//! A table of all runs ends the output: the pods/s column staying flat across sizes shows that
+//! the time grows linearly with N; the peak RSS column is to be read against the chart's memory
+//! limit (256 MiB). Numbers are reported, never an exit code (except when a pod's hooks did not all
+//! succeed exactly once, or a run did not finish in its limit).
 //!
 //! The simulator, this client and the controller share the machine's cores, so compare numbers
 //! within one run.
@@ -43,16 +48,17 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PartialObjectMeta, PostParams};
+use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::watcher::{self, Event};
-use restore_hooks::hooks::plan::{
-    EXEC_LABEL, ExecPlan, ExecStatus, OnError, PLAN_ANNOTATION, PlannedHook, STATUS_ANNOTATION,
-};
+use restore_hooks::hooks::plan::{EXEC_LABEL, ExecStatus, PlannedHook, STATUS_ANNOTATION};
+use restore_hooks::testbed::{Testbed, TestbedOptions, sh_hook};
 use serde_json::json;
 
 const NS: &str = "default";
 const IDENTITY: &str = "scale-bench";
 const LEASE: &str = "restore-hooks-controller";
+/// The testbed's installation namespace (where the chart would put the Lease).
+const LEASE_NAMESPACE: &str = "restore-hooks";
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
     match std::env::var(name) {
@@ -87,41 +93,61 @@ fn restore_hooks_binary() -> PathBuf {
     beside.filter(|p| p.exists()).unwrap_or(built)
 }
 
-fn hook(name: &str, index: usize, container: &str, script: &str) -> PlannedHook {
-    PlannedHook {
-        name: name.into(),
-        source: "restorehook/scale".into(),
-        index,
-        container: container.into(),
-        command: vec!["/bin/sh".into(), "-c".into(), script.into()],
-        on_error: OnError::Continue,
-        exec_timeout_ms: 60_000,
-        wait_timeout_ms: None,
-        wait_for_ready: false,
+fn hooks() -> Vec<PlannedHook> {
+    let mut hooks = vec![
+        sh_hook("rehydrate", "db", "echo a >> a.txt"),
+        sh_hook("warm-cache", "app", "echo b >> b.txt"),
+    ];
+    for (i, h) in hooks.iter_mut().enumerate() {
+        h.source = "restorehook/scale".into();
+        h.index = i;
+        h.exec_timeout_ms = 60_000;
+    }
+    hooks
+}
+
+fn restored_pod(bed: &Testbed, name: &str) -> Pod {
+    bed.planned_pod(
+        NS,
+        name,
+        hooks(),
+        json!({"metadata": {"labels": {"app": "scale"}}}),
+    )
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Pods are created while the controller runs.
+    Live,
+    /// All pods are pending before the controller starts.
+    Backlog,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "live" => Ok(Mode::Live),
+            "backlog" => Ok(Mode::Backlog),
+            other => Err(format!("unknown mode {other:?} (live, backlog)")),
+        }
     }
 }
 
-fn restored_pod(name: &str) -> Pod {
-    let plan = ExecPlan {
-        restore: "scale".into(),
-        hooks: vec![
-            hook("rehydrate", 0, "db", "echo a >> h.txt"),
-            hook("warm-cache", 1, "app", "echo b >> h.txt"),
-        ],
-    };
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {
-            "name": name, "namespace": NS,
-            "labels": {EXEC_LABEL: "pending", "app": "scale"},
-            "annotations": {PLAN_ANNOTATION: plan.to_annotation()},
-        },
-        "spec": {"containers": [
-            {"name": "app", "image": "shop:1"},
-            {"name": "db", "image": "postgres:16"},
-        ]}
-    }))
-    .unwrap()
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::Live => "live",
+            Mode::Backlog => "backlog",
+        })
+    }
+}
+
+/// The controller's slots.
+#[derive(Clone, Copy)]
+struct Slots {
+    total: usize,
+    per_namespace: usize,
 }
 
 /// The controller child process.
@@ -131,7 +157,7 @@ struct Controller {
 }
 
 impl Controller {
-    fn start(binary: &Path, dir: &Path, kubeconfig: &Path, concurrency: usize) -> Self {
+    fn start(binary: &Path, dir: &Path, kubeconfig: &Path, plan_key: &Path, slots: Slots) -> Self {
         let log = dir.join("controller.log");
         let out = std::fs::File::create(&log).expect("controller log file");
         let mut cmd = Command::new(binary);
@@ -144,14 +170,16 @@ impl Controller {
         cmd.env("MIMALLOC_PURGE_DELAY", "0");
         cmd.args([
             "controller",
-            "--max-concurrent-pods",
-            &concurrency.to_string(),
+            "--max-concurrent-execs",
+            &slots.total.to_string(),
+            "--max-concurrent-execs-per-namespace",
+            &slots.per_namespace.to_string(),
             "--identity",
             IDENTITY,
             "--lease-name",
             LEASE,
             "--lease-namespace",
-            NS,
+            LEASE_NAMESPACE,
             "--admin-listen",
             "127.0.0.1:0",
             "--log-format",
@@ -159,6 +187,8 @@ impl Controller {
             "--log-level",
             "info",
         ])
+        .arg("--plan-key-file")
+        .arg(plan_key)
         .env("KUBECONFIG", kubeconfig)
         .stdin(Stdio::null())
         .stdout(out.try_clone().unwrap())
@@ -302,6 +332,7 @@ fn controller_timeline(log: &Path, t0: jiff::Timestamp) -> (Vec<Duration>, Vec<D
 /// One run's results.
 struct Run {
     pods: usize,
+    mode: Mode,
     created_in: Duration,
     total: Duration,
     first: Duration,
@@ -384,24 +415,71 @@ async fn track(client: kube::Client, t0: Instant, progress: Arc<Mutex<Progress>>
     }
 }
 
-async fn run_once(n: usize, concurrency: usize, create_concurrency: usize) -> anyhow::Result<Run> {
-    println!("\n== {n} pods x 2 hooks, --max-concurrent-pods {concurrency} ==");
+/// Creates pods `scale-00000`.. and returns when the last create returned (time since `t0`).
+async fn create_all(
+    bed: Arc<Testbed>,
+    n: usize,
+    concurrency: usize,
+    t0: Instant,
+) -> anyhow::Result<Duration> {
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let bed = bed.clone();
+            async move {
+                bed.create_pod(&restored_pod(&bed, &format!("scale-{i:05}")))
+                    .await
+                    .map(|_| ())
+            }
+        })
+        .buffer_unordered(concurrency)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(t0.elapsed())
+}
+
+async fn run_once(
+    n: usize,
+    mode: Mode,
+    slots: Slots,
+    create_concurrency: usize,
+) -> anyhow::Result<Run> {
+    println!(
+        "\n== {n} pods x 2 hooks, {mode}, --max-concurrent-execs {} (per namespace {}) ==",
+        slots.total, slots.per_namespace
+    );
     let dir = tempfile::tempdir()?;
-    let sim = kube_sim::start(kube_sim::SimOptions {
-        listen: ([127, 0, 0, 1], 0).into(),
-        workdir: dir.path().join("pods"),
-        kubelet: true,
-    })
-    .await?;
+    let bed = Arc::new(
+        Testbed::start(TestbedOptions {
+            workdir: Some(dir.path().join("cluster")),
+            ..TestbedOptions::default()
+        })
+        .await?,
+    );
     let kubeconfig = dir.path().join("kubeconfig");
-    sim.write_kubeconfig(&kubeconfig)?;
-    let client = sim.client().await;
+    bed.sim.write_kubeconfig(&kubeconfig)?;
+    let plan_key = dir.path().join("plan-key");
+    bed.write_plan_key(&plan_key)?;
+    let client = bed.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let progress = Arc::new(Mutex::new(Progress::default()));
+    // Backlog: every pod is pending before the controller starts.
+    let mut created_before = None;
+    if mode == Mode::Backlog {
+        let t = Instant::now();
+        let took = create_all(bed.clone(), n, create_concurrency, t).await?;
+        println!(
+            "{n} pods created (all pending) in {:.2}s",
+            took.as_secs_f64()
+        );
+        created_before = Some(took);
+    }
 
     let binary = restore_hooks_binary();
-    let mut ctl = Controller::start(&binary, dir.path(), &kubeconfig, concurrency);
+    let t0_backlog = (Instant::now(), jiff::Timestamp::now());
+    let mut ctl = Controller::start(&binary, dir.path(), &kubeconfig, &plan_key, slots);
     let pid = ctl.pid();
     // Wait until it holds the Lease (it then watches pending pods).
-    let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(s) = ctl.exited() {
@@ -421,46 +499,41 @@ async fn run_once(n: usize, concurrency: usize, create_concurrency: usize) -> an
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Let it start its pod watch.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let idle_rss = proc_status_kib(pid, "VmRSS").unwrap_or(0);
+    let idle_rss = if mode == Mode::Live {
+        // Let it start its pod watch.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        proc_status_kib(pid, "VmRSS")
+    } else {
+        None
+    };
     let cpu_before = cpu_seconds(pid, false).unwrap_or(0.0);
     let sim_cpu_before = cpu_seconds(std::process::id(), true).unwrap_or(0.0);
     let machine_before = machine_busy_seconds().unwrap_or(0.0);
-    println!("controller pid {pid}, idle RSS {:.1} MiB", mib(idle_rss));
+    match idle_rss {
+        Some(kib) => println!("controller pid {pid}, idle RSS {:.1} MiB", mib(kib)),
+        None => println!("controller pid {pid}"),
+    }
 
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let progress = Arc::new(Mutex::new(Progress::default()));
-    let t0 = Instant::now();
-    let t0_wall = jiff::Timestamp::now();
+    let (t0, t0_wall) = match mode {
+        Mode::Live => (Instant::now(), jiff::Timestamp::now()),
+        Mode::Backlog => t0_backlog,
+    };
     let tracker = tokio::spawn(track(client.clone(), t0, progress.clone()));
-    let creator = {
-        let pods = pods.clone();
-        tokio::spawn(async move {
-            futures::stream::iter(0..n)
-                .map(|i| {
-                    let pods = pods.clone();
-                    async move {
-                        pods.create(
-                            &PostParams::default(),
-                            &restored_pod(&format!("scale-{i:05}")),
-                        )
-                        .await
-                        .map(|_| ())
-                    }
-                })
-                .buffer_unordered(create_concurrency)
-                .try_collect::<Vec<_>>()
-                .await
-                .map(|_| t0.elapsed())
-        })
+    let creator = match mode {
+        Mode::Live => Some(tokio::spawn(create_all(
+            bed.clone(),
+            n,
+            create_concurrency,
+            t0,
+        ))),
+        Mode::Backlog => None,
     };
 
     // Timeline: completed pods each tick (default one second).
     let every = Duration::from_millis(env("SCALE_TICK_MS", 1000));
     let limit = Duration::from_secs(60 + n as u64 / 5);
-    let mut created_in = None;
-    let mut creator = Some(creator);
+    let mut created_in = created_before;
+    let mut creator = creator;
     let (mut last, mut last_hooks) = (0, 0);
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     println!("  t(s)  pods done  (+tick)  hooks done  (+tick)   ctl RSS");
@@ -521,19 +594,25 @@ async fn run_once(n: usize, concurrency: usize, create_concurrency: usize) -> an
     times.sort();
     let observed = times.last().map(|t| t.0).unwrap_or_default();
     let failed = times.iter().filter(|t| t.1).count();
-    // Every hook ran exactly once, in order.
+    // Every hook ran exactly once.
     let mut wrong = Vec::new();
     for i in 0..n {
         let name = format!("scale-{i:05}");
-        let text =
-            std::fs::read_to_string(sim.pod_dir(NS, &name).join("h.txt")).unwrap_or_default();
-        if text != "a\nb\n" {
-            wrong.push(format!("{name}: {text:?}"));
+        let read =
+            |f: &str| std::fs::read_to_string(bed.pod_dir(NS, &name).join(f)).unwrap_or_default();
+        let (a, b) = (read("a.txt"), read("b.txt"));
+        if a != "a\n" || b != "b\n" {
+            wrong.push(format!("{name}: a.txt {a:?}, b.txt {b:?}"));
         }
     }
 
     let stopped = ctl.stop();
-    sim.shutdown().await;
+    drop(pods);
+    drop(client);
+    match Arc::try_unwrap(bed) {
+        Ok(bed) => bed.stop().await,
+        Err(_) => eprintln!("note: the testbed is still shared; not stopped cleanly"),
+    }
 
     // The controller's own view, from its JSON log (timestamps of `hook finished` and `all
     // hooks ended`): the live timeline above is what a watcher of this (busy) process saw, and
@@ -578,6 +657,7 @@ async fn run_once(n: usize, concurrency: usize, create_concurrency: usize) -> an
     }
     let run = Run {
         pods: n,
+        mode,
         created_in: created_in.unwrap_or_default(),
         total,
         first,
@@ -604,11 +684,13 @@ async fn run_once(n: usize, concurrency: usize, create_concurrency: usize) -> an
         observed.as_secs_f64(),
     );
     println!(
-        "controller: peak RSS (VmHWM) {:.1} MiB (idle {:.1} MiB), CPU {cpu:.1}s ({:.0}% of one \
+        "controller: peak RSS (VmHWM) {:.1} MiB{}, CPU {cpu:.1}s ({:.0}% of one \
          core), exit {stopped:?}; simulator + client + hook processes: CPU {sim_cpu:.1}s; other processes on \
          the machine: CPU {others_cpu:.1}s",
         mib(peak_rss_kib),
-        mib(idle_rss),
+        idle_rss
+            .map(|k| format!(" (idle {:.1} MiB)", mib(k)))
+            .unwrap_or_default(),
         100.0 * cpu / total.as_secs_f64()
     );
     anyhow::ensure!(
@@ -626,26 +708,36 @@ async fn run_once(n: usize, concurrency: usize, create_concurrency: usize) -> an
 }
 
 fn main() -> ExitCode {
-    let pods: usize = env("SCALE_PODS", 2000);
+    let pods: usize = env("SCALE_PODS", 10_000);
     let concurrency: usize = env("SCALE_CONCURRENCY", 64);
+    let slots = Slots {
+        total: concurrency,
+        per_namespace: env("SCALE_PER_NAMESPACE", concurrency),
+    };
     let create_concurrency: usize = env("SCALE_CREATE_CONCURRENCY", 32);
-    let sizes: Vec<usize> = match std::env::var("SCALE_SIZES") {
-        Ok(s) => s
-            .split(',')
+    let list = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .map(|s| s.split(',').map(str::to_string).collect::<Vec<_>>())
+    };
+    let sizes: Vec<usize> = match list("SCALE_SIZES") {
+        Some(s) => s
+            .iter()
             .map(|x| {
                 x.trim()
                     .parse()
                     .expect("SCALE_SIZES: comma-separated numbers")
             })
             .collect(),
-        Err(_) => {
-            let mut v: Vec<usize> = [500, 1000, pods]
-                .into_iter()
-                .filter(|x| *x <= pods)
-                .collect();
+        None => {
+            let mut v: Vec<usize> = [2000, pods].into_iter().filter(|x| *x <= pods).collect();
             v.dedup();
             v
         }
+    };
+    let modes: Vec<Mode> = match list("SCALE_MODES") {
+        Some(m) => m.iter().map(|x| x.parse().expect("SCALE_MODES")).collect(),
+        None => vec![Mode::Live, Mode::Backlog],
     };
     let binary = restore_hooks_binary();
     println!(
@@ -656,21 +748,24 @@ fn main() -> ExitCode {
     restore_hooks::install_crypto_provider();
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     let mut runs = Vec::new();
-    for n in sizes {
-        match rt.block_on(run_once(n, concurrency, create_concurrency)) {
-            Ok(r) => runs.push(r),
-            Err(e) => {
-                eprintln!("scale run with {n} pods failed: {e:#}");
-                return ExitCode::FAILURE;
+    for &mode in &modes {
+        for &n in &sizes {
+            match rt.block_on(run_once(n, mode, slots, create_concurrency)) {
+                Ok(r) => runs.push(r),
+                Err(e) => {
+                    eprintln!("scale run with {n} pods ({mode}) failed: {e:#}");
+                    return ExitCode::FAILURE;
+                }
             }
         }
     }
     println!(
-        "\n  pods   hooks  created(s)  1st pod(s)  total(s)  pods/s  hooks/s  hook gap(ms)  idle s  peak RSS(MiB)  ctl CPU(s)  CPU ms/pod  sim CPU(s)  others CPU(s)"
+        "\n   mode    pods   hooks  created(s)  1st pod(s)  total(s)  pods/s  hooks/s  hook gap(ms)  idle s  peak RSS(MiB)  ctl CPU(s)  CPU ms/pod  sim CPU(s)  others CPU(s)"
     );
     for r in &runs {
         println!(
-            "{:>6}  {:>6}  {:>10.2}  {:>10.2}  {:>8.2}  {:>6.1}  {:>7.1}  {:>12.0}  {:>6}  {:>13.1}  {:>10.1}  {:>10.2}  {:>10.1}  {:>13.1}",
+            "{:>7}  {:>6}  {:>6}  {:>10.2}  {:>10.2}  {:>8.2}  {:>6.1}  {:>7.1}  {:>12.0}  {:>6}  {:>13.1}  {:>10.1}  {:>10.2}  {:>10.1}  {:>13.1}",
+            r.mode.to_string(),
             r.pods,
             2 * r.pods,
             r.created_in.as_secs_f64(),
@@ -687,15 +782,18 @@ fn main() -> ExitCode {
             r.others_cpu,
         );
     }
-    if let (Some(a), Some(b)) = (runs.first(), runs.last())
-        && b.pods > a.pods
-    {
-        println!(
-            "scaling: {}x the pods took {:.2}x the time (linear = {:.2}x)",
-            b.pods / a.pods.max(1),
-            b.total.as_secs_f64() / a.total.as_secs_f64(),
-            b.pods as f64 / a.pods as f64
-        );
+    for &mode in &modes {
+        let of_mode: Vec<&Run> = runs.iter().filter(|r| r.mode == mode).collect();
+        if let (Some(a), Some(b)) = (of_mode.first(), of_mode.last())
+            && b.pods > a.pods
+        {
+            println!(
+                "scaling ({mode}): {}x the pods took {:.2}x the time (linear = {:.2}x)",
+                b.pods / a.pods.max(1),
+                b.total.as_secs_f64() / a.total.as_secs_f64(),
+                b.pods as f64 / a.pods as f64
+            );
+        }
     }
     ExitCode::SUCCESS
 }

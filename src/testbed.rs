@@ -77,6 +77,8 @@ pub struct Testbed {
     pub client: Client,
     /// The installation's plan key (the webhook signs with it, controllers verify with it).
     pub keys: Arc<PlanKeys>,
+    /// Its raw bytes, for a controller run as a separate process (`--plan-key-file`).
+    key_bytes: Vec<u8>,
     /// Hook objects and namespace labels as the installation sees them.
     pub index: Arc<SharedIndex>,
     /// The webhook's metrics.
@@ -146,9 +148,8 @@ impl Testbed {
                 .await
                 .with_context(|| format!("creating CRD {}", crd.metadata.name.clone().unwrap_or_default()))?;
         }
-        let keys = Arc::new(
-            PlanKeys::new(&crate::plan_key::generate()?, None).map_err(|e| anyhow::anyhow!("{e}"))?,
-        );
+        let key_bytes = crate::plan_key::generate()?;
+        let keys = Arc::new(PlanKeys::new(&key_bytes, None).map_err(|e| anyhow::anyhow!("{e}"))?);
         let shutdown = CancellationToken::new();
         let metrics = Metrics::new();
         let index = SharedIndex::new(HookIndex::new());
@@ -166,6 +167,7 @@ impl Testbed {
             sim,
             client,
             keys,
+            key_bytes,
             index,
             metrics,
             engine: options.engine,
@@ -186,6 +188,12 @@ impl Testbed {
 
     pub fn key_ring(&self) -> KeyRing {
         KeyRing::fixed((*self.keys).clone())
+    }
+
+    /// Writes the plan key to `path`, for `restore-hooks controller --plan-key-file` (the real
+    /// binary, run as its own process, then runs the plans [`Self::planned_pod`] signs).
+    pub fn write_plan_key(&self, path: &Path) -> std::io::Result<()> {
+        std::fs::write(path, &self.key_bytes)
     }
 
     async fn serve_webhook(&mut self, tls_dir: &Path) -> anyhow::Result<()> {
@@ -326,6 +334,51 @@ impl Testbed {
         serde_json::from_value(v).expect("a valid pod")
     }
 
+    /// Creates a pod (e.g. one from [`Self::planned_pod`]).
+    pub async fn create_pod(&self, pod: &Pod) -> anyhow::Result<Pod> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        pods.create(&PostParams::default(), pod).await.with_context(|| {
+            format!("creating pod {namespace}/{}", pod.metadata.name.as_deref().unwrap_or_default())
+        })
+    }
+
+    /// The pod's recorded hook status now (`None` if it has none or the read failed).
+    pub async fn status_of(&self, namespace: &str, name: &str) -> Option<ExecStatus> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        pods.get_opt(name).await.ok().flatten().as_ref().and_then(exec_status)
+    }
+
+    /// Events about a pod, as (reason, message, reporting instance), oldest first.
+    pub async fn pod_events(&self, namespace: &str, name: &str) -> anyhow::Result<Vec<(String, String, String)>> {
+        let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(self.client.clone(), namespace);
+        let mut list: Vec<_> = api
+            .list(&kube::api::ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some(name))
+            .collect();
+        // The simulator's resourceVersions are one global counter: creation order.
+        list.sort_by_key(|e| {
+            e.metadata
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        });
+        Ok(list
+            .into_iter()
+            .map(|e| {
+                (
+                    e.reason.unwrap_or_default(),
+                    e.message.unwrap_or_default(),
+                    e.reporting_instance.unwrap_or_default(),
+                )
+            })
+            .collect())
+    }
+
     /// Waits until the pod is labelled `done` or `failed`; returns the label and status.
     pub async fn finished(&self, namespace: &str, name: &str) -> (String, Option<ExecStatus>) {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
@@ -352,6 +405,22 @@ impl Testbed {
             let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
         }
         self.sim.shutdown().await;
+    }
+}
+
+/// A hook as the webhook plans it, running `script` with `/bin/sh -c` in `container`:
+/// `onError: Continue`, a 10 s exec timeout, no wait limit, no readiness gate.
+pub fn sh_hook(name: &str, container: &str, script: &str) -> PlannedHook {
+    PlannedHook {
+        name: name.into(),
+        source: format!("restorehook/{name}"),
+        index: 0,
+        container: container.into(),
+        command: vec!["/bin/sh".into(), "-c".into(), script.into()],
+        on_error: restore_hooks_core::hooks::plan::OnError::Continue,
+        exec_timeout_ms: 10_000,
+        wait_timeout_ms: None,
+        wait_for_ready: false,
     }
 }
 

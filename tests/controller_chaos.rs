@@ -1,37 +1,35 @@
-//! Chaos test of the exec controller on the API-server simulator (issue 5, item 4).
+//! Chaos test of the exec controller on the API-server simulator, through the shared testbed.
 //!
-//! 100 restored pods with 2-3 exec hooks each (plan annotation + `pending` label, as the webhook
-//! leaves them). Every hook appends its id to `runs.log` in its pod's directory, so each actual
-//! execution is on disk. While the hooks run, a seeded random schedule injects 500s on random
+//! 100 restored pods with 2-3 exec hooks each, created as the webhook leaves them
+//! (`Testbed::planned_pod`: signed plan, `pending` label). Every hook appends its id, with the
+//! times its process started and ended, to `runs.log` in its pod's directory, so each actual
+//! execution is on disk. Processes keep running when their exec connection goes away, as in a real
+//! container. While the hooks run, a seeded random schedule injects 500s on random
 //! verbs/resources, drops watches, compacts the watch history, slows responses down, makes the
 //! leader lose its Lease (failed renewals), and kills the leading controller instance outright
 //! (its task is aborted mid-run; a fresh instance is started so that two always compete).
 //!
 //! At the end every hook must be terminal in `restore-hooks.dev/status`, every pod labelled
 //! `done`/`failed` consistently, no hook may have run twice, `Succeeded` hooks ran exactly once,
-//! `Skipped` hooks never ran.
+//! `Skipped` hooks never ran, and the hooks of one container never overlapped (§6.3, §6.10: a
+//! new leader waits out an inherited hook).
 //!
 //! `CHAOS_SEED=<seed printed by the test>` replays the same pods and the same sequence of faults
-//! (thread timing still varies); `RUST_LOG=restore_hooks=debug` shows the controllers' logs. Bounded (120 s, with a dump of unfinished pods), loopback only,
-//! and no assertion depends on speed.
+//! (thread timing still varies); `RUST_LOG=restore_hooks=debug` shows the controllers' logs.
+//! Bounded (120 s, with a dump of unfinished pods), loopback only, and no assertion depends on
+//! speed.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::Client;
-use kube::api::{Api, ListParams, PostParams};
-use restore_hooks::cli::ControllerArgs;
-use restore_hooks::config::EngineConfig;
-use restore_hooks::controller::{self, ControllerDeps};
-use restore_hooks::hooks::plan::{
-    EXEC_LABEL, ExecPlan, ExecStatus, HookPhase, OnError, PLAN_ANNOTATION, PlannedHook,
-    STATUS_ANNOTATION,
+use kube::api::{Api, ListParams};
+use restore_hooks::hooks::plan::{HookPhase, OnError, PlannedHook, STATUS_ANNOTATION};
+use restore_hooks::hooks::signing::PLAN_SIGNATURE_ANNOTATION;
+use restore_hooks::testbed::{
+    ControllerHandle, Testbed, TestbedOptions, exec_label as label, exec_status,
 };
-use restore_hooks::metrics::Metrics;
 use serde_json::json;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 const NS: &str = "default";
 const PODS: usize = 100;
@@ -41,6 +39,9 @@ const LIMIT: Duration = Duration::from_secs(120);
 const CHAOS_FOR: Duration = Duration::from_secs(45);
 /// The longest a hook's process runs (its sleep), plus margin: orphaned execs have ended by then.
 const SETTLE: Duration = Duration::from_millis(1500);
+/// Short, so that a killed leader's running hooks are declared interrupted soon (after this plus
+/// the grace); far longer than any hook's sleep.
+const EXEC_TIMEOUT_MS: u64 = 5_000;
 
 /// xorshift64*: a tiny seeded generator, so that a failing schedule can be replayed.
 struct Rng(u64);
@@ -79,72 +80,28 @@ fn seed() -> u64 {
 }
 
 /// One controller instance (as one replica would be).
-struct Ctl {
-    identity: String,
-    metrics: Metrics,
-    shutdown: CancellationToken,
-    task: JoinHandle<anyhow::Result<()>>,
-}
-
-fn start_controller(client: &Client, identity: String) -> Ctl {
-    let metrics = Metrics::new();
-    let shutdown = CancellationToken::new();
-    let args = ControllerArgs {
-        max_concurrent_pods: 8,
-        lease_name: "restore-hooks-controller".into(),
-        lease_namespace: NS.into(),
-        identity: Some(identity.clone()),
-        // Short, so that a killed leader is replaced quickly; long enough that a renewal
-        // (two requests, each delayed by at most 100 ms) fits in its limit (a third of it).
-        lease_duration: Duration::from_millis(1500),
-    };
-    let task = tokio::spawn(controller::run(ControllerDeps {
-        client: client.clone(),
-        args,
-        engine: EngineConfig::default(),
-        metrics: metrics.clone(),
-        shutdown: shutdown.clone(),
-    }));
-    Ctl {
-        identity,
-        metrics,
-        shutdown,
-        task,
-    }
+fn start_controller(bed: &Testbed, identity: String) -> ControllerHandle {
+    let mut args = bed.controller_args();
+    args.max_concurrent_execs = 8;
+    // Short, so that a killed leader is replaced quickly; long enough that a renewal (two
+    // requests, each delayed by at most 100 ms) fits in its limit (a third of it).
+    args.lease_duration = Duration::from_millis(1500);
+    bed.start_controller(&identity, args, None)
 }
 
 /// What the test planned for one hook.
 #[derive(Clone)]
 struct Planned {
     id: String,
+    container: String,
     /// The command exits 3 on purpose.
     fails: bool,
 }
 
-fn pod(name: &str, hooks: Vec<PlannedHook>) -> Pod {
-    let plan = ExecPlan {
-        restore: "chaos".into(),
-        hooks,
-    };
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {
-            "name": name, "namespace": NS,
-            "labels": {EXEC_LABEL: "pending", "app": "chaos"},
-            "annotations": {PLAN_ANNOTATION: plan.to_annotation()},
-        },
-        "spec": {"containers": [
-            {"name": "app", "image": "shop:1"},
-            {"name": "db", "image": "postgres:16"},
-        ]}
-    }))
-    .unwrap()
-}
-
-/// 2-3 hooks per pod, each appending its id to `runs.log` and then sleeping 50-400 ms (so that
-/// kills and lost Leases land mid-exec); about one hook in twelve exits 3, half of those with
+/// 2-3 hooks per pod, each logging its start and end around a 50-400 ms sleep (so that kills
+/// and lost Leases land mid-exec); about one hook in twelve exits 3, half of those with
 /// `onError: Fail`.
-fn make_pods(rng: &mut Rng) -> (Vec<Pod>, BTreeMap<String, Vec<Planned>>) {
+fn make_pods(bed: &Testbed, rng: &mut Rng) -> (Vec<Pod>, BTreeMap<String, Vec<Planned>>) {
     let mut pods = Vec::new();
     let mut planned = BTreeMap::new();
     for i in 0..PODS {
@@ -156,53 +113,47 @@ fn make_pods(rng: &mut Rng) -> (Vec<Pod>, BTreeMap<String, Vec<Planned>>) {
             let id = format!("{name}/{j}");
             let fails = rng.below(12) == 0;
             let sleep_ms = 50 + rng.below(351);
+            let end = format!("echo \"{id} end $(date +%s.%N)\" >> runs.log");
             let tail = if fails {
-                "exit 3".to_string()
+                format!("{end}; exit 3")
             } else {
-                format!("sleep {}.{:03}", sleep_ms / 1000, sleep_ms % 1000)
+                format!("sleep {}.{:03}; {end}", sleep_ms / 1000, sleep_ms % 1000)
             };
+            let container = rng.pick(&["app", "db"]).to_string();
             hooks.push(PlannedHook {
                 name: format!("h{j}"),
                 source: "restorehook/chaos".into(),
                 index: j,
-                container: rng.pick(&["app", "db"]).to_string(),
+                container: container.clone(),
                 command: vec![
                     "/bin/sh".into(),
                     "-c".into(),
-                    format!("echo {id} >> runs.log; {tail}"),
+                    format!("echo \"{id} start $(date +%s.%N)\" >> runs.log; {tail}"),
                 ],
                 on_error: if fails && rng.percent(50) {
                     OnError::Fail
                 } else {
                     OnError::Continue
                 },
-                exec_timeout_ms: 20_000,
+                exec_timeout_ms: EXEC_TIMEOUT_MS,
                 wait_timeout_ms: None,
                 wait_for_ready: false,
             });
-            mine.push(Planned { id, fails });
+            mine.push(Planned {
+                id,
+                container,
+                fails,
+            });
         }
-        pods.push(pod(&name, hooks));
+        pods.push(bed.planned_pod(
+            NS,
+            &name,
+            hooks,
+            json!({"metadata": {"labels": {"app": "chaos"}}}),
+        ));
         planned.insert(name, mine);
     }
     (pods, planned)
-}
-
-fn label(p: &Pod) -> String {
-    p.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(EXEC_LABEL))
-        .cloned()
-        .unwrap_or_default()
-}
-
-fn status(p: &Pod) -> Option<ExecStatus> {
-    p.metadata
-        .annotations
-        .as_ref()?
-        .get(STATUS_ANNOTATION)
-        .map(|s| ExecStatus::from_annotation(s).expect("a readable status annotation"))
 }
 
 /// The chaos pods, or `None` if the list itself hit an injected fault.
@@ -230,6 +181,42 @@ fn unfinished(all: &[Pod]) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// One process's lines in `runs.log`: when it started and, if it got there, ended.
+#[derive(Clone, Copy, Debug, Default)]
+struct Run {
+    start: f64,
+    end: Option<f64>,
+}
+
+/// `runs.log` by hook id: one entry per process started (so `len() > 1` is a second run).
+fn runs(text: &str) -> BTreeMap<String, Vec<Run>> {
+    let mut out: BTreeMap<String, Vec<Run>> = BTreeMap::new();
+    for line in text.lines() {
+        let mut parts = line.split_whitespace();
+        let (Some(id), Some(what), Some(at)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let at: f64 = at
+            .parse()
+            .unwrap_or_else(|_| panic!("runs.log: bad time in {line:?}"));
+        let entry = out.entry(id.to_string()).or_default();
+        match what {
+            "start" => entry.push(Run {
+                start: at,
+                end: None,
+            }),
+            // Each process appends its end after its own start; processes of one hook cannot
+            // interleave unless it ran twice, which is reported anyway.
+            _ => {
+                if let Some(open) = entry.iter_mut().rev().find(|r| r.end.is_none()) {
+                    open.end = Some(at);
+                }
+            }
+        }
+    }
+    out
 }
 
 #[derive(Default, Debug)]
@@ -261,34 +248,28 @@ async fn chaos() {
     println!("controller chaos: CHAOS_SEED={seed}");
     let mut rng = Rng::new(seed);
 
-    restore_hooks::install_crypto_provider();
-    let dir = tempfile::tempdir().unwrap();
-    let sim = kube_sim::start(kube_sim::SimOptions {
-        listen: ([127, 0, 0, 1], 0).into(),
-        workdir: dir.path().to_path_buf(),
-        kubelet: true,
-    })
-    .await
-    .expect("simulator starts");
-    let client = sim.client().await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let faults = sim.faults();
+    let bed = Testbed::start(TestbedOptions::default())
+        .await
+        .expect("testbed starts");
+    // As in a real container, a process goes on when its exec connection goes away (a killed
+    // leader): the next hook of its container must not overlap it.
+    bed.sim.faults().set_orphaned_execs_survive(true);
+    let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NS);
+    let faults = bed.sim.faults();
 
-    let (manifests, planned) = make_pods(&mut rng);
+    let (manifests, planned) = make_pods(&bed, &mut rng);
     let hooks: usize = planned.values().map(Vec::len).sum();
     println!("{PODS} pods, {hooks} hooks");
 
     // Two competing replicas from the start.
     let mut next_id = 0;
-    let mut spawn = |client: &Client| {
+    let mut spawn = |bed: &Testbed| {
         next_id += 1;
-        start_controller(client, format!("replica-{next_id}"))
+        start_controller(bed, format!("replica-{next_id}"))
     };
-    let mut ctls = vec![spawn(&client), spawn(&client)];
+    let mut ctls = vec![spawn(&bed), spawn(&bed)];
     for p in &manifests {
-        pods.create(&PostParams::default(), p)
-            .await
-            .expect("pod created");
+        bed.create_pod(p).await.expect("pod created");
     }
 
     let mut tally = Tally::default();
@@ -339,17 +320,16 @@ async fn chaos() {
             if now >= next_kill {
                 // Kill the leader outright (mid-run: its workers and execs are dropped), and
                 // start a fresh replica so that two keep competing.
-                if let Some(i) = ctls.iter().position(|c| c.metrics.leader.get() == 1) {
+                if let Some(i) = ctls.iter().position(|c| c.is_leader()) {
                     let dead = ctls.remove(i);
-                    dead.task.abort();
-                    let _ = dead.task.await;
+                    let identity = dead.identity.clone();
+                    dead.kill();
                     println!(
-                        "{:>5.1}s killed leader {}",
-                        started.elapsed().as_secs_f64(),
-                        dead.identity
+                        "{:>5.1}s killed leader {identity}",
+                        started.elapsed().as_secs_f64()
                     );
                     tally.kills += 1;
-                    ctls.push(spawn(&client));
+                    ctls.push(spawn(&bed));
                     next_kill = Instant::now() + Duration::from_millis(2000 + rng.below(2500));
                 }
             }
@@ -390,12 +370,9 @@ async fn chaos() {
         let name = p.metadata.name.clone().unwrap();
         let plan = &planned[&name];
         let runs_log =
-            std::fs::read_to_string(sim.pod_dir(NS, &name).join("runs.log")).unwrap_or_default();
-        let mut runs: BTreeMap<&str, usize> = BTreeMap::new();
-        for line in runs_log.lines() {
-            *runs.entry(line).or_default() += 1;
-        }
-        let Some(st) = status(p) else {
+            std::fs::read_to_string(bed.pod_dir(NS, &name).join("runs.log")).unwrap_or_default();
+        let runs = runs(&runs_log);
+        let Some(st) = exec_status(p) else {
             violations.push(format!("{name}: labelled {} without a status", label(p)));
             continue;
         };
@@ -408,7 +385,7 @@ async fn chaos() {
             continue;
         }
         for (h, want) in st.hooks.iter().zip(plan) {
-            let n = runs.get(want.id.as_str()).copied().unwrap_or(0);
+            let n = runs.get(want.id.as_str()).map_or(0, Vec::len);
             *phases.entry(format!("{:?}", h.phase)).or_default() += 1;
             let what = format!("{}: {:?} {:?} ran {n}x", want.id, h.phase, h.message);
             if n > 1 {
@@ -449,6 +426,40 @@ async fn chaos() {
                 }
             }
         }
+        // One container's hooks, in plan order, never ran at the same time: each started after
+        // the previous one's process ended (§6.3; after a failover too, §6.10). A hook that timed
+        // out is exempt: its process may go on (the exec API cannot stop it).
+        for container in ["app", "db"] {
+            let mut previous: Option<(&str, Run)> = None;
+            for (want, h) in plan
+                .iter()
+                .zip(&st.hooks)
+                .filter(|(w, _)| w.container == container)
+            {
+                let Some(run) = runs.get(want.id.as_str()).and_then(|r| r.first()).copied() else {
+                    continue;
+                };
+                if let Some((before, prev)) = previous {
+                    match prev.end {
+                        Some(end) if run.start < end => violations.push(format!(
+                            "overlap in {name}/{container}: {} started at {:.3} before {before} ended at {end:.3}",
+                            want.id, run.start
+                        )),
+                        Some(_) => {}
+                        // Every process here ends by itself within its sleep (none is killed).
+                        None => violations.push(format!(
+                            "{name}/{container}: {before} never logged its end, yet {} ran after it",
+                            want.id
+                        )),
+                    }
+                }
+                if !h.message.starts_with("timed out") {
+                    previous = Some((want.id.as_str(), run));
+                } else {
+                    previous = None;
+                }
+            }
+        }
         let all_ok = st.hooks.iter().all(|h| h.phase == HookPhase::Succeeded);
         let want_label = if all_ok { "done" } else { "failed" };
         if label(p) != want_label {
@@ -480,13 +491,12 @@ async fn chaos() {
     );
 
     for c in ctls {
-        c.shutdown.cancel();
-        match tokio::time::timeout(Duration::from_secs(20), c.task).await {
-            Ok(Ok(Ok(()))) => {}
-            other => panic!("controller {} did not stop cleanly: {other:?}", c.identity),
+        let identity = c.identity.clone();
+        if let Err(e) = c.stop().await {
+            panic!("controller {identity} did not stop cleanly: {e:#}");
         }
     }
-    sim.shutdown().await;
+    bed.stop().await;
 }
 
 /// Top-level keys of one JSON object, in order, duplicates kept (serde_json's `Value` would keep
@@ -518,19 +528,18 @@ fn json_keys(line: &str) -> Option<Vec<(String, serde_json::Value)>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_json_logs_have_one_message_per_line() {
     tokio::time::timeout(Duration::from_secs(90), async {
-        restore_hooks::install_crypto_provider();
+        let bed = Testbed::start(TestbedOptions::default())
+            .await
+            .expect("testbed starts");
         let dir = tempfile::tempdir().unwrap();
-        let sim = kube_sim::start(kube_sim::SimOptions {
-            listen: ([127, 0, 0, 1], 0).into(),
-            workdir: dir.path().join("pods"),
-            kubelet: true,
-        })
-        .await
-        .expect("simulator starts");
         let kubeconfig = dir.path().join("kubeconfig");
-        sim.write_kubeconfig(&kubeconfig).unwrap();
+        bed.sim.write_kubeconfig(&kubeconfig).unwrap();
+        // The binary runs the plans the testbed signs: same key, from a file.
+        let key = dir.path().join("plan-key");
+        bed.write_plan_key(&key).unwrap();
         let log_path = dir.path().join("controller.log");
         let log = std::fs::File::create(&log_path).unwrap();
+        let lease_namespace = bed.controller_args().lease_namespace;
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_restore-hooks"))
             .args([
                 "controller",
@@ -542,7 +551,11 @@ async fn controller_json_logs_have_one_message_per_line() {
                 "json",
                 "--log-level",
                 "info",
+                "--lease-namespace",
+                &lease_namespace,
             ])
+            .arg("--plan-key-file")
+            .arg(&key)
             .env("KUBECONFIG", &kubeconfig)
             .env_remove("RUST_LOG")
             .stdout(std::process::Stdio::null())
@@ -550,8 +563,7 @@ async fn controller_json_logs_have_one_message_per_line() {
             .spawn()
             .expect("the controller binary starts");
 
-        let client = sim.client().await;
-        let pods: Api<Pod> = Api::namespaced(client, NS);
+        let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NS);
         let script = |s: &str| vec!["/bin/sh".into(), "-c".into(), s.to_string()];
         let mut hooks = Vec::new();
         for (j, (cmd, on_error)) in [
@@ -574,13 +586,21 @@ async fn controller_json_logs_have_one_message_per_line() {
                 wait_for_ready: false,
             });
         }
-        pods.create(&PostParams::default(), &pod("logs", hooks))
+        // A second pod whose plan signature is not the installation's: refused, with its own
+        // log line.
+        let forged = bed.planned_pod(
+            NS,
+            "forged",
+            hooks.clone(),
+            json!({"metadata": {"annotations": {PLAN_SIGNATURE_ANNOTATION: "v1.nokey.AAAA"}}}),
+        );
+        bed.create_pod(&bed.planned_pod(NS, "logs", hooks, json!({})))
             .await
             .unwrap();
+        bed.create_pod(&forged).await.unwrap();
         loop {
-            if let Ok(p) = pods.get("logs").await
-                && label(&p) == "failed"
-            {
+            let failed = |p: Result<Pod, kube::Error>| p.is_ok_and(|p| label(&p) == "failed");
+            if failed(pods.get("logs").await) && failed(pods.get("forged").await) {
                 break;
             }
             if let Ok(Some(s)) = child.try_wait() {
@@ -595,7 +615,7 @@ async fn controller_json_logs_have_one_message_per_line() {
             .args(["-TERM", &child.id().to_string()])
             .status();
         let _ = tokio::task::spawn_blocking(move || child.wait()).await;
-        sim.shutdown().await;
+        bed.stop().await;
 
         let text = std::fs::read_to_string(&log_path).unwrap();
         let mut problems = Vec::new();
@@ -627,6 +647,8 @@ async fn controller_json_logs_have_one_message_per_line() {
             "hook finished",
             "hook not run",
             "all hooks ended",
+            "not running this pod's hooks",
+            "restore phase",
         ] {
             if !messages.iter().any(|m| m == want) {
                 problems.push(format!(

@@ -1,322 +1,230 @@
-//! The controller against the API-server simulator (`kube-sim`): real kube client, real watch,
-//! real WebSocket exec (commands run as local processes in the pod's directory). Pods are created
-//! already carrying a plan and the `pending` label, as the webhook would leave them.
+//! The controller against the API-server simulator (`kube-sim`), through the shared testbed
+//! (`restore_hooks::testbed`): real kube client, real watch, real WebSocket exec (commands run as
+//! local processes in the pod's directory). Pods are created exactly as the webhook leaves them
+//! (`Testbed::planned_pod`: signed plan, `pending` label, restore label).
 //!
-//! Every test is bounded by a timeout and uses loopback only. No assertion depends on speed.
+//! Every test is bounded by a timeout and uses loopback only. No assertion depends on speed: where
+//! two hooks must overlap (or must not), the hooks wait for files the test or the other hook
+//! writes, never for a fixed time.
 
-use std::collections::BTreeMap;
-use std::future::Future;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::{Client, CustomResourceExt};
-use restore_hooks::cli::ControllerArgs;
-use restore_hooks::config::EngineConfig;
-use restore_hooks::controller::{self, ControllerDeps};
-use restore_hooks::hooks::plan::{
-    EXEC_LABEL, ExecPlan, ExecStatus, HookPhase, OnError, PLAN_ANNOTATION, PlannedHook,
-    STATUS_ANNOTATION,
-};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use restore_hooks::controller::state::INTERRUPTED;
+use restore_hooks::hooks::plan::{ExecStatus, HookPhase, OnError, PlannedHook};
 use restore_hooks::hooks::types::RestoreHook;
-use restore_hooks::metrics::Metrics;
+use restore_hooks::testbed::{
+    ControllerHandle, Testbed, TestbedOptions, exec_label, exec_status, sh_hook as hook,
+};
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 const NS: &str = "default";
+/// Failure guard for waits inside a test (never a measurement).
+const WAIT: Duration = Duration::from_secs(40);
 
 /// Runs a test body with an overall limit, so a hang fails instead of blocking CI.
-async fn bounded<F: Future<Output = ()>>(limit: Duration, f: F) {
+async fn bounded<F: std::future::Future<Output = ()>>(limit: Duration, f: F) {
     tokio::time::timeout(limit, f)
         .await
         .expect("test exceeded its time limit");
 }
 
-struct Env {
-    sim: kube_sim::SimHandle,
-    client: Client,
-    tmp: tempfile::TempDir,
-}
-
-async fn env() -> Env {
-    restore_hooks::install_crypto_provider();
-    let dir = tempfile::tempdir().unwrap();
-    let sim = kube_sim::start(kube_sim::SimOptions {
-        listen: ([127, 0, 0, 1], 0).into(),
-        workdir: dir.path().to_path_buf(),
-        kubelet: true,
-    })
-    .await
-    .expect("simulator starts");
-    let client = sim.client().await;
-    Env {
-        sim,
-        client,
-        tmp: dir,
+async fn bed() -> Testbed {
+    // `RUST_LOG=restore_hooks=debug,kube_sim=info` shows the controllers' and simulator's logs.
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
     }
+    Testbed::start(TestbedOptions::default())
+        .await
+        .expect("testbed starts")
 }
 
-impl Env {
-    fn pods(&self) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), NS)
+fn start(bed: &Testbed, identity: &str) -> ControllerHandle {
+    bed.start_controller(identity, bed.controller_args(), None)
+}
+
+/// Hooks numbered in plan order (`index` as in a RestoreHook's `postHooks`).
+fn numbered(mut hooks: Vec<PlannedHook>) -> Vec<PlannedHook> {
+    for (i, h) in hooks.iter_mut().enumerate() {
+        h.index = i;
     }
-
-    fn file(&self, pod: &str, name: &str) -> String {
-        std::fs::read_to_string(self.dir(pod).join(name)).unwrap_or_default()
-    }
-
-    fn dir(&self, pod: &str) -> PathBuf {
-        self.sim.pod_dir(NS, pod)
-    }
+    hooks
 }
 
-struct Ctl {
-    metrics: Metrics,
-    shutdown: CancellationToken,
-    task: JoinHandle<anyhow::Result<()>>,
-}
-
-fn args(identity: &str) -> ControllerArgs {
-    ControllerArgs {
-        max_concurrent_pods: 16,
-        lease_name: "restore-hooks-controller".into(),
-        lease_namespace: NS.into(),
-        identity: Some(identity.into()),
-        lease_duration: Duration::from_secs(2),
-    }
-}
-
-fn start_controller(client: &Client, identity: &str) -> Ctl {
-    start_with(client, args(identity))
-}
-
-fn start_with(client: &Client, args: ControllerArgs) -> Ctl {
-    let metrics = Metrics::new();
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(controller::run(ControllerDeps {
-        client: client.clone(),
-        args,
-        engine: EngineConfig::default(),
-        metrics: metrics.clone(),
-        shutdown: shutdown.clone(),
-    }));
-    Ctl {
-        metrics,
-        shutdown,
-        task,
-    }
-}
-
-impl Ctl {
-    async fn stop(self) {
-        self.shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(20), self.task)
-            .await
-            .expect("controller stops")
-            .expect("controller task")
-            .expect("controller ran without error");
-    }
-
-    fn hooks(&self, result: &str) -> u64 {
-        self.metrics.exec_hooks.with_label_values(&[result]).get()
-    }
-}
-
-fn hook(name: &str, container: &str, script: &str) -> PlannedHook {
-    PlannedHook {
-        name: name.into(),
-        source: format!("restorehook/{name}"),
-        index: 0,
-        container: container.into(),
-        command: vec!["/bin/sh".into(), "-c".into(), script.into()],
-        on_error: OnError::Continue,
-        exec_timeout_ms: 10_000,
-        wait_timeout_ms: None,
-        wait_for_ready: false,
-    }
-}
-
-/// A pod as the webhook leaves it: plan annotation and `pending` label; app containers `app`
-/// and `db`, plus whatever `extra` merges in.
-fn pod(name: &str, hooks: Vec<PlannedHook>, extra: Value) -> Pod {
-    let plan = ExecPlan {
-        restore: "nightly-1".into(),
-        hooks,
-    };
-    let mut v = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {
-            "name": name, "namespace": NS,
-            "labels": {EXEC_LABEL: "pending", "app": "shop"},
-            "annotations": {PLAN_ANNOTATION: plan.to_annotation()},
-        },
-        "spec": {"containers": [
-            {"name": "app", "image": "shop:1"},
-            {"name": "db", "image": "postgres:16"},
-        ]}
-    });
-    merge(&mut v, extra);
-    serde_json::from_value(v).unwrap()
-}
-
-fn merge(a: &mut Value, b: Value) {
-    match (a, b) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                merge(a.entry(k).or_insert(Value::Null), v);
-            }
-        }
-        (a, b) => *a = b,
-    }
-}
-
-async fn create(env: &Env, pod: &Pod) {
-    env.pods()
-        .create(&PostParams::default(), pod)
+async fn create(bed: &Testbed, name: &str, hooks: Vec<PlannedHook>, extra: Value) {
+    bed.create_pod(&bed.planned_pod(NS, name, hooks, extra))
         .await
         .expect("pod created");
 }
 
-/// Waits until the controller labelled the pod `done` or `failed`; returns the label and status.
-async fn finished(env: &Env, name: &str) -> (String, ExecStatus) {
-    loop {
-        // Errors are retried: some tests inject API faults that the test's own reads may hit.
-        if let Ok(Some(p)) = env.pods().get_opt(name).await {
-            let label = p
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(EXEC_LABEL))
-                .cloned()
-                .unwrap_or_default();
-            if label != "pending" {
-                return (label, status(&p).expect("a finished pod has a status"));
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+/// Waits (bounded) until the pod is labelled `done` or `failed`; returns label and status.
+async fn finished(bed: &Testbed, name: &str) -> (String, ExecStatus) {
+    let (label, status) = tokio::time::timeout(WAIT, bed.finished(NS, name))
+        .await
+        .unwrap_or_else(|_| panic!("pod {name} not labelled done/failed within {WAIT:?}"));
+    (
+        label,
+        status.unwrap_or_else(|| panic!("pod {name} finished without a status")),
+    )
 }
 
-fn status(p: &Pod) -> Option<ExecStatus> {
-    p.metadata
-        .annotations
-        .as_ref()?
-        .get(STATUS_ANNOTATION)
-        .map(|s| ExecStatus::from_annotation(s).unwrap())
+fn file(bed: &Testbed, pod: &str, name: &str) -> String {
+    std::fs::read_to_string(bed.pod_dir(NS, pod).join(name)).unwrap_or_default()
+}
+
+fn exists(bed: &Testbed, pod: &str, name: &str) -> bool {
+    bed.pod_dir(NS, pod).join(name).exists()
+}
+
+fn touch(bed: &Testbed, pod: &str, name: &str) {
+    std::fs::write(bed.pod_dir(NS, pod).join(name), b"").expect("file written in the pod dir");
 }
 
 fn phases(s: &ExecStatus) -> Vec<HookPhase> {
     s.hooks.iter().map(|h| h.phase).collect()
 }
 
-/// Events about a pod, as (reason, message, reporting instance), oldest first.
-async fn events(env: &Env, pod: &str) -> Vec<(String, String, String)> {
-    let api: Api<Event> = Api::namespaced(env.client.clone(), NS);
-    let mut list: Vec<Event> = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some(pod))
-        .collect();
-    list.sort_by_key(|e| {
-        e.metadata
-            .resource_version
-            .clone()
-            .unwrap_or_default()
-            .parse::<u64>()
-            .unwrap_or(0)
-    });
-    list.into_iter()
-        .map(|e| {
-            (
-                e.reason.unwrap_or_default(),
-                e.message.unwrap_or_default(),
-                e.reporting_instance.unwrap_or_default(),
-            )
-        })
-        .collect()
+async fn events(bed: &Testbed, pod: &str) -> Vec<(String, String, String)> {
+    bed.pod_events(NS, pod).await.expect("events listed")
 }
 
-/// Polls `f` until it is true.
-async fn eventually<F, Fut>(mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    while !f().await {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+/// Polls `check` until it holds; panics naming `what` after [`WAIT`] (a guard, not a measure).
+async fn wait_for(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not within {WAIT:?}: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
-use HookPhase::{Failed as F, Skipped as S, Succeeded as OK};
+async fn label_of(bed: &Testbed, name: &str) -> Option<String> {
+    let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NS);
+    pods.get_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .map(|p| exec_label(&p))
+}
+
+/// A shell fragment that waits for `file` in the pod's directory, at most 60 s (so that a
+/// broken test cannot leave processes behind for long), and fails if it never came.
+fn wait_file(file: &str) -> String {
+    format!(
+        "i=0; until [ -e {file} ] || [ $i -ge 1200 ]; do sleep 0.05; i=$((i+1)); done; [ -e {file} ]"
+    )
+}
+
+use HookPhase::{Failed as F, Pending as P, Running as R, Skipped as S, Succeeded as OK};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hooks_run_in_plan_order_once_their_containers_run() {
+async fn hooks_of_each_container_run_in_plan_order_once_it_runs() {
     bounded(Duration::from_secs(60), async {
-        let env = env().await;
-        // RestoreHook status: the CRD and the object the plan's hooks name.
-        let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
-            Api::all(env.client.clone());
-        crds.create(&PostParams::default(), &RestoreHook::crd()).await.unwrap();
-        let rh: Api<RestoreHook> = Api::namespaced(env.client.clone(), NS);
+        let bed = bed().await;
+        // The RestoreHook the plan's hooks name: its status counts them.
+        let rh: Api<RestoreHook> = Api::namespaced(bed.client.clone(), NS);
         let obj: RestoreHook = serde_json::from_value(json!({
             "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
             "metadata": {"name": "rehydrate", "namespace": NS},
             "spec": {"postHooks": []}
         }))
         .unwrap();
-        // The CRD registration may take a moment in a real server; retry briefly.
-        let mut tries = 0;
-        while let Err(e) = rh.create(&PostParams::default(), &obj).await {
-            tries += 1;
-            assert!(tries < 50, "RestoreHook create: {e}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        rh.create(&PostParams::default(), &obj)
+            .await
+            .expect("RestoreHook created");
 
-        let ctl = start_controller(&env.client, "a");
-        let mut h = vec![
-            hook("rehydrate", "db", "echo first >> order.txt; echo out-1"),
-            hook("rehydrate", "app", "echo second >> order.txt"),
-            hook("rehydrate", "db", "echo third >> order.txt; echo warn >&2"),
-        ];
-        for (i, x) in h.iter_mut().enumerate() {
-            x.index = i;
-        }
-        create(&env, &pod("p1", h, json!({}))).await;
-        let (label, st) = finished(&env, "p1").await;
+        let ctl = start(&bed, "a");
+        let h = numbered(vec![
+            hook("rehydrate", "db", "echo first >> db.txt; echo out-1"),
+            hook("rehydrate", "app", "echo second >> app.txt"),
+            hook("rehydrate", "db", "echo third >> db.txt; echo warn >&2"),
+        ]);
+        create(&bed, "p1", h, json!({})).await;
+        let (label, st) = finished(&bed, "p1").await;
         assert_eq!(label, "done");
         assert_eq!(phases(&st), vec![OK, OK, OK]);
-        assert_eq!(env.file("p1", "order.txt"), "first\nsecond\nthird\n");
+        // Per container, in plan order (app's hook may run at any time relative to db's).
+        assert_eq!(
+            file(&bed, "p1", "db.txt"),
+            "first\nthird\n",
+            "db's hooks in plan order"
+        );
+        assert_eq!(file(&bed, "p1", "app.txt"), "second\n");
         assert_eq!(st.hooks[0].stdout, "out-1\n");
         assert_eq!(st.hooks[2].stderr, "warn\n");
         assert_eq!(st.hooks[0].exit_code, Some(0));
-        assert!(st.hooks.iter().all(|h| h.started_at.is_some() && h.finished_at.is_some()));
+        assert!(
+            st.hooks
+                .iter()
+                .all(|h| h.started_at.is_some() && h.finished_at.is_some())
+        );
+        // Status entries are in plan order, whatever order the hooks ended in.
+        let order: Vec<(&str, &str, usize)> = st
+            .hooks
+            .iter()
+            .map(|h| (h.name.as_str(), h.container.as_str(), h.index))
+            .collect();
+        assert_eq!(
+            order,
+            vec![
+                ("rehydrate", "db", 0),
+                ("rehydrate", "app", 1),
+                ("rehydrate", "db", 2)
+            ]
+        );
         assert_eq!(ctl.hooks("succeeded"), 3);
         assert!(ctl.metrics.exec_duration.get_sample_count() >= 3);
 
-        eventually(|| async { events(&env, "p1").await.len() >= 4 }).await;
-        let evs = events(&env, "p1").await;
-        let reasons: Vec<&str> = evs.iter().map(|e| e.0.as_str()).collect();
-        assert_eq!(reasons, vec!["HookSucceeded", "HookSucceeded", "HookSucceeded", "HooksCompleted"]);
-        assert!(evs[0].1.contains("out-1"), "{evs:?}");
-
-        eventually(|| async {
-            let r = rh.get("rehydrate").await.unwrap();
-            r.status.is_some_and(|s| s.pods_planned == 1 && s.hooks.succeeded == 3 && s.hooks.pending == 0)
+        wait_for("four events about p1", async || {
+            events(&bed, "p1").await.len() >= 4
         })
         .await;
-        eventually(|| async { ctl.metrics.pending_pods.get() == 0 }).await;
+        let evs = events(&bed, "p1").await;
+        let reasons: Vec<&str> = evs.iter().map(|e| e.0.as_str()).collect();
+        assert_eq!(
+            reasons,
+            vec![
+                "HookSucceeded",
+                "HookSucceeded",
+                "HookSucceeded",
+                "HooksCompleted"
+            ],
+            "{evs:?}"
+        );
+        assert!(
+            evs.iter()
+                .any(|e| e.1.contains("(#0,") && e.1.contains("out-1")),
+            "the first hook's event carries its stdout: {evs:?}"
+        );
+
+        wait_for("RestoreHook status counts the 3 hooks", async || {
+            let r = rh.get("rehydrate").await.unwrap();
+            r.status.is_some_and(|s| {
+                s.pods_planned == 1 && s.hooks.succeeded == 3 && s.hooks.pending == 0
+            })
+        })
+        .await;
+        wait_for("no pending pods tracked", async || {
+            ctl.metrics.pending_pods.get() == 0
+        })
+        .await;
         let text = ctl.metrics.render();
-        assert!(text.contains("restore_hooks_exec_hooks_total{result=\"succeeded\"} 3"), "{text}");
-        assert!(text.contains("restore_hooks_leader 1"));
-        ctl.stop().await;
-        env.sim.shutdown().await;
+        assert!(
+            text.contains("restore_hooks_exec_hooks_total{result=\"succeeded\"} 3"),
+            "{text}"
+        );
+        assert!(text.contains("restore_hooks_leader 1"), "{text}");
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
     })
     .await;
 }
@@ -324,32 +232,28 @@ async fn hooks_run_in_plan_order_once_their_containers_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_error_continue_goes_on_and_fail_skips_the_rest() {
     bounded(Duration::from_secs(60), async {
-        let env = env().await;
-        let ctl = start_controller(&env.client, "a");
+        let bed = bed().await;
+        let ctl = start(&bed, "a");
         let failing = hook("bad", "db", "echo oops >&2; exit 3");
         let mut fail = failing.clone();
         fail.on_error = OnError::Fail;
 
         create(
-            &env,
-            &pod(
-                "cont",
-                vec![failing, hook("next", "db", "touch ran")],
-                json!({}),
-            ),
+            &bed,
+            "cont",
+            numbered(vec![failing, hook("next", "db", "touch ran")]),
+            json!({}),
         )
         .await;
         create(
-            &env,
-            &pod(
-                "fail",
-                vec![fail, hook("next", "db", "touch ran")],
-                json!({}),
-            ),
+            &bed,
+            "fail",
+            numbered(vec![fail, hook("next", "db", "touch ran")]),
+            json!({}),
         )
         .await;
 
-        let (label, st) = finished(&env, "cont").await;
+        let (label, st) = finished(&bed, "cont").await;
         assert_eq!(
             label, "failed",
             "any failure, Continue too, labels the pod failed"
@@ -358,38 +262,169 @@ async fn on_error_continue_goes_on_and_fail_skips_the_rest() {
         assert_eq!(st.hooks[0].exit_code, Some(3));
         assert_eq!(st.hooks[0].message, "command terminated with exit code 3");
         assert_eq!(st.hooks[0].stderr, "oops\n");
-        assert!(env.dir("cont").join("ran").exists());
+        assert!(exists(&bed, "cont", "ran"));
 
-        let (label, st) = finished(&env, "fail").await;
+        let (label, st) = finished(&bed, "fail").await;
         assert_eq!(label, "failed");
         assert_eq!(phases(&st), vec![F, S]);
         assert_eq!(
             st.hooks[1].message,
             "skipped: hook bad (#0) failed with onError: Fail"
         );
-        assert!(
-            !env.dir("fail").join("ran").exists(),
-            "a skipped hook never runs"
-        );
+        assert!(!exists(&bed, "fail", "ran"), "a skipped hook never runs");
         assert_eq!(ctl.hooks("failed"), 2);
         assert_eq!(ctl.hooks("skipped"), 1);
         assert_eq!(ctl.hooks("succeeded"), 1);
-        eventually(|| async {
-            events(&env, "fail")
+        wait_for("HooksCompleted on pod fail", async || {
+            events(&bed, "fail")
                 .await
                 .iter()
                 .any(|e| e.0 == "HooksCompleted")
         })
         .await;
-        let evs = events(&env, "fail").await;
+        let evs = events(&bed, "fail").await;
         assert!(
             evs.iter().any(|e| e.0 == "HookFailed"
                 && e.1.contains("exit code 3")
                 && e.1.contains("oops")),
             "{evs:?}"
         );
-        ctl.stop().await;
-        env.sim.shutdown().await;
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// §6.7: a `Fail` failure in one container skips the pending hooks of every container at once;
+/// a hook already running in another container finishes and its result is recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_error_fail_in_one_container_skips_every_container_but_running_hooks_finish() {
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        let ctl = start(&bed, "a");
+        // app's first hook starts, then db's Fail hook fails; app's hook runs on until the test
+        // has seen the skips, and is then released.
+        let app_long = hook(
+            "app-long",
+            "app",
+            &format!(
+                "touch app-started; {}; echo finished-late",
+                wait_file("release")
+            ),
+        );
+        let mut db_fail = hook(
+            "db-fail",
+            "db",
+            &format!("{}; echo broken >&2; exit 3", wait_file("app-started")),
+        );
+        db_fail.on_error = OnError::Fail;
+        let plan = numbered(vec![
+            db_fail,
+            app_long,
+            hook("db-next", "db", "touch db-next-ran"),
+            hook("app-next", "app", "touch app-next-ran"),
+        ]);
+        create(&bed, "p", plan, json!({})).await;
+
+        // While app's hook runs, the Fail failure has already skipped the rest, in both containers.
+        let mut seen = None;
+        wait_for(
+            "db-fail Failed and the rest Skipped while app-long runs",
+            async || {
+                seen = bed.status_of(NS, "p").await;
+                seen.as_ref().is_some_and(|s| phases(s) == vec![F, R, S, S])
+            },
+        )
+        .await;
+        let during = seen.unwrap();
+        assert_eq!(
+            during.hooks[2].message,
+            "skipped: hook db-fail (#0) failed with onError: Fail"
+        );
+        assert_eq!(
+            during.hooks[3].message,
+            "skipped: hook db-fail (#0) failed with onError: Fail"
+        );
+        assert_eq!(
+            label_of(&bed, "p").await.as_deref(),
+            Some("pending"),
+            "not finished while a hook still runs"
+        );
+
+        touch(&bed, "p", "release");
+        let (label, st) = finished(&bed, "p").await;
+        assert_eq!(label, "failed");
+        assert_eq!(phases(&st), vec![F, OK, S, S], "{st:?}");
+        assert_eq!(st.hooks[0].exit_code, Some(3));
+        assert_eq!(st.hooks[0].stderr, "broken\n");
+        assert_eq!(
+            st.hooks[1].stdout, "finished-late\n",
+            "the running hook's result is recorded"
+        );
+        assert!(
+            !exists(&bed, "p", "db-next-ran") && !exists(&bed, "p", "app-next-ran"),
+            "skipped hooks never run"
+        );
+        assert_eq!(
+            (
+                ctl.hooks("failed"),
+                ctl.hooks("succeeded"),
+                ctl.hooks("skipped")
+            ),
+            (1, 1, 2)
+        );
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// Hooks in two containers of one pod are in flight at the same time (each waits until the other
+/// has started); both results are written, none overwrites the other, and the status stays in
+/// plan order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hooks_in_flight_in_one_pod_are_both_recorded_in_plan_order() {
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        let ctl = start(&bed, "a");
+        let plan = numbered(vec![
+            hook(
+                "db-side",
+                "db",
+                &format!("touch db-up; {}; echo from-db", wait_file("app-up")),
+            ),
+            hook(
+                "app-side",
+                "app",
+                &format!(
+                    "touch app-up; {}; echo from-app; echo e-app >&2",
+                    wait_file("db-up")
+                ),
+            ),
+            hook("db-after", "db", "echo after"),
+        ]);
+        create(&bed, "pair", plan, json!({})).await;
+        let (label, st) = finished(&bed, "pair").await;
+        assert_eq!(label, "done", "{st:?}");
+        assert_eq!(phases(&st), vec![OK, OK, OK]);
+        let entries: Vec<(&str, &str, &str)> = st
+            .hooks
+            .iter()
+            .map(|h| (h.name.as_str(), h.container.as_str(), h.stdout.as_str()))
+            .collect();
+        assert_eq!(
+            entries,
+            vec![
+                ("db-side", "db", "from-db\n"),
+                ("app-side", "app", "from-app\n"),
+                ("db-after", "db", "after\n")
+            ],
+            "each result in its own entry, in plan order"
+        );
+        assert_eq!(st.hooks[1].stderr, "e-app\n");
+        assert_eq!(ctl.hooks("succeeded"), 3);
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
     })
     .await;
 }
@@ -397,35 +432,29 @@ async fn on_error_continue_goes_on_and_fail_skips_the_rest() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expired_waits_are_not_executed_and_exec_timeouts_fail() {
     bounded(Duration::from_secs(60), async {
-        let env = env().await;
-        let ctl = start_controller(&env.client, "a");
+        let bed = bed().await;
+        let ctl = start(&bed, "a");
         let mut late = hook("late", "db", "touch ran");
         late.wait_for_ready = true;
         late.wait_timeout_ms = Some(1500);
         create(
-            &env,
-            &pod(
-                "never",
-                vec![late],
-                json!({"metadata": {"annotations": {"sim.kube/never-ready": "true"}}}),
-            ),
+            &bed,
+            "never",
+            vec![late],
+            json!({"metadata": {"annotations": {"sim.kube/never-ready": "true"}}}),
         )
         .await;
         let mut slow = hook("slow", "db", "sleep 5; touch slept");
         slow.exec_timeout_ms = 500;
         create(
-            &env,
-            &pod(
-                "slow",
-                vec![slow, hook("after", "db", "touch after")],
-                json!({}),
-            ),
+            &bed,
+            "slow",
+            numbered(vec![slow, hook("after", "db", "touch after")]),
+            json!({}),
         )
         .await;
 
-        // While its hook waits, the pod is tracked.
-        eventually(|| async { ctl.metrics.pending_pods.get() >= 1 }).await;
-        let (label, st) = finished(&env, "never").await;
+        let (label, st) = finished(&bed, "never").await;
         assert_eq!(label, "failed");
         assert_eq!(phases(&st), vec![F]);
         assert_eq!(
@@ -433,15 +462,47 @@ async fn expired_waits_are_not_executed_and_exec_timeouts_fail() {
             "container db was not up within 1.5s of pod creation; not executed"
         );
         assert!(st.hooks[0].started_at.is_none());
-        assert!(!env.dir("never").join("ran").exists());
+        assert!(!exists(&bed, "never", "ran"));
 
-        let (label, st) = finished(&env, "slow").await;
+        let (label, st) = finished(&bed, "slow").await;
         assert_eq!(label, "failed");
         assert_eq!(phases(&st), vec![F, OK]);
         assert_eq!(st.hooks[0].message, "timed out after 500ms");
-        assert!(env.dir("slow").join("after").exists());
-        ctl.stop().await;
-        env.sim.shutdown().await;
+        assert!(exists(&bed, "slow", "after"));
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// §6.6: `--max-exec-timeout` caps a plan's longer execTimeout at run time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_timeouts_are_capped_by_max_exec_timeout() {
+    bounded(Duration::from_secs(60), async {
+        let mut options = TestbedOptions::default();
+        options.engine.max_exec_timeout_ms = 700;
+        let bed = Testbed::start(options).await.expect("testbed starts");
+        let ctl = start(&bed, "a");
+        // The plan says 10 minutes; a 30 s sleep would outlast the test if the cap were ignored.
+        let mut long = hook("long", "db", "sleep 30");
+        long.exec_timeout_ms = 600_000;
+        create(
+            &bed,
+            "capped",
+            numbered(vec![long, hook("after", "db", "touch after")]),
+            json!({}),
+        )
+        .await;
+        let (label, st) = finished(&bed, "capped").await;
+        assert_eq!(label, "failed");
+        assert_eq!(phases(&st), vec![F, OK]);
+        assert_eq!(
+            st.hooks[0].message, "timed out after 700ms",
+            "the cap, not the plan's 10m"
+        );
+        assert!(exists(&bed, "capped", "after"));
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
     })
     .await;
 }
@@ -449,33 +510,29 @@ async fn expired_waits_are_not_executed_and_exec_timeouts_fail() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_ready_waits_for_readiness_and_sidecars_are_targets() {
     bounded(Duration::from_secs(60), async {
-        let env = env().await;
-        let mut log = env.sim.subscribe_log();
-        let ctl = start_controller(&env.client, "a");
+        let bed = bed().await;
+        let mut log = bed.sim.subscribe_log();
+        let ctl = start(&bed, "a");
         let mut ready = hook("ready", "db", "touch ran");
         ready.wait_for_ready = true;
         create(
-            &env,
-            &pod(
-                "ready",
-                vec![ready],
-                json!({"metadata": {"annotations": {"sim.kube/ready-after": "1500ms"}}}),
-            ),
+            &bed,
+            "ready",
+            vec![ready],
+            json!({"metadata": {"annotations": {"sim.kube/ready-after": "1500ms"}}}),
         )
         .await;
         create(
-            &env,
-            &pod(
-                "side",
-                vec![hook("proxy", "proxy", "echo sidecar > side.txt")],
-                json!({"spec": {"initContainers": [
-                    {"name": "proxy", "image": "envoy:1", "restartPolicy": "Always"}
-                ]}}),
-            ),
+            &bed,
+            "side",
+            vec![hook("proxy", "proxy", "echo sidecar > side.txt")],
+            json!({"spec": {"initContainers": [
+                {"name": "proxy", "image": "envoy:1", "restartPolicy": "Always"}
+            ]}}),
         )
         .await;
 
-        let (label, _) = finished(&env, "ready").await;
+        let (label, _) = finished(&bed, "ready").await;
         assert_eq!(label, "done");
         // The simulator's step log: the exec came after the container became Ready.
         let mut ready_seen = false;
@@ -505,11 +562,61 @@ async fn wait_for_ready_waits_for_readiness_and_sidecars_are_targets() {
             "the exec ran only after the container was Ready"
         );
 
-        let (label, st) = finished(&env, "side").await;
+        let (label, st) = finished(&bed, "side").await;
         assert_eq!(label, "done", "{st:?}");
-        assert_eq!(env.file("side", "side.txt"), "sidecar\n");
-        ctl.stop().await;
-        env.sim.shutdown().await;
+        assert_eq!(file(&bed, "side", "side.txt"), "sidecar\n");
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// §6.3/§6.4: a native sidecar that never becomes Ready holds back only its own hooks: the
+/// database's hook runs and succeeds while the sidecar's waits, which then expires with its
+/// waitTimeout and is not executed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_never_ready_sidecar_holds_back_only_its_own_hooks() {
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        let ctl = start(&bed, "a");
+        let mut side = hook("proxy-warm", "proxy", "touch proxy-ran");
+        side.wait_for_ready = true;
+        // Long enough that the database's hook is seen done while this one still waits.
+        side.wait_timeout_ms = Some(10_000);
+        let mut db = hook("db-rehydrate", "db", "echo db-ok");
+        db.wait_for_ready = true;
+        create(
+            &bed,
+            "mesh",
+            numbered(vec![side, db]),
+            json!({
+                "metadata": {"annotations": {"sim.kube/never-ready": "proxy"}},
+                "spec": {"initContainers": [{"name": "proxy", "image": "envoy:1", "restartPolicy": "Always"}]}
+            }),
+        )
+        .await;
+
+        let mut seen = None;
+        wait_for("db's hook Succeeded", async || {
+            seen = bed.status_of(NS, "mesh").await;
+            seen.as_ref().is_some_and(|s| s.hooks.get(1).is_some_and(|h| h.phase == OK))
+        })
+        .await;
+        let during = seen.unwrap();
+        assert_eq!(
+            during.hooks[0].phase, P,
+            "the sidecar's hook (earlier in the plan) still waits while db's already ran: {during:?}"
+        );
+        assert_eq!(during.hooks[1].stdout, "db-ok\n");
+
+        let (label, st) = finished(&bed, "mesh").await;
+        assert_eq!(label, "failed");
+        assert_eq!(phases(&st), vec![F, OK]);
+        assert_eq!(st.hooks[0].message, "container proxy was not up within 10s of pod creation; not executed");
+        assert!(st.hooks[0].started_at.is_none());
+        assert!(!exists(&bed, "mesh", "proxy-ran"), "an expired hook is not executed");
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
     })
     .await;
 }
@@ -517,67 +624,68 @@ async fn wait_for_ready_waits_for_readiness_and_sidecars_are_targets() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_deleted_or_terminal_before_their_hooks_fail_them() {
     bounded(Duration::from_secs(60), async {
-        let env = env().await;
-        let ctl = start_controller(&env.client, "a");
+        let bed = bed().await;
+        let ctl = start(&bed, "a");
         // Deleted when the first exec starts.
-        env.sim.faults().delete_pod_on_exec(NS, "gone");
+        bed.sim.faults().delete_pod_on_exec(NS, "gone");
         create(
-            &env,
-            &pod(
-                "gone",
-                vec![hook("one", "db", "sleep 1"), hook("two", "db", "touch ran")],
-                json!({}),
-            ),
+            &bed,
+            "gone",
+            numbered(vec![
+                hook("one", "db", "sleep 1"),
+                hook("two", "db", "touch ran"),
+            ]),
+            json!({}),
         )
         .await;
         // Never Ready, then Succeeded: the waiting hook fails.
         let mut waiting = hook("w", "db", "touch ran");
         waiting.wait_for_ready = true;
         create(
-            &env,
-            &pod(
-                "job",
-                vec![waiting],
-                json!({"metadata": {"annotations": {"sim.kube/never-ready": "true"}}}),
-            ),
+            &bed,
+            "job",
+            vec![waiting],
+            json!({"metadata": {"annotations": {"sim.kube/never-ready": "true"}}}),
         )
         .await;
 
-        eventually(|| async {
-            let evs = events(&env, "gone").await;
-            evs.iter().filter(|e| e.0 == "HookFailed").count() >= 2
+        wait_for("two HookFailed events about pod gone", async || {
+            events(&bed, "gone")
+                .await
+                .iter()
+                .filter(|e| e.0 == "HookFailed")
+                .count()
+                >= 2
         })
         .await;
-        let evs = events(&env, "gone").await;
+        let evs = events(&bed, "gone").await;
         assert!(
             evs.iter()
                 .any(|e| e.1.contains("pod was deleted before the hook ran")),
             "{evs:?}"
         );
-        assert!(!env.dir("gone").join("ran").exists());
-        assert!(env.pods().get_opt("gone").await.unwrap().is_none());
+        assert!(!exists(&bed, "gone", "ran"));
+        let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NS);
+        assert!(pods.get_opt("gone").await.unwrap().is_none());
 
-        // Give the worker time to observe the pod waiting, then end the pod.
-        eventually(|| async {
-            env.pods()
-                .get("job")
-                .await
-                .ok()
-                .and_then(|p| status(&p))
-                .is_some()
+        // Let the worker see the pod waiting (its Pending status is written), then end the pod.
+        wait_for("pod job has a status", async || {
+            bed.status_of(NS, "job").await.is_some()
         })
         .await;
-        env.sim.set_pod_phase(NS, "job", "Succeeded").await;
-        let (label, st) = finished(&env, "job").await;
+        bed.sim.set_pod_phase(NS, "job", "Succeeded").await;
+        let (label, st) = finished(&bed, "job").await;
         assert_eq!(label, "failed");
         assert_eq!(
             st.hooks[0].message,
             "pod reached phase Succeeded before the hook ran"
         );
-        assert!(!env.dir("job").join("ran").exists());
-        assert!(ctl.hooks("failed") >= 3);
-        ctl.stop().await;
-        env.sim.shutdown().await;
+        assert!(!exists(&bed, "job", "ran"));
+        // Both of gone's hooks (the one whose exec broke, too) and job's: also when the pod could
+        // no longer be written.
+        assert_eq!(ctl.hooks("failed"), 3);
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
     })
     .await;
 }
@@ -585,49 +693,42 @@ async fn pods_deleted_or_terminal_before_their_hooks_fail_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_controller_never_runs_a_hook_twice() {
     bounded(Duration::from_secs(60), async {
-        let env = env().await;
-        let first = start_controller(&env.client, "a");
+        let bed = bed().await;
+        let first = start(&bed, "a");
+        let mut long = hook("long", "db", "echo run >> long.txt; sleep 2");
+        // Short, so that the restarted controller's wait for it (timeout + grace) is short too.
+        long.exec_timeout_ms = 3_000;
         create(
-            &env,
-            &pod(
-                "p",
-                vec![
-                    hook("long", "db", "echo run >> long.txt; sleep 2"),
-                    hook("next", "db", "echo run >> next.txt"),
-                ],
-                json!({}),
-            ),
+            &bed,
+            "p",
+            numbered(vec![long, hook("next", "db", "echo run >> next.txt")]),
+            json!({}),
         )
         .await;
         // Kill the controller while the first hook is recorded Running and its process runs.
-        eventually(|| async {
-            env.pods()
-                .get("p")
+        wait_for("hook long Running", async || {
+            bed.status_of(NS, "p")
                 .await
-                .ok()
-                .and_then(|p| status(&p))
-                .is_some_and(|s| s.hooks[0].phase == HookPhase::Running)
+                .is_some_and(|s| s.hooks[0].phase == R)
         })
         .await;
-        eventually(|| async { env.file("p", "long.txt") == "run\n" }).await;
-        first.task.abort();
-        let _ = first.task.await;
+        wait_for("hook long's process started", async || {
+            file(&bed, "p", "long.txt") == "run\n"
+        })
+        .await;
+        first.kill();
 
         // Same identity: it holds the Lease at once (a new replica would wait for expiry).
-        let second = start_controller(&env.client, "a");
-        let (label, st) = finished(&env, "p").await;
+        let second = start(&bed, "a");
+        let (label, st) = finished(&bed, "p").await;
         assert_eq!(label, "failed");
         assert_eq!(phases(&st), vec![F, OK]);
-        assert_eq!(
-            st.hooks[0].message,
-            "interrupted (controller restarted during the exec); not re-run: hooks run at most once"
-        );
-        // Let the orphaned first exec finish: it ran exactly once.
-        tokio::time::sleep(Duration::from_millis(2500)).await;
-        assert_eq!(env.file("p", "long.txt"), "run\n");
-        assert_eq!(env.file("p", "next.txt"), "run\n");
-        second.stop().await;
-        env.sim.shutdown().await;
+        assert_eq!(st.hooks[0].message, INTERRUPTED);
+        // The first exec is never started again: one run of each.
+        assert_eq!(file(&bed, "p", "long.txt"), "run\n");
+        assert_eq!(file(&bed, "p", "next.txt"), "run\n");
+        second.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
     })
     .await;
 }
@@ -635,56 +736,61 @@ async fn a_restarted_controller_never_runs_a_hook_twice() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_execs_and_a_successor_takes_over() {
     bounded(Duration::from_secs(60), async {
-        let env = env().await;
-        let a = start_controller(&env.client, "replica-a");
-        eventually(|| async { a.metrics.leader.get() == 1 }).await;
-        let b = start_controller(&env.client, "replica-b");
+        let bed = bed().await;
+        let a = start(&bed, "replica-a");
+        wait_for("replica-a leads", async || a.is_leader()).await;
+        let b = start(&bed, "replica-b");
         tokio::time::sleep(Duration::from_millis(500)).await;
-        assert_eq!(b.metrics.leader.get(), 0);
+        assert!(!b.is_leader(), "one leader at a time");
 
         create(
-            &env,
-            &pod("one", vec![hook("h", "db", "echo x >> ran.txt")], json!({})),
+            &bed,
+            "one",
+            vec![hook("h", "db", "echo x >> ran.txt")],
+            json!({}),
         )
         .await;
-        let (label, _) = finished(&env, "one").await;
+        let (label, _) = finished(&bed, "one").await;
         assert_eq!(label, "done");
-        assert_eq!(env.file("one", "ran.txt"), "x\n");
+        assert_eq!(file(&bed, "one", "ran.txt"), "x\n");
         assert_eq!(a.hooks("succeeded"), 1);
         assert_eq!(b.hooks("succeeded"), 0);
 
         // A stops (releases the Lease); B takes over well before the Lease would expire.
-        a.stop().await;
-        let lease =
-            Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(env.client.clone(), NS)
-                .get("restore-hooks-controller")
-                .await
-                .unwrap();
+        let lease_ns = bed.controller_args().lease_namespace;
+        a.stop().await.expect("replica-a stops cleanly");
+        let lease = Api::<Lease>::namespaced(bed.client.clone(), &lease_ns)
+            .get("restore-hooks-controller")
+            .await
+            .unwrap();
         let holder = lease.spec.unwrap_or_default().holder_identity;
         assert_ne!(
             holder.as_deref(),
             Some("replica-a"),
             "a stopped replica releases the Lease"
         );
-        eventually(|| async { b.metrics.leader.get() == 1 }).await;
+        wait_for("replica-b leads", async || b.is_leader()).await;
         create(
-            &env,
-            &pod("two", vec![hook("h", "db", "echo x >> ran.txt")], json!({})),
+            &bed,
+            "two",
+            vec![hook("h", "db", "echo x >> ran.txt")],
+            json!({}),
         )
         .await;
-        let (label, _) = finished(&env, "two").await;
+        let (label, _) = finished(&bed, "two").await;
         assert_eq!(label, "done");
         assert_eq!(b.hooks("succeeded"), 1);
-        eventually(|| async {
-            events(&env, "two")
+        wait_for("HooksCompleted on pod two", async || {
+            events(&bed, "two")
                 .await
                 .iter()
                 .any(|e| e.0 == "HooksCompleted")
         })
         .await;
-        assert!(events(&env, "two").await.iter().all(|e| e.2 == "replica-b"));
-        b.stop().await;
-        env.sim.shutdown().await;
+        let evs = events(&bed, "two").await;
+        assert!(evs.iter().all(|e| e.2 == "replica-b"), "{evs:?}");
+        b.stop().await.expect("replica-b stops cleanly");
+        bed.stop().await;
     })
     .await;
 }
@@ -692,25 +798,23 @@ async fn only_the_leader_execs_and_a_successor_takes_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_errors_and_dropped_watches_are_survived() {
     bounded(Duration::from_secs(90), async {
-        let env = env().await;
-        let faults = env.sim.faults();
+        let bed = bed().await;
+        let faults = bed.sim.faults();
         // Fail the first list of pods and several writes; drop watches while hooks run.
         faults.fail_next("list", "pods", 2);
         faults.fail_next("patch", "pods", 3);
         faults.fail_next("get", "pods", 2);
         faults.fail_next("*", "leases", 2);
-        let ctl = start_controller(&env.client, "a");
+        let ctl = start(&bed, "a");
         for i in 0..5 {
             create(
-                &env,
-                &pod(
-                    &format!("p{i}"),
-                    vec![
-                        hook("a", "db", "echo a >> h.txt; sleep 0.2"),
-                        hook("b", "app", "echo b >> h.txt"),
-                    ],
-                    json!({}),
-                ),
+                &bed,
+                &format!("p{i}"),
+                numbered(vec![
+                    hook("a", "db", "echo a >> a.txt; sleep 0.2"),
+                    hook("b", "app", "echo b >> b.txt"),
+                ]),
+                json!({}),
             )
             .await;
         }
@@ -721,16 +825,16 @@ async fn api_errors_and_dropped_watches_are_survived() {
         faults.drop_watches();
         for i in 0..5 {
             let name = format!("p{i}");
-            let (label, st) = finished(&env, &name).await;
+            let (label, st) = finished(&bed, &name).await;
             assert_eq!(label, "done", "{name}: {st:?}");
             assert_eq!(
-                env.file(&name, "h.txt"),
-                "a\nb\n",
+                (file(&bed, &name, "a.txt"), file(&bed, &name, "b.txt")),
+                ("a\n".to_string(), "b\n".to_string()),
                 "{name}: each hook ran exactly once"
             );
         }
-        ctl.stop().await;
-        env.sim.shutdown().await;
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
     })
     .await;
 }
@@ -738,23 +842,24 @@ async fn api_errors_and_dropped_watches_are_survived() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_pods_with_two_hooks_each() {
     bounded(Duration::from_secs(300), async {
-        let env = env().await;
-        let mut a = args("a");
-        a.max_concurrent_pods = 32;
-        let ctl = start_with(&env.client, a);
-        eventually(|| async { ctl.metrics.leader.get() == 1 }).await;
-        let started = Instant::now();
-        let pods = Arc::new(env.pods());
+        let bed = bed().await;
+        let mut args = bed.controller_args();
+        args.max_concurrent_execs = 32;
+        let ctl = bed.start_controller("a", args, None);
+        wait_for("the controller leads", async || ctl.is_leader()).await;
+        let started = std::time::Instant::now();
+        let bed = Arc::new(bed);
         futures::stream::iter(0..200)
             .map(|i| {
-                let pods = pods.clone();
+                let bed = bed.clone();
                 async move {
-                    let p = pod(
+                    let p = bed.planned_pod(
+                        NS,
                         &format!("load-{i}"),
-                        vec![hook("a", "db", "echo a >> h.txt"), hook("b", "app", "echo b >> h.txt")],
+                        numbered(vec![hook("a", "db", "echo a >> a.txt"), hook("b", "app", "echo b >> b.txt")]),
                         json!({}),
                     );
-                    pods.create(&PostParams::default(), &p).await.map(|_| ())
+                    bed.create_pod(&p).await.map(|_| ())
                 }
             })
             .buffer_unordered(16)
@@ -762,53 +867,75 @@ async fn two_hundred_pods_with_two_hooks_each() {
             .await
             .expect("pods created");
         let created = started.elapsed();
-        loop {
-            let done = env
-                .pods()
-                .list(&ListParams::default().labels(&format!("{EXEC_LABEL}=done")))
-                .await
-                .unwrap()
-                .items
-                .len();
-            if done == 200 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        let elapsed = started.elapsed();
+        let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NS);
+        wait_until_done(&pods, 200, Duration::from_secs(240)).await;
         println!(
-            "200 pods x 2 hooks: created in {created:?}, all hooks done in {elapsed:?} (from first create)"
+            "200 pods x 2 hooks: created in {created:?}, all hooks done in {:?} (from first create)",
+            started.elapsed()
         );
         assert_eq!(ctl.hooks("succeeded"), 400);
-        let mut counts = BTreeMap::new();
-        for i in [0, 57, 199] {
-            *counts.entry(env.file(&format!("load-{i}"), "h.txt")).or_insert(0) += 1;
+        for i in 0..200 {
+            let name = format!("load-{i}");
+            assert_eq!(
+                (file(&bed, &name, "a.txt"), file(&bed, &name, "b.txt")),
+                ("a\n".to_string(), "b\n".to_string()),
+                "{name}: each hook ran exactly once"
+            );
         }
-        assert_eq!(counts.keys().collect::<Vec<_>>(), vec!["a\nb\n"]);
-        ctl.stop().await;
-        // Shut down pods' processes, then the sim.
-        let _ = env.pods().delete("load-0", &DeleteParams::default()).await;
-        env.sim.shutdown().await;
+        ctl.stop().await.expect("controller stops cleanly");
+        match Arc::try_unwrap(bed) {
+            Ok(bed) => bed.stop().await,
+            Err(_) => panic!("the testbed is still shared"),
+        }
     })
     .await;
 }
 
+/// Waits until `n` pods are labelled `done`; after `limit`, fails listing the pods that are not.
+async fn wait_until_done(pods: &Api<Pod>, n: usize, limit: Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let Ok(list) = pods.list(&ListParams::default()).await else {
+            continue;
+        };
+        let left: Vec<String> = list
+            .items
+            .iter()
+            .filter(|p| exec_label(p) != "done")
+            .map(|p| {
+                format!(
+                    "{} label={:?} status={:?}",
+                    p.metadata.name.as_deref().unwrap_or_default(),
+                    exec_label(p),
+                    exec_status(p).map(|s| phases(&s))
+                )
+            })
+            .collect();
+        if list.items.len() == n && left.is_empty() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} of {n} pods not done within {limit:?}:\n{}",
+            left.len(),
+            left.join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_the_lease_stops_new_execs_until_it_is_held_again() {
-    use k8s_openapi::api::coordination::v1::Lease;
-    use kube::api::{Patch, PatchParams};
     bounded(Duration::from_secs(60), async {
-        let env = env().await;
-        let ctl = start_controller(&env.client, "a");
-        eventually(|| async { ctl.metrics.leader.get() == 1 }).await;
+        let bed = bed().await;
+        let ctl = start(&bed, "a");
+        wait_for("the controller leads", async || ctl.is_leader()).await;
         // Another holder takes the Lease (as after a network partition): renewals now fail.
-        let leases: Api<Lease> = Api::namespaced(env.client.clone(), NS);
+        let leases: Api<Lease> = Api::namespaced(bed.client.clone(), &bed.controller_args().lease_namespace);
         let steal = |holder: Value| {
             let leases = leases.clone();
             async move {
-                let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
-                    jiff::Timestamp::now(),
-                );
+                let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now());
                 leases
                     .patch(
                         "restore-hooks-controller",
@@ -820,57 +947,105 @@ async fn losing_the_lease_stops_new_execs_until_it_is_held_again() {
             }
         };
         steal(json!("intruder")).await;
-        eventually(|| async { ctl.metrics.leader.get() == 0 }).await;
-        create(&env, &pod("p", vec![hook("h", "db", "touch ran")], json!({}))).await;
+        wait_for("the controller steps down", async || !ctl.is_leader()).await;
+        create(&bed, "p", vec![hook("h", "db", "touch ran")], json!({})).await;
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        assert!(!env.dir("p").join("ran").exists(), "no exec without the Lease");
+        assert!(!exists(&bed, "p", "ran"), "no exec without the Lease");
+        assert_eq!(bed.status_of(NS, "p").await, None, "nothing recorded without the Lease");
         // The intruder releases it: the controller takes it again and runs the hook.
         steal(Value::Null).await;
-        let (label, _) = finished(&env, "p").await;
+        let (label, _) = finished(&bed, "p").await;
         assert_eq!(label, "done");
-        assert!(env.dir("p").join("ran").exists());
-        ctl.stop().await;
-        env.sim.shutdown().await;
+        assert!(exists(&bed, "p", "ran"));
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
     })
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn max_concurrent_pods_bounds_parallel_execs() {
+async fn max_concurrent_execs_bounds_parallel_execs() {
     bounded(Duration::from_secs(60), async {
-        let env = env().await;
-        let mut a = args("a");
-        a.max_concurrent_pods = 1;
-        let ctl = start_with(&env.client, a);
-        // Every hook of every pod appends to one shared file: with one slot, starts and ends
-        // strictly alternate.
-        let shared = env.tmp.path().join("concurrency.log");
+        let bed = bed().await;
+        let mut args = bed.controller_args();
+        args.max_concurrent_execs = 1;
+        let ctl = bed.start_controller("a", args, None);
+        // Every hook of every pod (two containers each, which may otherwise run at once) appends
+        // to one shared file: with one slot, starts and ends strictly alternate.
+        let tmp = tempfile::tempdir().unwrap();
+        let shared = tmp.path().join("concurrency.log");
         let script = format!(
             "echo start >> {0}; sleep 0.2; echo end >> {0}",
             shared.display()
         );
         for i in 0..3 {
             create(
-                &env,
-                &pod(
-                    &format!("c{i}"),
-                    vec![hook("a", "db", &script), hook("b", "app", &script)],
-                    json!({}),
-                ),
+                &bed,
+                &format!("c{i}"),
+                numbered(vec![hook("a", "db", &script), hook("b", "app", &script)]),
+                json!({}),
             )
             .await;
         }
         for i in 0..3 {
-            assert_eq!(finished(&env, &format!("c{i}")).await.0, "done");
+            assert_eq!(finished(&bed, &format!("c{i}")).await.0, "done");
         }
         let log = std::fs::read_to_string(&shared).unwrap();
         let lines: Vec<&str> = log.lines().collect();
-        assert_eq!(lines.len(), 12);
+        assert_eq!(lines.len(), 12, "{log}");
         for pair in lines.chunks(2) {
             assert_eq!(pair, ["start", "end"], "execs overlapped: {log}");
         }
-        ctl.stop().await;
-        env.sim.shutdown().await;
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// §6.6: an exec whose connection dies mid-run (the API server goes away) fails its hook as soon
+/// as the stream breaks, not at its exec timeout (10 minutes here, far beyond the test's limit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_exec_stream_fails_the_hook_when_it_breaks() {
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        let ctl = start(&bed, "a");
+        let mut long = hook("long", "db", "touch started; sleep 600");
+        long.exec_timeout_ms = 600_000;
+        create(
+            &bed,
+            "cut",
+            numbered(vec![long, hook("after", "db", "touch after")]),
+            json!({}),
+        )
+        .await;
+        wait_for("hook long Running", async || {
+            bed.status_of(NS, "cut")
+                .await
+                .is_some_and(|s| s.hooks[0].phase == R)
+        })
+        .await;
+        wait_for("hook long's process started", async || {
+            exists(&bed, "cut", "started")
+        })
+        .await;
+        // A moment into the exec (as in the field: the connection dies 1-3 s in).
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        bed.sim.faults().break_execs();
+        let (label, st) = finished(&bed, "cut").await;
+        assert_eq!(label, "failed");
+        assert_eq!(phases(&st), vec![F, OK], "{st:?}");
+        assert!(
+            st.hooks[0].message.contains("stream broke"),
+            "a broken stream, not a timeout: {:?}",
+            st.hooks[0].message
+        );
+        assert_eq!(st.hooks[0].exit_code, None);
+        assert!(
+            exists(&bed, "cut", "after"),
+            "onError: Continue goes on to the next hook"
+        );
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
     })
     .await;
 }

@@ -183,6 +183,49 @@ async fn kill_tree(child: &mut tokio::process::Child) {
     let _ = child.kill().await;
 }
 
+/// The exec's connection is gone. A real runtime leaves the process running (the exec API has no
+/// way to signal it); the simulator kills it unless told to behave like a real runtime, so that
+/// tests do not leak processes. Shutdown kills it either way.
+async fn orphaned(
+    sim: &Sim,
+    ns: &str,
+    pod: &str,
+    command: &[String],
+    mut child: tokio::process::Child,
+    pumps: Vec<tokio::task::JoinHandle<()>>,
+    why: &str,
+) {
+    if !sim.faults.orphaned_execs_survive() {
+        for p in pumps {
+            p.abort();
+        }
+        kill_tree(&mut child).await;
+        sim.emit(
+            SimEventKind::Exec,
+            ns,
+            pod,
+            format!("exec {command:?} aborted: {why}"),
+        );
+        return;
+    }
+    sim.emit(
+        SimEventKind::Exec,
+        ns,
+        pod,
+        format!("exec {command:?}: {why}; the process keeps running"),
+    );
+    tokio::select! {
+        s = child.wait() => {
+            let code = s.as_ref().map(exit_code).unwrap_or(1);
+            sim.emit(SimEventKind::Exec, ns, pod, format!("orphaned exec {command:?} ended: exit code {code}"));
+        }
+        _ = sim.shutdown.cancelled() => kill_tree(&mut child).await,
+    }
+    for p in pumps {
+        p.abort();
+    }
+}
+
 fn frame(ch: u8, data: &[u8]) -> Message {
     let mut v = Vec::with_capacity(data.len() + 1);
     v.push(ch);
@@ -190,14 +233,19 @@ fn frame(ch: u8, data: &[u8]) -> Message {
     Message::Binary(Bytes::from(v))
 }
 
+/// Forwards one output stream. Once nobody receives (the client went away) it keeps draining,
+/// as a container runtime does, so that a surviving process is not killed by SIGPIPE.
 async fn pump(mut r: impl tokio::io::AsyncRead + Unpin, ch: u8, tx: mpsc::Sender<Message>) {
     let mut buf = vec![0u8; 8192];
+    let mut tx = Some(tx);
     loop {
         match r.read(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(n) => {
-                if tx.send(frame(ch, &buf[..n])).await.is_err() {
-                    return;
+                if let Some(t) = &tx
+                    && t.send(frame(ch, &buf[..n])).await.is_err()
+                {
+                    tx = None;
                 }
             }
         }
@@ -271,6 +319,8 @@ async fn session(sim: Arc<Sim>, er: ExecRequest, socket: WebSocket) {
         // Its own process group, so that killing it also kills what a shell started.
         .process_group(0)
         .spawn();
+    // Subscribed before the process starts: a break injected from then on reaches this session.
+    let mut breaks = sim.faults.exec_breaks();
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
@@ -365,13 +415,19 @@ async fn session(sim: Arc<Sim>, er: ExecRequest, socket: WebSocket) {
     let status = tokio::select! {
         s = child.wait() => s,
         _ = &mut gone_rx => {
-            // The client went away: a real runtime would leave the process running, but a
-            // simulator must not leak processes.
-            kill_tree(&mut child).await;
-            sim.emit(SimEventKind::Exec, &ns, &pod_name, format!("exec {:?} aborted: client disconnected", er.command));
-            for p in pumps { p.abort(); }
             drop(tx);
             writer.abort();
+            orphaned(&sim, &ns, &pod_name, &er.command, child, pumps, "client disconnected").await;
+            return;
+        }
+        _ = breaks.changed() => {
+            // Both halves of the socket go at once: the TCP connection closes without a close
+            // frame or a status, as when the API server goes away.
+            reader.abort();
+            writer.abort();
+            drop(tx);
+            sim.emit(SimEventKind::Fault, &ns, &pod_name, format!("exec {:?}: connection dropped (injected)", er.command));
+            orphaned(&sim, &ns, &pod_name, &er.command, child, pumps, "connection dropped").await;
             return;
         }
         _ = sim.shutdown.cancelled() => {

@@ -2,6 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -12,6 +13,8 @@ pub struct Faults {
     fail: Mutex<HashMap<(String, String), usize>>,
     delay: Mutex<Duration>,
     drop_gen: watch::Sender<u64>,
+    exec_break_gen: watch::Sender<u64>,
+    orphans_survive: AtomicBool,
     delete_on_exec: Mutex<HashSet<(String, String)>>,
     compact: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
 }
@@ -32,6 +35,8 @@ impl Default for Faults {
             fail: Mutex::default(),
             delay: Mutex::default(),
             drop_gen: watch::channel(0).0,
+            exec_break_gen: watch::channel(0).0,
+            orphans_survive: AtomicBool::new(false),
             delete_on_exec: Mutex::default(),
             compact: Mutex::default(),
         }
@@ -71,6 +76,29 @@ impl Faults {
 
     pub(crate) fn watch_drops(&self) -> watch::Receiver<u64> {
         self.drop_gen.subscribe()
+    }
+
+    /// Drops every open exec connection now, as when the API server (or the network to it) goes
+    /// away mid-exec: the TCP connection closes without a WebSocket close frame and without a
+    /// status on channel 3. The process is treated as after a client disconnect (killed, unless
+    /// [`Self::set_orphaned_execs_survive`]).
+    pub fn break_execs(&self) {
+        self.exec_break_gen.send_modify(|g| *g += 1);
+    }
+
+    pub(crate) fn exec_breaks(&self) -> watch::Receiver<u64> {
+        self.exec_break_gen.subscribe()
+    }
+
+    /// `true`: an exec whose client went away keeps running until it ends by itself, as in a
+    /// real container (the exec API cannot signal the process). Default `false`: the simulator
+    /// kills it, so that tests do not leak processes. Processes are killed at shutdown either way.
+    pub fn set_orphaned_execs_survive(&self, survive: bool) {
+        self.orphans_survive.store(survive, Ordering::SeqCst);
+    }
+
+    pub(crate) fn orphaned_execs_survive(&self) -> bool {
+        self.orphans_survive.load(Ordering::SeqCst)
     }
 
     /// Delays every response before it is handled (watch requests and events are not delayed).

@@ -238,6 +238,39 @@ pub(crate) fn exit_code(s: &std::process::ExitStatus) -> i32 {
         .unwrap_or(1)
 }
 
+/// `sim.kube/never-ready`: `"true"` keeps every container unready; otherwise a comma-separated
+/// list of container names (app containers or native sidecars) that stay Running but never Ready,
+/// while the others become Ready as usual.
+#[derive(Debug, PartialEq, Eq)]
+enum NeverReady {
+    None,
+    All,
+    Some(Vec<String>),
+}
+
+impl NeverReady {
+    fn of(pod: &Value) -> Self {
+        match annotation(pod, ANNOTATION_NEVER_READY).map(str::trim) {
+            None | Some("" | "false") => NeverReady::None,
+            Some("true") => NeverReady::All,
+            Some(list) => NeverReady::Some(
+                list.split(',')
+                    .map(|n| n.trim().to_string())
+                    .filter(|n| !n.is_empty())
+                    .collect(),
+            ),
+        }
+    }
+
+    fn covers(&self, container: &str) -> bool {
+        match self {
+            NeverReady::None => false,
+            NeverReady::All => true,
+            NeverReady::Some(names) => names.iter().any(|n| n == container),
+        }
+    }
+}
+
 async fn run_pod(sim: &Sim, ns: &str, name: &str, uid: &str) -> ApiResult<()> {
     gate(sim).await;
     let pod = sim
@@ -254,6 +287,7 @@ async fn run_pod(sim: &Sim, ns: &str, name: &str, uid: &str) -> ApiResult<()> {
     } else {
         "PodInitializing"
     };
+    let never_ready = NeverReady::of(&pod);
     let now = util::now_rfc3339();
     update_status(sim, ns, name, Some(uid), |s| {
         s.insert("phase".into(), "Pending".into());
@@ -283,12 +317,13 @@ async fn run_pod(sim: &Sim, ns: &str, name: &str, uid: &str) -> ApiResult<()> {
         let started = util::now_rfc3339();
         let running = json!({"running": {"startedAt": started}});
         if is_sidecar(c) {
+            let ready = !never_ready.covers(cname(c));
             update_status(sim, ns, name, Some(uid), |s| {
                 set_entry(
                     s,
                     "initContainerStatuses",
                     cname(c),
-                    container_status(c, uid, running, true, true),
+                    container_status(c, uid, running, ready, true),
                 );
             })?;
             sim.emit(
@@ -380,14 +415,16 @@ async fn run_pod(sim: &Sim, ns: &str, name: &str, uid: &str) -> ApiResult<()> {
     sim.emit(SimEventKind::Container, ns, name, "containers running");
     let running_at = tokio::time::Instant::now();
 
-    if annotation(&pod, ANNOTATION_NEVER_READY) != Some("true") {
+    if never_ready != NeverReady::All {
         tokio::time::sleep(
             duration_annotation(&pod, ANNOTATION_READY_AFTER).unwrap_or(DEFAULT_READY_AFTER),
         )
         .await;
         gate(sim).await;
         update_status(sim, ns, name, Some(uid), |s| {
-            s.insert("conditions".into(), conditions(true, true));
+            // The pod is Ready only when every container is.
+            let all = never_ready == NeverReady::None;
+            s.insert("conditions".into(), conditions(true, all));
             for list in ["containerStatuses", "initContainerStatuses"] {
                 for st in s
                     .get_mut(list)
@@ -395,13 +432,17 @@ async fn run_pod(sim: &Sim, ns: &str, name: &str, uid: &str) -> ApiResult<()> {
                     .into_iter()
                     .flatten()
                 {
-                    if st.pointer("/state/running").is_some() {
+                    if st.pointer("/state/running").is_some() && !never_ready.covers(cname(st)) {
                         st["ready"] = true.into();
                     }
                 }
             }
         })?;
-        sim.emit(SimEventKind::Container, ns, name, "containers ready");
+        let which = match &never_ready {
+            NeverReady::Some(names) => format!("containers ready except {}", names.join(", ")),
+            _ => "containers ready".to_string(),
+        };
+        sim.emit(SimEventKind::Container, ns, name, which);
     }
 
     if let Some((phase, d)) = annotation(&pod, ANNOTATION_PHASE_AFTER)

@@ -54,7 +54,8 @@ pub use util::parse_go_duration;
 
 /// Pod annotation: delay between containers Running and Ready (Go duration, default 100ms).
 pub const ANNOTATION_READY_AFTER: &str = "sim.kube/ready-after";
-/// Pod annotation: `"true"` keeps containers Running but never Ready.
+/// Pod annotation: `"true"` keeps containers Running but never Ready; a comma-separated list of
+/// container names (app containers or native sidecars) keeps only those unready.
 pub const ANNOTATION_NEVER_READY: &str = "sim.kube/never-ready";
 /// Pod annotation: delay between init containers done and app containers Running.
 pub const ANNOTATION_START_DELAY: &str = "sim.kube/start-delay";

@@ -5,15 +5,17 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kube::api::{Api, AttachParams};
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::watch;
 
 use crate::hooks::duration::format_go_duration as go_duration;
 
-/// How much of each output stream is kept (product.md §5: "the last 1 KiB").
+/// How much of each output stream is kept (docs/behaviour.md §5.3: "the last 1 KiB").
 pub const TAIL_BYTES: usize = 1024;
 
 /// What happened to one exec.
@@ -95,13 +97,27 @@ impl KubeExec {
         // The client demultiplexes both streams in one task into small pipes: reading one stream
         // to the end before the other would block that task once the other pipe fills, so both
         // are drained concurrently with waiting for the status.
-        let (stdout_tail, stderr_tail, status) =
-            tokio::join!(read_tail(stdout), read_tail(stderr), async {
-                match status {
+        //
+        // The status future resolves without a status only once that task has ended. When it
+        // ended because the connection broke, it returns its error without shutting the pipes
+        // (kube-client 5.0 `remote_command.rs`; a dropped `simplex` write half is no EOF), so
+        // reads to EOF would wait until the exec timeout: the readers stop on this signal too,
+        // after taking what the task wrote before it ended.
+        let (ended_tx, ended) = watch::channel(false);
+        let (stdout_tail, stderr_tail, status) = tokio::join!(
+            read_tail(stdout, ended.clone()),
+            read_tail(stderr, ended),
+            async move {
+                let status = match status {
                     Some(s) => s.await,
                     None => None,
+                };
+                if status.is_none() {
+                    let _ = ended_tx.send(true);
                 }
-            });
+                status
+            }
+        );
         let joined = attached.join().await;
         let mut outcome = ExecOutcome {
             stdout_tail,
@@ -152,8 +168,14 @@ impl Exec for KubeExec {
     }
 }
 
-/// The exit code from the final `Status` of an exec: `Success` is 0; `NonZeroExitCode` carries the
-/// code in `details.causes[reason=ExitCode].message`. Anything else is an error message.
+/// The exit code from the final `Status` of an exec.
+///
+/// A real kubelet reports `Success`, or `NonZeroExitCode` with the code in
+/// `details.causes[reason=ExitCode].message`. kwok (and other CRI shims that run the command
+/// through Go's `os/exec`) report a non-zero exit as an `InternalError` whose message ends in
+/// `exit status N`; that message also repeats the whole command line, which must not end up in
+/// Events and annotations (a hook's arguments can carry credentials), so it is reduced to the
+/// exit code. Anything else is an error message.
 pub fn exit_code(status: &Status) -> Result<i32, String> {
     if status.status.as_deref() == Some("Success") {
         return Ok(0);
@@ -170,6 +192,13 @@ pub fn exit_code(status: &Status) -> Result<i32, String> {
         return code
             .ok_or_else(|| format!("command failed with an unreadable exit code: {message}"));
     }
+    if reason == "InternalError"
+        && let Some(code) = message
+            .rsplit_once("exit status ")
+            .and_then(|(_, n)| n.trim().parse::<i32>().ok())
+    {
+        return Ok(code);
+    }
     Err(if message.is_empty() {
         format!("exec failed: {reason}")
     } else {
@@ -177,16 +206,31 @@ pub fn exit_code(status: &Status) -> Result<i32, String> {
     })
 }
 
-async fn read_tail(reader: Option<impl AsyncRead + Unpin>) -> String {
+/// Reads a stream to its end, or until `ended` says its writer is gone without closing it
+/// (then what is buffered is taken without waiting for more).
+async fn read_tail(reader: Option<impl AsyncRead + Unpin>, mut ended: watch::Receiver<bool>) -> String {
     let Some(mut reader) = reader else {
         return String::new();
     };
     let mut tail = Tail::default();
     let mut buf = [0u8; 8192];
+    let mut writer_gone = false;
     loop {
-        match reader.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => tail.push(&buf[..n]),
+        tokio::select! {
+            biased;
+            read = reader.read(&mut buf) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => tail.push(&buf[..n]),
+            },
+            _ = ended.wait_for(|e| *e) => {
+                writer_gone = true;
+                break;
+            }
+        }
+    }
+    if writer_gone {
+        while let Some(Ok(n @ 1..)) = reader.read(&mut buf).now_or_never() {
+            tail.push(&buf[..n]);
         }
     }
     tail.into_string()
@@ -317,6 +361,15 @@ mod tests {
             "details": {"causes": [{"reason": "ExitCode", "message": "3"}]}
         }));
         assert_eq!(exit_code(&non_zero), Ok(3));
+        // kwok's shape, as read from a real kube-apiserver v1.37 proxying to kwok: the command
+        // line is in the message, the exit code only at its end.
+        let kwok = status(serde_json::json!({
+            "apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure", "code": 500,
+            "reason": "InternalError",
+            "message": "Internal error occurred: Internal error occurred: error executing command in container: cmd wait: sh -c echo out; exit 3: exit status 3",
+            "details": {"causes": [{"message": "Internal error occurred: error executing command in container: cmd wait: sh -c echo out; exit 3: exit status 3"}]}
+        }));
+        assert_eq!(exit_code(&kwok), Ok(3));
         let internal = status(serde_json::json!({
             "status": "Failure", "reason": "InternalError", "message": "container not found (\"db\")"
         }));
@@ -340,6 +393,25 @@ mod tests {
         };
         assert!(!bad.succeeded());
         assert_eq!(bad.message(), "command terminated with exit code 2");
+    }
+
+    /// kube's exec task leaves its output pipes without EOF when the connection breaks: the
+    /// tail is still taken, once the task is known to have ended.
+    #[tokio::test]
+    async fn a_stream_whose_writer_vanished_without_eof_still_yields_its_tail() {
+        use tokio::io::AsyncWriteExt as _;
+        let (reader, mut writer) = tokio::io::simplex(64);
+        writer.write_all(b"partial output").await.unwrap();
+        drop(writer);
+        let (ended_tx, ended) = watch::channel(false);
+        let mut read = tokio::spawn(read_tail(Some(reader), ended));
+        // Without the signal it would wait for ever: a dropped simplex writer is no EOF.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), &mut read).await.is_err(),
+            "premise: the reader does not see an end by itself"
+        );
+        ended_tx.send(true).unwrap();
+        assert_eq!(read.await.unwrap(), "partial output");
     }
 
     #[tokio::test]

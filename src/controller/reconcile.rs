@@ -238,6 +238,11 @@ struct PodWorker {
     wake_at: Option<Timestamp>,
     /// The watch told us the pod may be gone: confirm before anything else.
     maybe_gone: bool,
+    /// `pod` comes from a read of our own (not from the watch, which may lag).
+    fresh: bool,
+    /// The `Running` record this worker wrote for each hook it runs: the result is recorded
+    /// against it, whatever view of the pod the worker has when the exec ends.
+    started: std::collections::BTreeMap<usize, HookStatus>,
 }
 
 /// How an action ended.
@@ -279,6 +284,8 @@ impl PodWorker {
             granted: Vec::new(),
             wake_at: None,
             maybe_gone: false,
+            fresh: false,
+            started: Default::default(),
         }
     }
 
@@ -288,7 +295,15 @@ impl PodWorker {
 
     fn observe(&mut self, observed: Observed) {
         match observed {
-            Observed::Pod(pod) if pod.uid == self.uid => self.pod = Some(pod),
+            // The watch lags behind this worker's own writes: an event from before our last
+            // write (e.g. a kubelet update) would bring back a status without our latest
+            // `Running` record or result, so an older view never replaces a newer one.
+            Observed::Pod(pod) if pod.uid == self.uid => {
+                if !self.pod.as_ref().is_some_and(|current| is_older(&pod, current)) {
+                    self.pod = Some(pod);
+                    self.fresh = false;
+                }
+            }
             _ => self.maybe_gone = true,
         }
     }
@@ -299,7 +314,10 @@ impl PodWorker {
         let mut stopping = false;
         loop {
             let idle = |w: &Self| w.running.is_empty() && w.results.is_empty();
-            match self.act(stopping).await {
+            // Boxed: a worker spends nearly all its life in the select below, and the future of
+            // one step (API requests, an exec start) is several KiB; unboxed it would be part of
+            // every waiting worker's task (10,000 pending pods: tens of MiB for nothing).
+            match Box::pin(self.act(stopping)).await {
                 Flow::Again => continue,
                 Flow::Stop if idle(&self) => return,
                 // Done with the pod once its running execs are recorded; nothing new starts.
@@ -371,7 +389,10 @@ impl PodWorker {
             return if self.running.is_empty() { Flow::Stop } else { Flow::Wait };
         }
         let (plan, status) = match verify(&pod.facts(), self.shared.keys.current().as_deref()) {
-            Ok(trusted) => (trusted.plan, trusted.status),
+            Ok(trusted) => (
+                capped(trusted.plan, self.shared.engine.max_exec_timeout_ms),
+                trusted.status,
+            ),
             Err(rejection) if self.running.is_empty() => return self.reject(&pod, rejection).await,
             Err(rejection) => {
                 // Our own execs run on a plan we verified; their results are recorded on top of
@@ -380,7 +401,18 @@ impl PodWorker {
                 return Flow::Wait;
             }
         };
-        if self.running.is_empty() && self.shared.finished.contains(&self.uid) {
+        // A finished pod whose (verified) status still shows every hook ended only had its label
+        // flipped back: deciding puts the label right again and runs nothing. Anything less than
+        // a complete status on a finished pod is a reset.
+        let complete = status
+            .as_ref()
+            .is_some_and(|s| align(&plan, Some(s)).hooks.iter().all(|h| h.phase.is_terminal()));
+        if self.running.is_empty() && !complete && self.shared.finished.contains(&self.uid) {
+            if !self.fresh {
+                // Most likely a watch event from before this controller finished the pod (a new
+                // worker starts on it): read the pod before calling it a reset.
+                return self.refresh();
+            }
             let rejection = "its hooks already ran to completion under this controller; a reset \
                  status or label does not run them again (hooks run at most once)";
             return self.reject_with(&pod, "rerun", rejection.to_string()).await;
@@ -453,7 +485,7 @@ impl PodWorker {
         .is_some();
         (!in_scope).then(|| {
             format!(
-                "the pod is in no restore scope now (no {} label, and namespace {} has no {} label); not executed",
+                "the pod is not in a restore scope any more (no {} label, and namespace {} has no {} label); not executed",
                 engine.restore_label, pod.namespace, engine.restore_namespace_label
             )
         })
@@ -464,6 +496,7 @@ impl PodWorker {
         match self.api.get_opt(&self.name).await {
             Ok(Some(pod)) if pod.metadata.uid.as_deref() == Some(self.uid.as_str()) => {
                 self.maybe_gone = false;
+                self.fresh = true;
                 self.backoff.reset();
                 let pod = PodState::from_slim(pod);
                 let pending = pod.label(EXEC_LABEL) == Some(EXEC_PENDING);
@@ -595,6 +628,7 @@ impl PodWorker {
             timeout = %format_go_duration(timeout_ms), "hook started"
         );
         self.running.insert(index);
+        self.started.insert(index, status.hooks[index].clone());
         let exec = self.shared.exec.clone();
         let (namespace, name) = (self.namespace.clone(), self.name.clone());
         self.execs.spawn(async move {
@@ -628,7 +662,10 @@ impl PodWorker {
             .metrics
             .exec_duration
             .observe(f.elapsed.as_secs_f64());
-        let mut result = align(plan, status.as_ref()).hooks[f.index].clone();
+        let mut result = match self.started.remove(&f.index) {
+            Some(running) => running,
+            None => align(plan, status.as_ref()).hooks[f.index].clone(),
+        };
         let outcome = f.outcome;
         result.phase = if outcome.succeeded() {
             HookPhase::Succeeded
@@ -748,8 +785,11 @@ impl PodWorker {
             return;
         };
         let mut status = align(&plan, status.as_ref());
+        // Exec results that could not be written any more are reported like the rest.
+        let mut reported = Vec::new();
         for (i, result) in self.results.drain(..) {
             status.hooks[i] = result;
+            reported.push(i);
         }
         self.running.clear();
         let mut view = pod.view.clone();
@@ -767,9 +807,9 @@ impl PodWorker {
             },
         );
         warn!(pod = %self.pod_ref(), restore = %plan.restore, not_run = decision.settled.len(), "pod deleted before all hooks ran");
-        self.settled(&pod, &plan, &decision.status, &decision.settled)
-            .await;
-        if !decision.settled.is_empty() {
+        reported.extend(decision.settled.iter().copied());
+        self.settled(&pod, &plan, &decision.status, &reported).await;
+        if !reported.is_empty() {
             self.completed(&pod, &plan, &decision.status, EXEC_FAILED)
                 .await;
         }
@@ -790,12 +830,8 @@ impl PodWorker {
     }
 
     async fn reject_with(&mut self, pod: &Arc<PodState>, reason: &str, message: String) -> Flow {
-        error!(pod = %self.pod_ref(), reason, %message, "not running this pod's hooks");
-        self.shared
-            .metrics
-            .plans_rejected
-            .with_label_values(&[reason])
-            .inc();
+        // Not `message`: that is the log line's own text in JSON logs (one key per line).
+        error!(pod = %self.pod_ref(), reason, result_message = %message, "not running this pod's hooks");
         let written = match self.shared.keys.current() {
             // A signed status that says why, so the rejection itself cannot be forged away.
             Some(keys) => write_status(
@@ -818,6 +854,13 @@ impl PodWorker {
         };
         match written {
             Ok(()) | Err(WriteError::Gone) => {
+                // Counted once the refusal is on the pod: a worker started by a stale watch event
+                // loses the write (conflict) and counts nothing.
+                self.shared
+                    .metrics
+                    .plans_rejected
+                    .with_label_values(&[reason])
+                    .inc();
                 self.shared
                     .events
                     .publish(&Regarding::pod(pod), EventType::Warning, PLAN_REJECTED, &message)
@@ -906,6 +949,27 @@ impl PodWorker {
                 _ => {}
             }
         }
+    }
+}
+
+/// The plan with `--max-exec-timeout` applied to every hook. The state machine reads a hook's
+/// execTimeout for the in-flight deadline of a `Running` hook another process started (§6.10:
+/// the capped value, as no exec runs longer); the plan may hold a longer one (admitted under a
+/// higher cap, or written by hand and signed by `inject`).
+fn capped(mut plan: ExecPlan, max_exec_timeout_ms: u64) -> ExecPlan {
+    for hook in &mut plan.hooks {
+        hook.exec_timeout_ms = hook.exec_timeout_ms.min(max_exec_timeout_ms);
+    }
+    plan
+}
+
+/// True when `a` is an older version of the same pod than `b`. resourceVersions are opaque to
+/// clients in general; the API server's are etcd revisions (integers), and when either does not
+/// parse as one, nothing is taken to be older.
+fn is_older(a: &PodState, b: &PodState) -> bool {
+    match (a.resource_version.parse::<u64>(), b.resource_version.parse::<u64>()) {
+        (Ok(a), Ok(b)) => a < b,
+        _ => false,
     }
 }
 

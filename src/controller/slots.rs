@@ -197,7 +197,10 @@ mod tests {
         assert!(granted(&mut a).await.is_none());
         drop(pb);
         // "c" gave up: its turn is skipped and "a" gets the slot.
-        assert!(granted(&mut a).await.is_some());
+        let pa = granted(&mut a).await;
+        assert!(pa.is_some());
         assert_eq!(s.in_use(), 1);
+        drop(pa);
+        assert_eq!(s.in_use(), 0);
     }
 }

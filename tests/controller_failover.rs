@@ -1,0 +1,331 @@
+//! Failover without overlapping hooks (docs/behaviour.md §6.10), on the shared testbed.
+//!
+//! Two controllers; the leader is taken out of the way while a hook of a container runs: either it
+//! loses the Lease (its exec goes on and it records the result itself), or it is killed while its
+//! exec goes on in the simulated container (as in a real one: the exec API cannot stop a process).
+//! The new leader must not start that container's next hook before the running one is over:
+//! before its result is recorded, or, when nobody records one, before `startedAt + execTimeout +
+//! --inherited-exec-grace`; then it records the hook interrupted and never runs it again.
+//!
+//! The assertions compare the times the hooks' processes recorded in the pod's directory (their
+//! own start and end, `date +%s.%N`) with each other and with the recorded status, all on the
+//! same clock: no assertion depends on how fast anything runs.
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, Patch, PatchParams};
+use restore_hooks::controller::state::INTERRUPTED;
+use restore_hooks::hooks::plan::{ExecStatus, HookPhase, PlannedHook};
+use restore_hooks::testbed::{Testbed, TestbedOptions, sh_hook};
+use serde_json::json;
+
+const NS: &str = "default";
+/// Failure guard for waits (never a measurement).
+const WAIT: Duration = Duration::from_secs(45);
+
+async fn bounded<F: std::future::Future<Output = ()>>(limit: Duration, f: F) {
+    tokio::time::timeout(limit, f)
+        .await
+        .expect("test exceeded its time limit");
+}
+
+fn log_init() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
+}
+
+/// Polls `check` until it holds; panics naming `what` after `limit`.
+async fn wait_for(what: &str, limit: Duration, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not within {limit:?}: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Hook `name` in container db: records its process' start (and, if `body` returns, its end)
+/// in `<name>.start` / `<name>.end` in the pod's directory.
+fn recorded_hook(name: &str, body: &str, exec_timeout_ms: u64) -> PlannedHook {
+    let mut h = sh_hook(
+        name,
+        "db",
+        &format!(
+            "date +%s.%N >> {name}.start; {body}; date +%s.%N >> {name}.end; echo {name}-done"
+        ),
+    );
+    h.exec_timeout_ms = exec_timeout_ms;
+    h
+}
+
+/// The times (seconds since the epoch) a hook's process wrote to `<hook>.<what>`.
+fn records(bed: &Testbed, pod: &str, hook: &str, what: &str) -> Vec<f64> {
+    std::fs::read_to_string(bed.pod_dir(NS, pod).join(format!("{hook}.{what}")))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            l.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{hook}.{what}: not a time: {l:?}"))
+        })
+        .collect()
+}
+
+/// The one time a hook recorded; fails if it recorded none or several (it ran more than once).
+fn once(bed: &Testbed, pod: &str, hook: &str, what: &str) -> f64 {
+    let r = records(bed, pod, hook, what);
+    assert_eq!(
+        r.len(),
+        1,
+        "{hook}.{what}: want exactly one record (one run), got {r:?}"
+    );
+    r[0]
+}
+
+fn secs(t: Timestamp) -> f64 {
+    t.as_nanosecond() as f64 / 1e9
+}
+
+fn time_of(field: &Option<String>, what: &str) -> Timestamp {
+    field
+        .as_deref()
+        .unwrap_or_else(|| panic!("no {what}"))
+        .parse()
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+async fn finished(bed: &Testbed, pod: &str, why: &str) -> (String, ExecStatus) {
+    let (label, status) = tokio::time::timeout(WAIT, bed.finished(NS, pod))
+        .await
+        .unwrap_or_else(|_| panic!("pod {pod} not finished within {WAIT:?}: {why}"));
+    (label, status.expect("a finished pod has a status"))
+}
+
+fn phases(s: &ExecStatus) -> Vec<HookPhase> {
+    s.hooks.iter().map(|h| h.phase).collect()
+}
+
+async fn running(bed: &Testbed, pod: &str, hook: &str) {
+    wait_for(
+        &format!("{hook} Running and its process started"),
+        WAIT,
+        async || {
+            bed.status_of(NS, pod)
+                .await
+                .is_some_and(|s| s.hooks[0].phase == HookPhase::Running)
+                && !records(bed, pod, hook, "start").is_empty()
+        },
+    )
+    .await;
+}
+
+/// The old leader loses the Lease while its hook runs (as when its renewals failed for a whole
+/// lease duration and the other replica took over). Its exec goes on and it records the result;
+/// the new leader starts the container's next hook only after that, and the hook that succeeded
+/// is recorded Succeeded, not Failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposed_leaders_result_is_kept_and_the_next_hook_waits_for_it() {
+    log_init();
+    bounded(Duration::from_secs(90), async {
+        let bed = Testbed::start(TestbedOptions::default())
+            .await
+            .expect("testbed starts");
+        let args = bed.controller_args();
+        let a = bed.start_controller("replica-a", args.clone(), None);
+        wait_for("replica-a leads", WAIT, async || a.is_leader()).await;
+        let b = bed.start_controller("replica-b", args.clone(), None);
+
+        // h1 runs until the test releases it (its exec timeout is far beyond the test's limit, so
+        // only a recorded result can let h2 start).
+        let release =
+            "i=0; until [ -e release ] || [ $i -ge 1200 ]; do sleep 0.05; i=$((i+1)); done";
+        let mut hooks = vec![
+            recorded_hook("h1", release, 600_000),
+            recorded_hook("h2", "true", 30_000),
+        ];
+        hooks[1].index = 1;
+        bed.create_pod(&bed.planned_pod(NS, "p", hooks, json!({})))
+            .await
+            .unwrap();
+        running(&bed, "p", "h1").await;
+
+        let leases: Api<Lease> = Api::namespaced(bed.client.clone(), &args.lease_namespace);
+        leases
+            .patch(
+                &args.lease_name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {
+                    "holderIdentity": "replica-b",
+                    "renewTime": MicroTime(Timestamp::now()),
+                    "leaseDurationSeconds": 2,
+                }})),
+            )
+            .await
+            .expect("Lease handed to replica-b");
+        wait_for(
+            "replica-b leads and replica-a stepped down",
+            WAIT,
+            async || b.is_leader() && !a.is_leader(),
+        )
+        .await;
+        // Both replicas now know the pod; neither may start h2 while h1 runs.
+        wait_for("replica-b tracks the pod", WAIT, async || {
+            b.metrics.pending_pods.get() == 1
+        })
+        .await;
+        assert!(
+            records(&bed, "p", "h2", "start").is_empty(),
+            "h2 started while h1 ran"
+        );
+
+        std::fs::write(bed.pod_dir(NS, "p").join("release"), b"").unwrap();
+        let (label, st) = finished(&bed, "p", "h1's result recorded and h2 run").await;
+        assert_eq!(label, "done", "{st:?}");
+        assert_eq!(
+            phases(&st),
+            vec![HookPhase::Succeeded, HookPhase::Succeeded]
+        );
+        assert_eq!(
+            st.hooks[0].stdout, "h1-done\n",
+            "h1's result is the old leader's, recorded"
+        );
+        let h1_end = once(&bed, "p", "h1", "end");
+        let h2_start = once(&bed, "p", "h2", "start");
+        assert!(
+            h2_start >= h1_end,
+            "h2 started at {h2_start} before h1 ended at {h1_end}"
+        );
+        once(&bed, "p", "h1", "start");
+        // Who did what: the deposed leader recorded h1, the new one ran h2 and failed nothing.
+        assert_eq!(
+            (a.hooks("succeeded"), a.hooks("failed")),
+            (1, 0),
+            "replica-a"
+        );
+        assert_eq!(
+            (b.hooks("succeeded"), b.hooks("failed")),
+            (1, 0),
+            "replica-b"
+        );
+        a.stop().await.expect("replica-a stops cleanly");
+        b.stop().await.expect("replica-b stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// The leader is killed while its hook runs, and the hook's process goes on in the container.
+/// Nobody records its result: the new leader treats it as in flight until `startedAt +
+/// execTimeout + grace`, starts the container's next hook only after that, records it
+/// interrupted, and never runs it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_leaders_hook_is_interrupted_only_after_its_deadline() {
+    log_init();
+    bounded(Duration::from_secs(90), async {
+        let bed = Testbed::start(TestbedOptions::default()).await.expect("testbed starts");
+        bed.sim.faults().set_orphaned_execs_survive(true);
+        let args = bed.controller_args();
+        let grace = SignedDuration::try_from(args.inherited_exec_grace).unwrap();
+        let a = bed.start_controller("replica-a", args.clone(), None);
+        wait_for("replica-a leads", WAIT, async || a.is_leader()).await;
+
+        // h1 runs 2 s of its 5 s exec timeout: it ends well before the deadline.
+        let mut hooks = vec![recorded_hook("h1", "sleep 2", 5_000), recorded_hook("h2", "true", 30_000)];
+        hooks[1].index = 1;
+        bed.create_pod(&bed.planned_pod(NS, "p", hooks, json!({}))).await.unwrap();
+        running(&bed, "p", "h1").await;
+        a.kill();
+        let b = bed.start_controller("replica-b", args.clone(), None);
+
+        let (label, st) = finished(&bed, "p", "replica-b declares h1 interrupted and runs h2").await;
+        assert_eq!(label, "failed");
+        assert_eq!(phases(&st), vec![HookPhase::Failed, HookPhase::Succeeded], "{st:?}");
+        assert_eq!(st.hooks[0].message, INTERRUPTED);
+        assert_eq!(st.hooks[0].exit_code, None);
+        let started = time_of(&st.hooks[0].started_at, "h1 startedAt");
+        let deadline = started + SignedDuration::from_secs(5) + grace;
+        let interrupted_at = time_of(&st.hooks[0].finished_at, "h1 finishedAt");
+        assert!(interrupted_at >= deadline, "h1 recorded interrupted at {interrupted_at}, before {deadline}");
+
+        let h1_end = once(&bed, "p", "h1", "end");
+        let h2_start = once(&bed, "p", "h2", "start");
+        assert!(h2_start >= h1_end, "h2 started at {h2_start} while h1 (ended {h1_end}) still ran");
+        assert!(
+            h2_start >= secs(deadline),
+            "h2 started at {h2_start}, before h1's in-flight deadline {deadline} (startedAt + 5s + grace)"
+        );
+        once(&bed, "p", "h1", "start"); // never run again
+        assert_eq!(
+            (b.hooks("failed"), b.hooks("succeeded")),
+            (1, 1),
+            "replica-b reports h1 interrupted and h2 succeeded: {st:?}"
+        );
+        b.stop().await.expect("replica-b stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// §6.10: the in-flight deadline of an inherited hook uses the exec timeout as capped by
+/// `--max-exec-timeout` (the exec cannot have run longer), not the plan's longer value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inherited_deadline_uses_the_capped_exec_timeout() {
+    log_init();
+    bounded(Duration::from_secs(90), async {
+        let mut options = TestbedOptions::default();
+        options.engine.max_exec_timeout_ms = 3_000;
+        let bed = Testbed::start(options).await.expect("testbed starts");
+        bed.sim.faults().set_orphaned_execs_survive(true);
+        let args = bed.controller_args();
+        let grace = SignedDuration::try_from(args.inherited_exec_grace).unwrap();
+        let a = bed.start_controller("replica-a", args.clone(), None);
+        wait_for("replica-a leads", WAIT, async || a.is_leader()).await;
+
+        // The plan says 10 minutes; the cap is 3 s.
+        let mut hooks = vec![
+            recorded_hook("h1", "sleep 1", 600_000),
+            recorded_hook("h2", "true", 30_000),
+        ];
+        hooks[1].index = 1;
+        bed.create_pod(&bed.planned_pod(NS, "p", hooks, json!({})))
+            .await
+            .unwrap();
+        running(&bed, "p", "h1").await;
+        a.kill();
+        let b = bed.start_controller("replica-b", args.clone(), None);
+
+        let (label, st) = finished(
+            &bed,
+            "p",
+            "h1 must count as in flight until startedAt + 3s (the cap) + grace, not the plan's 10m",
+        )
+        .await;
+        assert_eq!(label, "failed");
+        assert_eq!(
+            phases(&st),
+            vec![HookPhase::Failed, HookPhase::Succeeded],
+            "{st:?}"
+        );
+        assert_eq!(st.hooks[0].message, INTERRUPTED);
+        let started = time_of(&st.hooks[0].started_at, "h1 startedAt");
+        let capped_deadline = started + SignedDuration::from_secs(3) + grace;
+        let h2_start = once(&bed, "p", "h2", "start");
+        assert!(
+            h2_start >= secs(capped_deadline),
+            "h2 started at {h2_start}, before {capped_deadline}"
+        );
+        assert!(h2_start >= once(&bed, "p", "h1", "end"), "h2 overlapped h1");
+        b.stop().await.expect("replica-b stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}

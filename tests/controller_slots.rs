@@ -1,0 +1,226 @@
+//! Exec slots (docs/behaviour.md §6.11) on the shared testbed: `--max-concurrent-execs` is shared
+//! fairly across namespaces, and a hook that cannot get a slot within its waitTimeout fails at its
+//! deadline instead of waiting forever.
+//!
+//! The long hooks of namespace A run until the test releases them (a file in their pod's
+//! directory), so which hooks hold slots at any moment is decided by the test, not by timing.
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use restore_hooks::hooks::plan::{ExecStatus, HookPhase, PlannedHook};
+use restore_hooks::testbed::{ControllerHandle, Testbed, TestbedOptions, sh_hook};
+use serde_json::json;
+
+const A: &str = "restore-a";
+const B: &str = "restore-b";
+/// Failure guard for waits (never a measurement).
+const WAIT: Duration = Duration::from_secs(45);
+
+async fn bounded<F: std::future::Future<Output = ()>>(limit: Duration, f: F) {
+    tokio::time::timeout(limit, f)
+        .await
+        .expect("test exceeded its time limit");
+}
+
+/// Polls `check` until it holds; panics naming `what` after [`WAIT`].
+async fn wait_for(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not within {WAIT:?}: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn bed() -> Testbed {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
+    let bed = Testbed::start(TestbedOptions::default())
+        .await
+        .expect("testbed starts");
+    for ns in [A, B] {
+        bed.create_namespace(ns, json!({}))
+            .await
+            .expect("namespace created");
+    }
+    bed
+}
+
+/// Two slots in all; `per_namespace` of them for one namespace.
+fn controller(bed: &Testbed, per_namespace: Option<usize>) -> ControllerHandle {
+    let mut args = bed.controller_args();
+    args.max_concurrent_execs = 2;
+    args.max_concurrent_execs_per_namespace = per_namespace;
+    bed.start_controller("slots", args, None)
+}
+
+/// Holds its slot until the test writes `release` in the pod's directory (at most 60 s).
+fn long_hook() -> PlannedHook {
+    sh_hook(
+        "hold",
+        "db",
+        "touch started; i=0; until [ -e release ] || [ $i -ge 1200 ]; do sleep 0.05; i=$((i+1)); done; [ -e release ]",
+    )
+}
+
+fn started(bed: &Testbed, ns: &str, pod: &str) -> bool {
+    bed.pod_dir(ns, pod).join("started").exists()
+}
+
+fn release(bed: &Testbed, ns: &str, pod: &str) {
+    std::fs::write(bed.pod_dir(ns, pod).join("release"), b"").expect("release written");
+}
+
+async fn finished(bed: &Testbed, ns: &str, pod: &str) -> (String, ExecStatus) {
+    let (label, status) = tokio::time::timeout(WAIT, bed.finished(ns, pod))
+        .await
+        .unwrap_or_else(|_| panic!("{ns}/{pod} not finished within {WAIT:?}"));
+    (label, status.expect("a finished pod has a status"))
+}
+
+/// With the default share (3/4 of 2 slots: 1), namespace A's two long hooks get one slot between
+/// them; namespace B's hook gets the other and runs while A's first still holds its slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_namespace_cannot_take_every_slot() {
+    bounded(Duration::from_secs(90), async {
+        let bed = bed().await;
+        let ctl = controller(&bed, None);
+        for pod in ["a1", "a2"] {
+            bed.create_pod(&bed.planned_pod(A, pod, vec![long_hook()], json!({})))
+                .await
+                .unwrap();
+        }
+        wait_for("one of A's hooks started", async || {
+            started(&bed, A, "a1") || started(&bed, A, "a2")
+        })
+        .await;
+        let (first, second) = if started(&bed, A, "a1") {
+            ("a1", "a2")
+        } else {
+            ("a2", "a1")
+        };
+
+        let mut b = sh_hook("quick", "db", "touch ran");
+        b.wait_timeout_ms = Some(30_000);
+        bed.create_pod(&bed.planned_pod(B, "b1", vec![b], json!({})))
+            .await
+            .unwrap();
+        let (label, st) = finished(&bed, B, "b1").await;
+        assert_eq!(
+            label, "done",
+            "B's hook ran although A's hooks wait for slots: {st:?}"
+        );
+        assert!(bed.pod_dir(B, "b1").join("ran").exists());
+
+        // B's slot came back before its result was recorded (above); A may not take it either.
+        assert_eq!(
+            ctl.metrics.exec_slots_in_use.get(),
+            1,
+            "only A's first hook holds a slot"
+        );
+        assert!(
+            !started(&bed, A, second),
+            "A's second hook started beyond A's share of 1"
+        );
+        let waiting = bed.status_of(A, second).await;
+        assert!(
+            waiting
+                .as_ref()
+                .is_none_or(|s| s.hooks[0].phase == HookPhase::Pending),
+            "A's second hook waits for a slot: {waiting:?}"
+        );
+
+        release(&bed, A, first);
+        wait_for(
+            "A's second hook started once A's first freed its slot",
+            async || started(&bed, A, second),
+        )
+        .await;
+        release(&bed, A, second);
+        for pod in ["a1", "a2"] {
+            let (label, st) = finished(&bed, A, pod).await;
+            assert_eq!(label, "done", "{pod}: {st:?}");
+        }
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// With a share of 2 of 2, A's long hooks hold every slot. B's hook cannot get one: it fails with
+/// "no exec slot within waitTimeout" at its deadline (pod creation + waitTimeout), is recorded,
+/// and never runs; then A's hooks finish normally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_that_gets_no_slot_fails_at_its_wait_deadline() {
+    bounded(Duration::from_secs(90), async {
+        let bed = bed().await;
+        let ctl = controller(&bed, Some(2));
+        for pod in ["a1", "a2"] {
+            bed.create_pod(&bed.planned_pod(A, pod, vec![long_hook()], json!({})))
+                .await
+                .unwrap();
+        }
+        wait_for("both of A's hooks started", async || {
+            started(&bed, A, "a1") && started(&bed, A, "a2")
+        })
+        .await;
+        assert_eq!(ctl.metrics.exec_slots_in_use.get(), 2);
+
+        // Long enough for B's container to be up well before it: the wait is for a slot only.
+        let mut starved = sh_hook("starved", "db", "touch ran");
+        starved.wait_timeout_ms = Some(8_000);
+        let created = bed
+            .create_pod(&bed.planned_pod(B, "b1", vec![starved], json!({})))
+            .await
+            .unwrap();
+        let (label, st) = finished(&bed, B, "b1").await;
+        assert_eq!(label, "failed");
+        let h = &st.hooks[0];
+        assert_eq!(h.phase, HookPhase::Failed);
+        assert!(
+            h.message
+                .starts_with("no exec slot within waitTimeout 8s of pod creation"),
+            "{:?}",
+            h.message
+        );
+        assert!(h.started_at.is_none(), "never recorded Running");
+        assert!(!bed.pod_dir(B, "b1").join("ran").exists(), "never executed");
+        let created: Timestamp = created
+            .metadata
+            .creation_timestamp
+            .expect("creationTimestamp")
+            .0;
+        let failed_at: Timestamp = h
+            .finished_at
+            .as_deref()
+            .expect("finishedAt")
+            .parse()
+            .unwrap();
+        assert!(
+            failed_at >= created + SignedDuration::from_secs(8),
+            "failed at {failed_at}, before its deadline (created {created} + 8s)"
+        );
+
+        for pod in ["a1", "a2"] {
+            release(&bed, A, pod);
+        }
+        for pod in ["a1", "a2"] {
+            let (label, st) = finished(&bed, A, pod).await;
+            assert_eq!(label, "done", "{pod}: {st:?}");
+        }
+        wait_for("every slot free again", async || {
+            ctl.metrics.exec_slots_in_use.get() == 0
+        })
+        .await;
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}

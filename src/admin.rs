@@ -225,15 +225,30 @@ mod tests {
         let index = SharedIndex::new(HookIndex::new());
         index.watch_started("namespaces");
         readiness.track_index(index.clone());
-        assert!(readiness.check().unwrap_err().contains("not synced yet: namespaces"));
+        assert!(
+            readiness
+                .check()
+                .unwrap_err()
+                .contains("not synced yet: namespaces")
+        );
         index.watch_listed("namespaces");
-        assert_eq!(readiness.clone().check(), Ok(vec![]), "clones share the state");
+        assert_eq!(
+            readiness.clone().check(),
+            Ok(vec![]),
+            "clones share the state"
+        );
         index.watch_failed("namespaces", "connection refused".into());
         let degraded = readiness.check().unwrap();
-        assert!(degraded[0].starts_with("namespaces: connection refused"), "{degraded:?}");
+        assert!(
+            degraded[0].starts_with("namespaces: connection refused"),
+            "{degraded:?}"
+        );
 
         readiness.track_keys(KeyRing::none());
-        assert!(readiness.check().is_ok(), "no key by configuration is no reason to be unready");
+        assert!(
+            readiness.check().is_ok(),
+            "no key by configuration is no reason to be unready"
+        );
         let (_sender, waiting) = KeyRing::pending();
         readiness.track_keys(waiting);
         assert!(readiness.check().unwrap_err().contains("plan key"));

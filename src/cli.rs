@@ -1,4 +1,4 @@
-//! Command line: one binary, several roles (product.md §6). Every server flag can also be given as
+//! Command line: one binary, several roles (docs/behaviour.md §12). Every server flag can also be given as
 //! an environment variable `RESTORE_HOOKS_<FLAG>` (upper case, `-` as `_`).
 
 use std::net::SocketAddr;
@@ -129,7 +129,8 @@ impl EngineArgs {
             velero_namespace: self.velero_namespace.clone(),
             velero_hooks: self.velero_hooks.into(),
             on_invalid: self.on_invalid.into(),
-            max_exec_timeout_ms: u64::try_from(self.max_exec_timeout.as_millis()).unwrap_or(u64::MAX),
+            max_exec_timeout_ms: u64::try_from(self.max_exec_timeout.as_millis())
+                .unwrap_or(u64::MAX),
             excluded_namespaces: self.exclude_namespaces.clone(),
         }
     }
@@ -201,7 +202,12 @@ pub struct PlanKeyArgs {
     #[arg(long, env = "RESTORE_HOOKS_PLAN_KEY_FILE", value_name = "FILE")]
     pub plan_key_file: Option<PathBuf>,
     /// The previous key, when `--plan-key-file` is used during a rotation.
-    #[arg(long, env = "RESTORE_HOOKS_PREVIOUS_PLAN_KEY_FILE", value_name = "FILE", requires = "plan_key_file")]
+    #[arg(
+        long,
+        env = "RESTORE_HOOKS_PREVIOUS_PLAN_KEY_FILE",
+        value_name = "FILE",
+        requires = "plan_key_file"
+    )]
     pub previous_plan_key_file: Option<PathBuf>,
 }
 

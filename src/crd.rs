@@ -1,14 +1,18 @@
 //! The CustomResourceDefinitions of restore-hooks, generated from the Rust types:
 //! `RestoreHook` (namespaced), `ClusterRestoreHook` and `RestoreRun` (cluster-scoped).
 
-use kube::CustomResourceExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
 
 use crate::hooks::types::{ClusterRestoreHook, RestoreHook, RestoreRun};
 
 /// Every CRD, in the order `restore-hooks crd` prints them.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    vec![RestoreHook::crd(), ClusterRestoreHook::crd(), RestoreRun::crd()]
+    vec![
+        RestoreHook::crd(),
+        ClusterRestoreHook::crd(),
+        RestoreRun::crd(),
+    ]
 }
 
 /// One CRD as YAML, as the chart ships it (`charts/restore-hooks/crds/<plural>.yaml`).

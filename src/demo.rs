@@ -110,10 +110,16 @@ impl Demo {
         let controller = bed.start_controller("demo-controller", args, None);
         let deadline = Instant::now() + Duration::from_secs(10);
         while !controller.is_leader() {
-            ensure!(Instant::now() < deadline, "the controller did not acquire its Lease");
+            ensure!(
+                Instant::now() < deadline,
+                "the controller did not acquire its Lease"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        step(started, "controller running and leading (Lease restore-hooks/restore-hooks-controller)");
+        step(
+            started,
+            "controller running and leading (Lease restore-hooks/restore-hooks-controller)",
+        );
         Ok(Self {
             bed: Some(bed),
             controller: Some(controller),
@@ -202,8 +208,13 @@ impl Demo {
             "spec": {"containers": [{"name": "redis", "image": "redis:7"}]}
         }))?;
         println!();
-        step(t0, &format!("restoring pod {NAMESPACE}/{LATE_POD}: no hook selects it yet"));
-        pods.create(&PostParams::default(), &cache).await.context("creating the cache pod")?;
+        step(
+            t0,
+            &format!("restoring pod {NAMESPACE}/{LATE_POD}: no hook selects it yet"),
+        );
+        pods.create(&PostParams::default(), &cache)
+            .await
+            .context("creating the cache pod")?;
         tokio::time::sleep(Duration::from_secs(2)).await;
         create_restore_hook(&hooks, LATE_HOOK, json!({
             "labelSelector": {"matchLabels": {"app": "cache"}},
@@ -212,7 +223,9 @@ impl Demo {
         .await?;
         step(
             t0,
-            &format!("RestoreHook {NAMESPACE}/{LATE_HOOK} created 2 s after its pod (as Velero restores it): its exec hook is added to the admitted pod"),
+            &format!(
+                "RestoreHook {NAMESPACE}/{LATE_HOOK} created 2 s after its pod (as Velero restores it): its exec hook is added to the admitted pod"
+            ),
         );
         let (cache, status) = follow(&pods, LATE_POD, t0).await?;
         self.check_late(&cache, status.as_ref())?;
@@ -223,8 +236,16 @@ impl Demo {
     async fn wait_ready(&self, name: &str) -> anyhow::Result<()> {
         let bed = self.bed();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while bed.index.read().restore_hooks(NAMESPACE).all(|h| h.name != name) {
-            ensure!(Instant::now() < deadline, "the webhook's cache did not see RestoreHook {name}");
+        while bed
+            .index
+            .read()
+            .restore_hooks(NAMESPACE)
+            .all(|h| h.name != name)
+        {
+            ensure!(
+                Instant::now() < deadline,
+                "the webhook's cache did not see RestoreHook {name}"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         Ok(())
@@ -234,14 +255,24 @@ impl Demo {
     async fn check_database(&self, pod: &Pod, status: Option<&ExecStatus>) -> anyhow::Result<()> {
         let bed = self.bed();
         let annotations = pod.metadata.annotations.clone().unwrap_or_default();
-        let injected = annotations.get(INJECTED_ANNOTATION).cloned().unwrap_or_default();
+        let injected = annotations
+            .get(INJECTED_ANNOTATION)
+            .cloned()
+            .unwrap_or_default();
         ensure!(
             !injected.is_empty(),
             "the webhook did not inject the init container (no {INJECTED_ANNOTATION} annotation)"
         );
-        ensure!(annotations.contains_key(PLAN_ANNOTATION), "the webhook did not write the exec plan");
-        let restored = std::fs::read_to_string(bed.pod_dir(NAMESPACE, POD).join("restored.txt")).unwrap_or_default();
-        ensure!(restored.trim() == "restored from backup", "the init container did not write restored.txt");
+        ensure!(
+            annotations.contains_key(PLAN_ANNOTATION),
+            "the webhook did not write the exec plan"
+        );
+        let restored = std::fs::read_to_string(bed.pod_dir(NAMESPACE, POD).join("restored.txt"))
+            .unwrap_or_default();
+        ensure!(
+            restored.trim() == "restored from backup",
+            "the init container did not write restored.txt"
+        );
         let status = status.context("the controller wrote no hook status")?;
         let phases: Vec<HookPhase> = status.hooks.iter().map(|h| h.phase).collect();
         ensure!(
@@ -252,7 +283,10 @@ impl Demo {
             status.hooks[0].stdout.contains("restored from backup"),
             "hook #0 did not read the file the init container wrote"
         );
-        ensure!(status.hooks[1].stdout.contains("rows: 42"), "hook #1 did not run after hook #0");
+        ensure!(
+            status.hooks[1].stdout.contains("rows: 42"),
+            "hook #1 did not run after hook #0"
+        );
         ensure!(exec_label(pod) == "done", "the pod is not labelled done");
 
         // Events and the RestoreHook status are written just after the label: give them a moment.
@@ -267,15 +301,31 @@ impl Demo {
                 .into_iter()
                 .filter(|e| e.involved_object.name.as_deref() == Some(POD))
                 .collect();
-            listed.sort_by_key(|e| e.metadata.resource_version.as_deref().unwrap_or("").parse::<u64>().unwrap_or(0));
+            listed.sort_by_key(|e| {
+                e.metadata
+                    .resource_version
+                    .as_deref()
+                    .unwrap_or("")
+                    .parse::<u64>()
+                    .unwrap_or(0)
+            });
             let reasons: Vec<String> = listed.into_iter().filter_map(|e| e.reason).collect();
             let status = hooks.get(RESTORE_HOOK).await?.status;
-            let counts = status.as_ref().map(|s| (s.pods_planned, s.hooks.succeeded, s.hooks.failed, s.hooks.pending));
+            let counts = status.as_ref().map(|s| {
+                (
+                    s.pods_planned,
+                    s.hooks.succeeded,
+                    s.hooks.failed,
+                    s.hooks.pending,
+                )
+            });
             let ready = status
                 .iter()
                 .flat_map(|s| &s.conditions)
                 .any(|c| c.type_ == "Ready" && c.status == "True");
-            if (reasons.iter().any(|r| r == "HooksCompleted") && counts == Some((1, 2, 0, 0)) && ready)
+            if (reasons.iter().any(|r| r == "HooksCompleted")
+                && counts == Some((1, 2, 0, 0))
+                && ready)
                 || Instant::now() > deadline
             {
                 break (reasons, counts, ready);
@@ -283,15 +333,24 @@ impl Demo {
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
         ensure!(
-            reasons.iter().filter(|r| *r == "HookSucceeded").count() == 2 && reasons.iter().any(|r| r == "HooksCompleted"),
+            reasons.iter().filter(|r| *r == "HookSucceeded").count() == 2
+                && reasons.iter().any(|r| r == "HooksCompleted"),
             "expected Events HookSucceeded x2 and HooksCompleted on the pod, got {reasons:?}"
         );
-        ensure!(counts == Some((1, 2, 0, 0)), "RestoreHook status: expected podsPlanned 1, succeeded 2, got {counts:?}");
+        ensure!(
+            counts == Some((1, 2, 0, 0)),
+            "RestoreHook status: expected podsPlanned 1, succeeded 2, got {counts:?}"
+        );
         ensure!(ready, "RestoreHook {RESTORE_HOOK} is not Ready");
-        step(self.started, &format!("Events on the pod: {}", reasons.join(", ")));
         step(
             self.started,
-            &format!("RestoreHook {NAMESPACE}/{RESTORE_HOOK} status: Ready, podsPlanned 1, hooks succeeded 2, failed 0, pending 0"),
+            &format!("Events on the pod: {}", reasons.join(", ")),
+        );
+        step(
+            self.started,
+            &format!(
+                "RestoreHook {NAMESPACE}/{RESTORE_HOOK} status: Ready, podsPlanned 1, hooks succeeded 2, failed 0, pending 0"
+            ),
         );
         Ok(())
     }
@@ -303,10 +362,22 @@ impl Demo {
             "expected the late RestoreHook's hook Succeeded, got {:?}",
             status.hooks
         );
-        ensure!(exec_label(pod) == "done", "the cache pod is not labelled done");
-        let runs = std::fs::read_to_string(self.bed().pod_dir(NAMESPACE, LATE_POD).join("warm.log")).unwrap_or_default();
-        ensure!(runs == "warmed\n", "the late hook ran {} times, not once", runs.lines().count());
-        step(self.started, &format!("late RestoreHook {LATE_HOOK}: its exec hook ran exactly once in {LATE_POD}"));
+        ensure!(
+            exec_label(pod) == "done",
+            "the cache pod is not labelled done"
+        );
+        let runs =
+            std::fs::read_to_string(self.bed().pod_dir(NAMESPACE, LATE_POD).join("warm.log"))
+                .unwrap_or_default();
+        ensure!(
+            runs == "warmed\n",
+            "the late hook ran {} times, not once",
+            runs.lines().count()
+        );
+        step(
+            self.started,
+            &format!("late RestoreHook {LATE_HOOK}: its exec hook ran exactly once in {LATE_POD}"),
+        );
         Ok(())
     }
 
@@ -315,13 +386,18 @@ impl Demo {
         let deadline = Instant::now() + Duration::from_secs(10);
         let run = loop {
             let run = api.get_opt(RESTORE).await?;
-            let done = run.as_ref().and_then(|r| r.status.as_ref()).is_some_and(|s| s.phase == "Completed" && s.pods_planned == 2);
+            let done = run
+                .as_ref()
+                .and_then(|r| r.status.as_ref())
+                .is_some_and(|s| s.phase == "Completed" && s.pods_planned == 2);
             if done || Instant::now() > deadline {
                 break run;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
-        let status = run.and_then(|r| r.status).context("no RestoreRun for the restore")?;
+        let status = run
+            .and_then(|r| r.status)
+            .context("no RestoreRun for the restore")?;
         ensure!(
             status.phase == "Completed" && status.pods_planned == 2 && status.hooks.succeeded == 3,
             "RestoreRun {RESTORE}: expected Completed with 2 pods and 3 hooks succeeded, got {} with {} pods, {:?}",
@@ -330,20 +406,38 @@ impl Demo {
             status.hooks
         );
         println!("\n$ kubectl get restoreruns");
-        println!("{:<14} {:<14} {:<10} {:<5} {:<10} {:<7} {:<8} {:<8}", "NAME", "RESTORE", "PHASE", "PODS", "SUCCEEDED", "FAILED", "SKIPPED", "PENDING");
         println!(
             "{:<14} {:<14} {:<10} {:<5} {:<10} {:<7} {:<8} {:<8}",
-            RESTORE, RESTORE, status.phase, status.pods_planned, status.hooks.succeeded, status.hooks.failed, status.hooks.skipped, status.hooks.pending
+            "NAME", "RESTORE", "PHASE", "PODS", "SUCCEEDED", "FAILED", "SKIPPED", "PENDING"
+        );
+        println!(
+            "{:<14} {:<14} {:<10} {:<5} {:<10} {:<7} {:<8} {:<8}",
+            RESTORE,
+            RESTORE,
+            status.phase,
+            status.pods_planned,
+            status.hooks.succeeded,
+            status.hooks.failed,
+            status.hooks.skipped,
+            status.hooks.pending
         );
         Ok(())
     }
 
     async fn summary(&self, pod: &Pod, cache: &Pod) -> anyhow::Result<()> {
         println!("\nSummary (restore {RESTORE}):");
-        println!("  {:<12} {:<3} {:<20} {:<10} {:<10} {:<5} stdout", "pod", "#", "hook", "container", "result", "exit");
+        println!(
+            "  {:<12} {:<3} {:<20} {:<10} {:<10} {:<5} stdout",
+            "pod", "#", "hook", "container", "result", "exit"
+        );
         for p in [pod, cache] {
             let name = p.metadata.name.clone().unwrap_or_default();
-            for (i, h) in exec_status(p).map(|s| s.hooks).unwrap_or_default().iter().enumerate() {
+            for (i, h) in exec_status(p)
+                .map(|s| s.hooks)
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+            {
                 println!(
                     "  {:<12} {:<3} {:<20} {:<10} {:<10} {:<5} {}",
                     name,
@@ -391,7 +485,11 @@ impl Demo {
     }
 }
 
-async fn create_restore_hook(api: &Api<RestoreHook>, name: &str, spec: Value) -> anyhow::Result<()> {
+async fn create_restore_hook(
+    api: &Api<RestoreHook>,
+    name: &str,
+    spec: Value,
+) -> anyhow::Result<()> {
     let rh: RestoreHook = serde_json::from_value(json!({
         "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
         "metadata": {"name": name, "namespace": NAMESPACE},
@@ -405,11 +503,18 @@ async fn create_restore_hook(api: &Api<RestoreHook>, name: &str, spec: Value) ->
 
 /// Follows a pod's hook status until the controller labels it: a watch, so that every recorded
 /// phase (Running before each exec, then the result) is shown.
-async fn follow(pods: &Api<Pod>, name: &str, t0: Instant) -> anyhow::Result<(Pod, Option<ExecStatus>)> {
-    let mut updates = watcher(pods.clone(), watcher::Config::default().fields(&format!("metadata.name={name}")))
-        .default_backoff()
-        .applied_objects()
-        .boxed();
+async fn follow(
+    pods: &Api<Pod>,
+    name: &str,
+    t0: Instant,
+) -> anyhow::Result<(Pod, Option<ExecStatus>)> {
+    let mut updates = watcher(
+        pods.clone(),
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .default_backoff()
+    .applied_objects()
+    .boxed();
     let mut shown: BTreeMap<usize, HookPhase> = BTreeMap::new();
     loop {
         let p = match updates.next().await {
@@ -427,7 +532,10 @@ async fn follow(pods: &Api<Pod>, name: &str, t0: Instant) -> anyhow::Result<(Pod
                 HookPhase::Pending => {}
                 HookPhase::Running => step(
                     t0,
-                    &format!("controller: {name} hook #{i} {} in container {}: Running (recorded before the exec)", h.name, h.container),
+                    &format!(
+                        "controller: {name} hook #{i} {} in container {}: Running (recorded before the exec)",
+                        h.name, h.container
+                    ),
                 ),
                 _ => step(
                     t0,
@@ -435,16 +543,29 @@ async fn follow(pods: &Api<Pod>, name: &str, t0: Instant) -> anyhow::Result<(Pod
                         "controller: {name} hook #{i} {}: {:?}{}{}{}",
                         h.name,
                         h.phase,
-                        h.exit_code.map(|c| format!(" (exit {c})")).unwrap_or_default(),
-                        if h.message.is_empty() { String::new() } else { format!(": {}", h.message) },
-                        if h.stdout.is_empty() { String::new() } else { format!("; stdout: {}", one_line(&h.stdout)) },
+                        h.exit_code
+                            .map(|c| format!(" (exit {c})"))
+                            .unwrap_or_default(),
+                        if h.message.is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {}", h.message)
+                        },
+                        if h.stdout.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; stdout: {}", one_line(&h.stdout))
+                        },
                     ),
                 ),
             }
         }
         let label = exec_label(&p);
         if !label.is_empty() && label != EXEC_PENDING {
-            step(t0, &format!("controller: all hooks of {name} ended; label {EXEC_LABEL}={label}"));
+            step(
+                t0,
+                &format!("controller: all hooks of {name} ended; label {EXEC_LABEL}={label}"),
+            );
             return Ok((p, status));
         }
     }
@@ -465,7 +586,10 @@ fn print_sim_event(started: Instant, ev: &kube_sim::SimEvent, verbose: bool) {
     match (&ev.kind, &ev.patch) {
         (kube_sim::SimEventKind::Admission, Some(Value::Array(ops))) => {
             let head = ev.message.split(": [").next().unwrap_or(&ev.message);
-            step(started, &format!("cluster: admission of {}/{}: {head}", ev.namespace, ev.name));
+            step(
+                started,
+                &format!("cluster: admission of {}/{}: {head}", ev.namespace, ev.name),
+            );
             for op in ops {
                 let value = op.get("value").map(abbreviate).unwrap_or_default();
                 println!(

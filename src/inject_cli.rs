@@ -82,8 +82,12 @@ pub fn preview(args: &InjectArgs) -> anyhow::Result<Preview> {
         .map(|f| crate::plan_key::from_files(f, None))
         .transpose()?;
     let index = catalog.index();
-    let view = AdmittedPod::from_value(&pod)
-        .map_err(|e| anyhow::anyhow!("{}: the object is not a valid Pod: {e}", args.file.display()))?;
+    let view = AdmittedPod::from_value(&pod).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: the object is not a valid Pod: {e}",
+            args.file.display()
+        )
+    })?;
     let ctx = PodContext {
         pod: &view,
         namespace: &namespace,

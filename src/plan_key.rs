@@ -72,7 +72,9 @@ impl KeyRing {
 
 /// Reads `--plan-key-file` (and `--previous-plan-key-file`).
 pub fn from_files(current: &Path, previous: Option<&Path>) -> anyhow::Result<PlanKeys> {
-    let read = |p: &Path| std::fs::read(p).with_context(|| format!("cannot read plan key file {}", p.display()));
+    let read = |p: &Path| {
+        std::fs::read(p).with_context(|| format!("cannot read plan key file {}", p.display()))
+    };
     let current = read(current)?;
     let previous = previous.map(read).transpose()?;
     PlanKeys::new(&current, previous.as_deref()).map_err(|e| anyhow::anyhow!("{e}"))
@@ -123,7 +125,12 @@ impl SecretKeys {
     }
 
     /// Starts loading; the returned future keeps the ring current until dropped.
-    pub fn start(self) -> (KeyRing, impl std::future::Future<Output = ()> + Send + 'static) {
+    pub fn start(
+        self,
+    ) -> (
+        KeyRing,
+        impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
         let (tx, ring) = KeyRing::pending();
         (ring, self.run(tx))
     }
@@ -170,21 +177,32 @@ impl SecretKeys {
             backoff = (backoff * 2).min(std::time::Duration::from_secs(30));
         }
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
-        let mut events = watcher::watcher(self.api.clone(), config).default_backoff().boxed();
+        let mut events = watcher::watcher(self.api.clone(), config)
+            .default_backoff()
+            .boxed();
         let mut warned_missing = false;
         while let Some(event) = events.next().await {
             match event {
                 Ok(Event::Apply(secret) | Event::InitApply(secret)) => match from_secret(&secret) {
                     Ok(keys) => {
-                        let changed = tx.borrow().as_ref().map(|k| (k.current_id().to_string(), k.previous_id().map(str::to_string)))
-                            != Some((keys.current_id().to_string(), keys.previous_id().map(str::to_string)));
+                        let changed = tx.borrow().as_ref().map(|k| {
+                            (
+                                k.current_id().to_string(),
+                                k.previous_id().map(str::to_string),
+                            )
+                        }) != Some((
+                            keys.current_id().to_string(),
+                            keys.previous_id().map(str::to_string),
+                        ));
                         if changed {
                             tracing::info!(secret = %self.name, current = keys.current_id(), previous = keys.previous_id().unwrap_or("none"), "plan keys loaded");
                         }
                         tx.send_replace(Some(Arc::new(keys)));
                         warned_missing = false;
                     }
-                    Err(e) => tracing::error!(secret = %self.name, error = %format!("{e:#}"), "the plan key Secret is unusable; keeping the keys loaded before"),
+                    Err(e) => {
+                        tracing::error!(secret = %self.name, error = %format!("{e:#}"), "the plan key Secret is unusable; keeping the keys loaded before")
+                    }
                 },
                 Ok(Event::InitDone) => {
                     if tx.borrow().is_none() && !warned_missing {
@@ -192,9 +210,13 @@ impl SecretKeys {
                         tracing::warn!(secret = %self.name, "the plan key Secret does not exist yet; not ready until it does");
                     }
                 }
-                Ok(Event::Delete(_)) => tracing::error!(secret = %self.name, "the plan key Secret was deleted; keeping the keys in memory (a restart without it creates a new key and pending plans stop verifying)"),
+                Ok(Event::Delete(_)) => {
+                    tracing::error!(secret = %self.name, "the plan key Secret was deleted; keeping the keys in memory (a restart without it creates a new key and pending plans stop verifying)")
+                }
                 Ok(Event::Init) => {}
-                Err(e) => tracing::warn!(secret = %self.name, error = %e, "watching the plan key Secret failed; retrying"),
+                Err(e) => {
+                    tracing::warn!(secret = %self.name, error = %e, "watching the plan key Secret failed; retrying")
+                }
             }
         }
     }

@@ -93,9 +93,20 @@ async fn run(
         .identity
         .clone()
         .unwrap_or_else(controller::lease::default_identity);
-    let index = shared_index(&runtime, client.clone(), &engine, &metrics, &spawn_background)?;
+    let index = shared_index(
+        &runtime,
+        client.clone(),
+        &engine,
+        &metrics,
+        &spawn_background,
+    )?;
     // Only a process that runs the controller creates the key: a split webhook waits for it.
-    let keys = plan_keys(&runtime.plan_key, client.clone(), controller.is_some(), &spawn_background)?;
+    let keys = plan_keys(
+        &runtime.plan_key,
+        client.clone(),
+        controller.is_some(),
+        &spawn_background,
+    )?;
     let mut components: Vec<Component> = Vec::new();
 
     if let Some(args) = webhook {
@@ -113,8 +124,13 @@ async fn run(
         )?;
         if let Some(client) = client.clone() {
             spawn_background(
-                crate::webhook::observed::report(client, index.clone(), identity.clone(), background.clone())
-                    .boxed(),
+                crate::webhook::observed::report(
+                    client,
+                    index.clone(),
+                    identity.clone(),
+                    background.clone(),
+                )
+                .boxed(),
             );
         }
         components.push((
@@ -256,7 +272,9 @@ fn plan_keys(
         return Ok(KeyRing::fixed(keys));
     }
     let Some(client) = client else {
-        tracing::warn!("no --plan-key-file with --no-cluster: plans are issued unsigned and no controller will run them");
+        tracing::warn!(
+            "no --plan-key-file with --no-cluster: plans are issued unsigned and no controller will run them"
+        );
         return Ok(KeyRing::none());
     };
     let namespace = args

@@ -19,9 +19,9 @@ use anyhow::Context as _;
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::Client;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use restore_hooks_core::hooks::plan::{
     EXEC_LABEL, EXEC_PENDING, ExecPlan, ExecStatus, PLAN_ANNOTATION, PlannedHook,
@@ -146,7 +146,12 @@ impl Testbed {
         for crd in crate::crd::all() {
             crds.create(&PostParams::default(), &crd)
                 .await
-                .with_context(|| format!("creating CRD {}", crd.metadata.name.clone().unwrap_or_default()))?;
+                .with_context(|| {
+                    format!(
+                        "creating CRD {}",
+                        crd.metadata.name.clone().unwrap_or_default()
+                    )
+                })?;
         }
         let key_bytes = crate::plan_key::generate()?;
         let keys = Arc::new(PlanKeys::new(&key_bytes, None).map_err(|e| anyhow::anyhow!("{e}"))?);
@@ -155,7 +160,12 @@ impl Testbed {
         let index = SharedIndex::new(HookIndex::new());
         let mut tasks = vec![tokio::spawn({
             let stop = shutdown.clone();
-            let watch = crate::catalog::cluster::watch_into(client.clone(), &options.engine, index.clone(), metrics.clone());
+            let watch = crate::catalog::cluster::watch_into(
+                client.clone(),
+                &options.engine,
+                index.clone(),
+                metrics.clone(),
+            );
             async move {
                 tokio::select! {
                     _ = stop.cancelled() => {}
@@ -213,8 +223,14 @@ impl Testbed {
             keys: self.key_ring(),
             namespaces: Some(Api::all(self.client.clone())),
         };
-        let bound = WebhookServer::bind(&args, sources, self.engine.clone(), self.metrics.clone(), Readiness::new())
-            .context("starting the webhook")?;
+        let bound = WebhookServer::bind(
+            &args,
+            sources,
+            self.engine.clone(),
+            self.metrics.clone(),
+            Readiness::new(),
+        )
+        .context("starting the webhook")?;
         let base = format!("https://{}", bound.local_addr());
         let stop = self.shutdown.clone();
         self.tasks.push(tokio::spawn(async move {
@@ -222,12 +238,13 @@ impl Testbed {
                 eprintln!("webhook: {e}");
             }
         }));
-        self.tasks.push(tokio::spawn(crate::webhook::observed::report(
-            self.client.clone(),
-            self.index.clone(),
-            "testbed-webhook".to_string(),
-            self.shutdown.clone(),
-        )));
+        self.tasks
+            .push(tokio::spawn(crate::webhook::observed::report(
+                self.client.clone(),
+                self.index.clone(),
+                "testbed-webhook".to_string(),
+                self.shutdown.clone(),
+            )));
         register_webhooks(&self.client, &base, &pki.ca_pem, &self.engine).await?;
         self.webhook_url = Some(format!("{base}/mutate"));
         Ok(())
@@ -237,7 +254,10 @@ impl Testbed {
     pub async fn wait_synced(&self) -> anyhow::Result<()> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
         while !self.index.is_synced() {
-            anyhow::ensure!(tokio::time::Instant::now() < deadline, "the watch caches did not sync");
+            anyhow::ensure!(
+                tokio::time::Instant::now() < deadline,
+                "the watch caches did not sync"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         Ok(())
@@ -258,7 +278,12 @@ impl Testbed {
     }
 
     /// Starts a controller; `exec: None` execs through the simulator's pods/exec.
-    pub fn start_controller(&self, identity: &str, args: ControllerArgs, exec: Option<Arc<dyn Exec>>) -> ControllerHandle {
+    pub fn start_controller(
+        &self,
+        identity: &str,
+        args: ControllerArgs,
+        exec: Option<Arc<dyn Exec>>,
+    ) -> ControllerHandle {
         let metrics = Metrics::new();
         let shutdown = CancellationToken::new();
         let deps = ControllerDeps {
@@ -299,7 +324,13 @@ impl Testbed {
     /// A pod exactly as the webhook leaves it for restore [`RESTORE`]: a signed plan with these
     /// hooks and the `pending` label, the restore and restore-run labels, app containers `app`
     /// and `db`; `extra` is merged in.
-    pub fn planned_pod(&self, namespace: &str, name: &str, hooks: Vec<PlannedHook>, extra: Value) -> Pod {
+    pub fn planned_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        hooks: Vec<PlannedHook>,
+        extra: Value,
+    ) -> Pod {
         let plan = ExecPlan {
             restore: RESTORE.into(),
             issued_at: Some(restore_hooks_core::state::timestamp(jiff::Timestamp::now())),
@@ -338,20 +369,35 @@ impl Testbed {
     pub async fn create_pod(&self, pod: &Pod) -> anyhow::Result<Pod> {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        pods.create(&PostParams::default(), pod).await.with_context(|| {
-            format!("creating pod {namespace}/{}", pod.metadata.name.as_deref().unwrap_or_default())
-        })
+        pods.create(&PostParams::default(), pod)
+            .await
+            .with_context(|| {
+                format!(
+                    "creating pod {namespace}/{}",
+                    pod.metadata.name.as_deref().unwrap_or_default()
+                )
+            })
     }
 
     /// The pod's recorded hook status now (`None` if it has none or the read failed).
     pub async fn status_of(&self, namespace: &str, name: &str) -> Option<ExecStatus> {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        pods.get_opt(name).await.ok().flatten().as_ref().and_then(exec_status)
+        pods.get_opt(name)
+            .await
+            .ok()
+            .flatten()
+            .as_ref()
+            .and_then(exec_status)
     }
 
     /// Events about a pod, as (reason, message, reporting instance), oldest first.
-    pub async fn pod_events(&self, namespace: &str, name: &str) -> anyhow::Result<Vec<(String, String, String)>> {
-        let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(self.client.clone(), namespace);
+    pub async fn pod_events(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> anyhow::Result<Vec<(String, String, String)>> {
+        let api: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(self.client.clone(), namespace);
         let mut list: Vec<_> = api
             .list(&kube::api::ListParams::default())
             .await?
@@ -444,8 +490,17 @@ pub fn exec_status(p: &Pod) -> Option<ExecStatus> {
 }
 
 /// Registers the webhook as the chart does (see the module doc for what differs).
-async fn register_webhooks(client: &Client, base: &str, ca_pem: &str, engine: &EngineConfig) -> anyhow::Result<()> {
-    let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", "MutatingWebhookConfiguration");
+async fn register_webhooks(
+    client: &Client,
+    base: &str,
+    ca_pem: &str,
+    engine: &EngineConfig,
+) -> anyhow::Result<()> {
+    let gvk = GroupVersionKind::gvk(
+        "admissionregistration.k8s.io",
+        "v1",
+        "MutatingWebhookConfiguration",
+    );
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk));
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     let webhook = |which: &str, path: &str| {
@@ -454,7 +509,10 @@ async fn register_webhooks(client: &Client, base: &str, ca_pem: &str, engine: &E
             "values": EXCLUDED_NAMESPACES,
         })];
         if which == "namespace-label" {
-            namespace_rules.insert(0, json!({"key": engine.restore_namespace_label, "operator": "Exists"}));
+            namespace_rules.insert(
+                0,
+                json!({"key": engine.restore_namespace_label, "operator": "Exists"}),
+            );
         }
         json!({
             "name": format!("{which}.restore-hooks.restore-hooks.dev"),

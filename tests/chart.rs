@@ -19,10 +19,19 @@ fn chart_crds_match_the_generated_crds() {
                 .zip(generated.lines())
                 .position(|(a, b)| a != b)
                 .map_or_else(
-                    || format!("lengths differ ({} vs {} lines)", in_chart.lines().count(), generated.lines().count()),
+                    || {
+                        format!(
+                            "lengths differ ({} vs {} lines)",
+                            in_chart.lines().count(),
+                            generated.lines().count()
+                        )
+                    },
                     |i| format!("first difference at line {}", i + 1),
                 );
-            panic!("{} is out of date ({line}); regenerate the chart's CRDs with `.ci/gen-crds.sh`", path.display());
+            panic!(
+                "{} is out of date ({line}); regenerate the chart's CRDs with `.ci/gen-crds.sh`",
+                path.display()
+            );
         }
     }
     // Nothing else in crds/: a CRD the binary no longer defines must not linger in the chart.
@@ -32,5 +41,8 @@ fn chart_crds_match_the_generated_crds() {
         .collect();
     present.sort();
     expected.sort();
-    assert_eq!(present, expected, "charts/restore-hooks/crds holds exactly the generated CRDs");
+    assert_eq!(
+        present, expected,
+        "charts/restore-hooks/crds holds exactly the generated CRDs"
+    );
 }

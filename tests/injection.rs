@@ -479,7 +479,14 @@ spec:
         ),
         (
             ic(&["restic-wait", "app-init", "restore-wait", "last"]),
-            vec!["restic-wait", "app-init", "restore-wait", "h1", "h2", "last"],
+            vec![
+                "restic-wait",
+                "app-init",
+                "restore-wait",
+                "h1",
+                "h2",
+                "last",
+            ],
         ),
         (sidecar, vec!["h1", "h2", "istio-validation", "istio-proxy"]),
     ];
@@ -513,26 +520,41 @@ spec:
     let older = json!({"name": "seed", "image": "busybox:old", "command": ["/seed"]});
 
     // Same name, same definition: kept, not added again.
-    let a = admit(&with_init(json!([same.clone()]), None), &hook, &EngineConfig::default());
+    let a = admit(
+        &with_init(json!([same.clone()]), None),
+        &hook,
+        &EngineConfig::default(),
+    );
     assert_eq!(a.init_names(), ["seed"]);
     assert!(a.injected.is_empty());
 
     // Velero's copy under a random name, identical definition: kept, not added again.
     let mut random = same.clone();
     random["name"] = json!("velero-restore-init-deadfeed");
-    let a = admit(&with_init(json!([random]), None), &hook, &EngineConfig::default());
+    let a = admit(
+        &with_init(json!([random]), None),
+        &hook,
+        &EngineConfig::default(),
+    );
     assert_eq!(a.init_names(), ["velero-restore-init-deadfeed"]);
 
     // The same image and command but other args is another container: injected.
     let mut other_args = same.clone();
     other_args["name"] = json!("velero-restore-init-cafe");
     other_args["args"] = json!(["--partial"]);
-    let a = admit(&with_init(json!([other_args]), None), &hook, &EngineConfig::default());
+    let a = admit(
+        &with_init(json!([other_args]), None),
+        &hook,
+        &EngineConfig::default(),
+    );
     assert_eq!(a.init_names(), ["seed", "velero-restore-init-cafe"]);
 
     // Ours from an earlier cycle (listed in `injected`) with an older definition: replaced
     // where it stands, so a re-restore after the hook changed runs the current one.
-    let p = with_init(json!([{"name": "restore-wait", "image": "velero/helper"}, older.clone()]), Some("seed"));
+    let p = with_init(
+        json!([{"name": "restore-wait", "image": "velero/helper"}, older.clone()]),
+        Some("seed"),
+    );
     let a = admit(&p, &hook, &EngineConfig::default());
     assert_eq!(a.init_names(), ["restore-wait", "seed"]);
     assert_eq!(a.pod["spec"]["initContainers"][1], same);
@@ -546,11 +568,18 @@ spec:
         "apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {name: h}\nspec: {postHooks: [{init: {initContainers: [{name: db, image: busybox}]}}]}\n",
     );
     let message = denied(&pod(json!({})), &app_clash, &EngineConfig::default());
-    assert!(message.contains("clashes with the pod's app container \"db\""), "{message}");
+    assert!(
+        message.contains("clashes with the pod's app container \"db\""),
+        "{message}"
+    );
     // Under --on-invalid warn: admitted without it, with the same words as a warning.
     let a = admit(&pod(json!({})), &app_clash, &warn_own());
     assert!(a.init_names().is_empty());
-    assert!(a.warnings[0].contains("app container \"db\""), "{:?}", a.warnings);
+    assert!(
+        a.warnings[0].contains("app container \"db\""),
+        "{:?}",
+        a.warnings
+    );
 }
 
 /// Velero's own documented example selects a whole namespace and names one container: every
@@ -581,14 +610,30 @@ spec:
     let plan = a.plan().unwrap();
     assert_eq!(plan.hooks.len(), 1);
     assert_eq!(plan.hooks[0].command, ["/on-default-container"]);
-    let na: Vec<_> = plan.not_applicable.iter().map(|r| (r.source.as_str(), r.index, r.container.as_str())).collect();
-    assert_eq!(na, [("velero-restore/r1", 0, "postgres"), ("restorehook/pg", 0, "postgres")]);
+    let na: Vec<_> = plan
+        .not_applicable
+        .iter()
+        .map(|r| (r.source.as_str(), r.index, r.container.as_str()))
+        .collect();
+    assert_eq!(
+        na,
+        [
+            ("velero-restore/r1", 0, "postgres"),
+            ("restorehook/pg", 0, "postgres")
+        ]
+    );
     assert_eq!(a.warnings.len(), 2, "{:?}", a.warnings);
-    assert!(a.warnings[0].contains("does not apply to this pod: it targets container \"postgres\""), "{:?}", a.warnings);
+    assert!(
+        a.warnings[0].contains("does not apply to this pod: it targets container \"postgres\""),
+        "{:?}",
+        a.warnings
+    );
     // The pod's own annotation naming a missing container stays a mistake in the pod.
     let annotated = pod(json!({"metadata": {"annotations": {
         "post.hook.restore.velero.io/command": "/x", "post.hook.restore.velero.io/container": "postgres"}}}));
-    assert!(denied(&annotated, &catalog(""), &own()).contains("post.hook.restore.velero.io/container"));
+    assert!(
+        denied(&annotated, &catalog(""), &own()).contains("post.hook.restore.velero.io/container")
+    );
 }
 
 /// Velero writes `velero.io/restore-name` through GetValidName: 57 characters and 6 hex digits.
@@ -625,10 +670,17 @@ spec:
     let cmds: Vec<_> = plan.hooks.iter().map(|h| h.command[0].as_str()).collect();
     assert_eq!(cmds, ["/velero", "/ours"]);
     // The marker keeps the label value (a label must fit 63 characters).
-    assert_eq!(a.pod["metadata"]["labels"]["restore-hooks.dev/restore-run"], json!(label));
+    assert_eq!(
+        a.pod["metadata"]["labels"]["restore-hooks.dev/restore-run"],
+        json!(label)
+    );
     // Without the Restore, the label value is all there is to match.
     let a = admit(&p, &catalog(docs.split("---").nth(1).unwrap()), &own());
-    assert_eq!(a.plan().map(|p| p.hooks.len()), None, "the glob does not match the hashed label");
+    assert_eq!(
+        a.plan().map(|p| p.hooks.len()),
+        None,
+        "the glob does not match the hashed label"
+    );
 }
 
 /// Go encodes empty lists and maps as `null`: such a Restore is valid, and empty where null.
@@ -659,13 +711,20 @@ spec: {hooks: {resources: null}}
     let a = admit(&pod(json!({})), &catalog(docs), &own());
     let plan = a.plan().unwrap();
     assert_eq!(plan.hooks.len(), 1);
-    assert_eq!((plan.hooks[0].container.as_str(), plan.hooks[0].index), ("db", 1));
+    assert_eq!(
+        (plan.hooks[0].container.as_str(), plan.hooks[0].index),
+        ("db", 1)
+    );
 }
 
 #[test]
 fn a_re_restore_replaces_the_stale_copy_of_a_changed_hook() {
-    let v1 = catalog("apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {name: h}\nspec: {postHooks: [{init: {initContainers: [{name: seed, image: 'busybox:1'}]}}]}\n");
-    let v2 = catalog("apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {name: h}\nspec: {postHooks: [{init: {initContainers: [{name: seed, image: 'busybox:2'}]}}]}\n");
+    let v1 = catalog(
+        "apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {name: h}\nspec: {postHooks: [{init: {initContainers: [{name: seed, image: 'busybox:1'}]}}]}\n",
+    );
+    let v2 = catalog(
+        "apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {name: h}\nspec: {postHooks: [{init: {initContainers: [{name: seed, image: 'busybox:2'}]}}]}\n",
+    );
     let first = admit(&pod(json!({})), &v1, &EngineConfig::default());
     let mut backed_up = first.pod.clone();
     backed_up["metadata"]["labels"]["velero.io/restore-name"] = json!("r2");
@@ -992,16 +1051,26 @@ fn undecodable_pods_are_errors_not_panics() {
 #[test]
 fn oversized_plans_are_denied_with_their_size() {
     let long = "x".repeat(70 * 1024);
-    let docs = format!("apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {{name: big}}\nspec: {{postHooks: [{{exec: {{command: [/bin/sh, -c, '{long}']}}}}]}}\n");
+    let docs = format!(
+        "apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {{name: big}}\nspec: {{postHooks: [{{exec: {{command: [/bin/sh, -c, '{long}']}}}}]}}\n"
+    );
     for config in [EngineConfig::default(), warn_own()] {
         let message = denied(&pod(json!({})), &catalog(&docs), &config);
-        assert!(message.contains("its exec plan would be") && message.contains("over the 64 KiB"), "{message}");
+        assert!(
+            message.contains("its exec plan would be") && message.contains("over the 64 KiB"),
+            "{message}"
+        );
     }
     // Other annotations leave too little room for ours and the status to come.
     let crowded = pod(json!({"metadata": {"annotations": {"big": "y".repeat(230 * 1024)}}}));
-    let small = catalog("apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {name: h}\nspec: {postHooks: [{exec: {command: [/x]}}]}\n");
+    let small = catalog(
+        "apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {name: h}\nspec: {postHooks: [{exec: {command: [/x]}}]}\n",
+    );
     let message = denied(&crowded, &small, &EngineConfig::default());
-    assert!(message.contains("over Kubernetes' limit of 256 KiB"), "{message}");
+    assert!(
+        message.contains("over Kubernetes' limit of 256 KiB"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -1009,7 +1078,11 @@ fn exec_timeouts_over_the_cap_are_capped_with_a_warning() {
     let docs = "apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {name: h}\nspec: {postHooks: [{exec: {command: [/x], execTimeout: 10h}}]}\n";
     let a = admit(&pod(json!({})), &catalog(docs), &EngineConfig::default());
     assert_eq!(a.plan().unwrap().hooks[0].exec_timeout_ms, 4 * 3_600_000);
-    assert!(a.warnings[0].contains("exceeds --max-exec-timeout 4h0m0s; capped"), "{:?}", a.warnings);
+    assert!(
+        a.warnings[0].contains("exceeds --max-exec-timeout 4h0m0s; capped"),
+        "{:?}",
+        a.warnings
+    );
 }
 
 #[test]
@@ -1040,11 +1113,20 @@ kind: Namespace
 metadata: {name: shop, labels: {tier: data}}
 "#;
     let a = admit(&pod(json!({})), &catalog(docs), &own());
-    let got: Vec<_> = a.plan().unwrap().hooks.iter().map(|h| (h.source.clone(), h.command[0].clone())).collect();
+    let got: Vec<_> = a
+        .plan()
+        .unwrap()
+        .hooks
+        .iter()
+        .map(|h| (h.source.clone(), h.command[0].clone()))
+        .collect();
     assert_eq!(
         got,
         [
-            ("clusterrestorehook/platform".to_string(), "/cluster".to_string()),
+            (
+                "clusterrestorehook/platform".to_string(),
+                "/cluster".to_string()
+            ),
             ("restorehook/local".to_string(), "/local".to_string())
         ]
     );

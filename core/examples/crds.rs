@@ -3,7 +3,11 @@ use kube_core::CustomResourceExt;
 use restore_hooks_core::hooks::types::{ClusterRestoreHook, RestoreHook, RestoreRun};
 
 fn main() {
-    for crd in [RestoreHook::crd(), ClusterRestoreHook::crd(), RestoreRun::crd()] {
+    for crd in [
+        RestoreHook::crd(),
+        ClusterRestoreHook::crd(),
+        RestoreRun::crd(),
+    ] {
         println!("---\n{}", serde_yaml::to_string(&crd).unwrap());
     }
 }

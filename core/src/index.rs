@@ -124,7 +124,9 @@ impl HookIndex {
                 self.namespaces.insert(name, labels);
                 None
             }
-            IndexObject::RestoreHook(hook) => self.insert_hook(origin, Arc::new(compile_restore_hook(&hook))),
+            IndexObject::RestoreHook(hook) => {
+                self.insert_hook(origin, Arc::new(compile_restore_hook(&hook)))
+            }
             IndexObject::ClusterRestoreHook(hook) => {
                 self.insert_hook(origin, Arc::new(compile_cluster_restore_hook(&hook)))
             }
@@ -138,7 +140,13 @@ impl HookIndex {
                 generation,
                 reason,
             } => {
-                let compiled = Arc::new(unreadable(kind, namespace.as_deref(), &name, generation, &reason));
+                let compiled = Arc::new(unreadable(
+                    kind,
+                    namespace.as_deref(),
+                    &name,
+                    generation,
+                    &reason,
+                ));
                 match kind {
                     SourceKind::VeleroRestore => Some(self.insert_velero(origin, compiled)),
                     _ => self.insert_hook(origin, compiled),
@@ -147,7 +155,11 @@ impl HookIndex {
         }
     }
 
-    fn insert_hook(&mut self, origin: Origin, compiled: Arc<CompiledObject>) -> Option<Arc<CompiledObject>> {
+    fn insert_hook(
+        &mut self,
+        origin: Origin,
+        compiled: Arc<CompiledObject>,
+    ) -> Option<Arc<CompiledObject>> {
         match compiled.kind {
             SourceKind::RestoreHook => {
                 let namespace = compiled.namespace.clone().unwrap_or_default();
@@ -165,13 +177,20 @@ impl HookIndex {
         Some(compiled)
     }
 
-    fn insert_velero(&mut self, origin: Origin, compiled: Arc<CompiledObject>) -> Arc<CompiledObject> {
+    fn insert_velero(
+        &mut self,
+        origin: Origin,
+        compiled: Arc<CompiledObject>,
+    ) -> Arc<CompiledObject> {
         let namespace = compiled.namespace.clone().unwrap_or_default();
         if compiled.name.len() > MAX_LABEL_VALUE {
             self.velero_hashed
                 .entry(namespace.clone())
                 .or_default()
-                .insert(velero_label_value(&compiled.name).into_owned(), compiled.name.clone());
+                .insert(
+                    velero_label_value(&compiled.name).into_owned(),
+                    compiled.name.clone(),
+                );
         }
         self.velero
             .entry(namespace)
@@ -226,14 +245,20 @@ impl HookIndex {
                     restores.retain(|(_, o), _| *o != origin);
                 }
                 self.velero_hashed.clear();
-                let remaining: Vec<Arc<CompiledObject>> =
-                    self.velero.values().flat_map(|r| r.values().cloned()).collect();
+                let remaining: Vec<Arc<CompiledObject>> = self
+                    .velero
+                    .values()
+                    .flat_map(|r| r.values().cloned())
+                    .collect();
                 for compiled in remaining {
                     if compiled.name.len() > MAX_LABEL_VALUE {
                         self.velero_hashed
                             .entry(compiled.namespace.clone().unwrap_or_default())
                             .or_default()
-                            .insert(velero_label_value(&compiled.name).into_owned(), compiled.name.clone());
+                            .insert(
+                                velero_label_value(&compiled.name).into_owned(),
+                                compiled.name.clone(),
+                            );
                     }
                 }
             }
@@ -293,8 +318,16 @@ impl HookIndex {
     }
 
     /// One hook object by kind, namespace and name (late hooks, status).
-    pub fn object(&self, kind: SourceKind, namespace: &str, name: &str) -> Option<&Arc<CompiledObject>> {
-        fn by_name<'m>(m: &'m BTreeMap<Key, Arc<CompiledObject>>, name: &str) -> Option<&'m Arc<CompiledObject>> {
+    pub fn object(
+        &self,
+        kind: SourceKind,
+        namespace: &str,
+        name: &str,
+    ) -> Option<&Arc<CompiledObject>> {
+        fn by_name<'m>(
+            m: &'m BTreeMap<Key, Arc<CompiledObject>>,
+            name: &str,
+        ) -> Option<&'m Arc<CompiledObject>> {
             m.range((name.to_string(), Origin::Static)..=(name.to_string(), Origin::Cluster))
                 .map(|(_, o)| o)
                 .next_back()
@@ -347,9 +380,17 @@ mod tests {
         index.apply(Origin::Static, restore_hook("shop", "from-file"));
         index.apply(Origin::Cluster, restore_hook("shop", "b"));
         index.apply(Origin::Cluster, restore_hook("shop", "a"));
-        let names = |i: &HookIndex| i.restore_hooks("shop").map(|o| o.name.clone()).collect::<Vec<_>>();
+        let names = |i: &HookIndex| {
+            i.restore_hooks("shop")
+                .map(|o| o.name.clone())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(names(&index), ["a", "b", "from-file"]);
-        index.reset(Origin::Cluster, IndexKind::RestoreHook, vec![restore_hook("shop", "c")]);
+        index.reset(
+            Origin::Cluster,
+            IndexKind::RestoreHook,
+            vec![restore_hook("shop", "c")],
+        );
         assert_eq!(names(&index), ["c", "from-file"]);
         index.delete(Origin::Cluster, IndexKind::RestoreHook, "shop", "c");
         assert_eq!(names(&index), ["from-file"]);
@@ -365,7 +406,10 @@ mod tests {
         let label = velero_label_value(&long).into_owned();
         assert_eq!(index.velero_restore("velero", &label).unwrap().name, long);
         assert_eq!(index.velero_restore("velero", &long).unwrap().name, long);
-        assert_eq!(index.velero_restore("velero", "short").unwrap().name, "short");
+        assert_eq!(
+            index.velero_restore("velero", "short").unwrap().name,
+            "short"
+        );
         assert!(index.velero_restore("other", "short").is_none());
         index.delete(Origin::Cluster, IndexKind::VeleroRestore, "velero", &long);
         assert!(index.velero_restore("velero", &label).is_none());

@@ -14,9 +14,8 @@ use serde_json::Value;
 
 use crate::config::{EngineConfig, OnInvalid};
 use crate::hooks::plan::{
-    EXEC_LABEL, EXEC_PENDING, ExecPlan, INJECTED_ANNOTATION, MAX_PLAN_BYTES,
-    MAX_STATUS_BYTES, MAX_TOTAL_ANNOTATION_BYTES, PLAN_ANNOTATION, RESTORE_RUN_LABEL,
-    STATUS_ANNOTATION,
+    EXEC_LABEL, EXEC_PENDING, ExecPlan, INJECTED_ANNOTATION, MAX_PLAN_BYTES, MAX_STATUS_BYTES,
+    MAX_TOTAL_ANNOTATION_BYTES, PLAN_ANNOTATION, RESTORE_RUN_LABEL, STATUS_ANNOTATION,
 };
 use crate::hooks::resolve::{Placement, PodContext, Resolution, resolve_hooks};
 use crate::hooks::scope::restore_scope;
@@ -77,7 +76,12 @@ pub fn evaluate(
     config: &EngineConfig,
     issuer: &Issuer<'_>,
 ) -> Decision {
-    let Some(scope) = restore_scope(ctx.namespace, ctx.pod.labels(), ctx.namespace_labels, config) else {
+    let Some(scope) = restore_scope(
+        ctx.namespace,
+        ctx.pod.labels(),
+        ctx.namespace_labels,
+        config,
+    ) else {
         return Decision::Unchanged { warnings: vec![] };
     };
     let resolution = resolve_hooks(ctx, &scope, index, config);
@@ -190,7 +194,10 @@ fn build_patch(
     if !to_add.is_empty() {
         match init_containers {
             // Absent or null: add the whole array (`add .../-` into a missing array fails).
-            None => ops.push(add(pointer(["spec", "initContainers"]), Value::Array(to_add))),
+            None => ops.push(add(
+                pointer(["spec", "initContainers"]),
+                Value::Array(to_add),
+            )),
             Some(existing) => {
                 let start = existing
                     .iter()
@@ -198,7 +205,10 @@ fn build_patch(
                     .map_or(0, |i| i + 1);
                 for (i, value) in to_add.into_iter().enumerate() {
                     let index = (start + i).to_string();
-                    ops.push(add(pointer(["spec", "initContainers", index.as_str()]), value));
+                    ops.push(add(
+                        pointer(["spec", "initContainers", index.as_str()]),
+                        value,
+                    ));
                 }
             }
         }
@@ -292,10 +302,16 @@ fn build_patch(
         }
         let sets: serde_json::Map<String, Value> = changes
             .iter()
-            .filter_map(|(k, v)| v.as_ref().map(|v| (k.to_string(), Value::String(v.clone()))))
+            .filter_map(|(k, v)| {
+                v.as_ref()
+                    .map(|v| (k.to_string(), Value::String(v.clone())))
+            })
             .collect();
         if pod.metadata.is_none() && !metadata_added {
-            ops.push(add(pointer(["metadata"]), Value::Object(Default::default())));
+            ops.push(add(
+                pointer(["metadata"]),
+                Value::Object(Default::default()),
+            ));
             metadata_added = true;
         }
         let field_is_object = pod.metadata.as_ref().is_some_and(|m| match field {
@@ -368,7 +384,8 @@ fn check_annotation_budget(
         .iter()
         .filter_map(|(k, v)| v.as_ref().map(|v| k.len() + v.len()))
         .sum();
-    let reserve = MAX_STATUS_BYTES + STATUS_ANNOTATION.len() + STATUS_SIGNATURE_ANNOTATION.len() + 128;
+    let reserve =
+        MAX_STATUS_BYTES + STATUS_ANNOTATION.len() + STATUS_SIGNATURE_ANNOTATION.len() + 128;
     let total = kept + ours + reserve;
     if total > MAX_TOTAL_ANNOTATION_BYTES {
         return Err(format!(

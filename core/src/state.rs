@@ -238,7 +238,9 @@ pub fn decide(
                     .out_of_scope
                     .filter(|_| pod.presence == Presence::Present)
                     .map(str::to_string)
-                    .or_else(|| cannot_run(hook, pod, now, up(hook), ctx.awaiting_slot.contains(&i))),
+                    .or_else(|| {
+                        cannot_run(hook, pod, now, up(hook), ctx.awaiting_slot.contains(&i))
+                    }),
                 _ => None,
             };
             if let Some(message) = ends {
@@ -366,7 +368,9 @@ fn cannot_run(
         )
     } else if up {
         // The container came up, but earlier hooks (or controller downtime) used the wait.
-        format!("waitTimeout {wait} from pod creation passed before the hook's turn came; not executed")
+        format!(
+            "waitTimeout {wait} from pod creation passed before the hook's turn came; not executed"
+        )
     } else {
         format!(
             "container {} was not up within {wait} of pod creation; not executed",
@@ -410,7 +414,10 @@ fn skip_pending(
     for (j, entry) in status.hooks.iter_mut().enumerate() {
         if entry.phase == HookPhase::Pending {
             entry.phase = HookPhase::Skipped;
-            entry.message = format!("skipped: hook {} (#{failed}) failed with onError: Fail", by.name);
+            entry.message = format!(
+                "skipped: hook {} (#{failed}) failed with onError: Fail",
+                by.name
+            );
             entry.finished_at = Some(timestamp(now));
             settled.push(j);
             changed = true;
@@ -634,7 +641,12 @@ mod tests {
         for row in rows {
             let recorded = (!row.recorded.is_empty()).then(|| with_phases(&p, &row.recorded));
             let here: BTreeSet<usize> = row.here.iter().copied().collect();
-            let d = decide(&p, recorded.as_ref(), &pod(&row.up), &running_here(&here, 5));
+            let d = decide(
+                &p,
+                recorded.as_ref(),
+                &pod(&row.up),
+                &running_here(&here, 5),
+            );
             assert_eq!(d.start, row.start, "{}", row.what);
             assert_eq!(d.finished, row.finished, "{}", row.what);
             assert!(d.settled.is_empty(), "{}", row.what);
@@ -665,7 +677,11 @@ mod tests {
         ready.wait_for_ready = true;
         let p = plan(vec![hook("a", "db"), ready]);
         let running_not_ready = pod(&[("db", true, false)]);
-        assert!(decide(&p, None, &running_not_ready, &at(1)).start.is_empty());
+        assert!(
+            decide(&p, None, &running_not_ready, &at(1))
+                .start
+                .is_empty()
+        );
         let ready_pod = pod(&[("db", true, true)]);
         assert_eq!(decide(&p, None, &ready_pod, &at(1)).start, vec![0]);
     }
@@ -736,7 +752,11 @@ mod tests {
         };
         let d = decide(&p, None, &pod(&[("db", true, true)]), &ctx);
         assert_eq!(phases(&d), vec![F]);
-        assert!(d.status.hooks[0].message.starts_with("no exec slot within waitTimeout 10s"));
+        assert!(
+            d.status.hooks[0]
+                .message
+                .starts_with("no exec slot within waitTimeout 10s")
+        );
     }
 
     #[test]
@@ -744,7 +764,12 @@ mod tests {
         let mut first = hook("a", "db");
         first.on_error = OnError::Fail;
         first.wait_timeout_ms = Some(1000);
-        let p = plan(vec![first, hook("b", "db"), hook("c", "app"), hook("d", "sidecar")]);
+        let p = plan(vec![
+            first,
+            hook("b", "db"),
+            hook("c", "app"),
+            hook("d", "sidecar"),
+        ]);
         // A recorded Fail failure (after an exec); app's hook is running here and finishes.
         let here: BTreeSet<usize> = [2].into();
         let d = decide(
@@ -817,9 +842,17 @@ mod tests {
             out_of_scope: Some("namespace kube-system is excluded"),
             ..at(1)
         };
-        let d = decide(&p, Some(&with_phases(&p, &[OK, P])), &pod(&[("app", true, true)]), &ctx);
+        let d = decide(
+            &p,
+            Some(&with_phases(&p, &[OK, P])),
+            &pod(&[("app", true, true)]),
+            &ctx,
+        );
         assert_eq!(phases(&d), vec![OK, F]);
-        assert_eq!(d.status.hooks[1].message, "namespace kube-system is excluded");
+        assert_eq!(
+            d.status.hooks[1].message,
+            "namespace kube-system is excluded"
+        );
         assert!(d.start.is_empty());
         assert_eq!(d.finished, Some(EXEC_FAILED));
     }
@@ -880,7 +913,12 @@ mod tests {
         assert_eq!(d.status.hooks[0].name, "a");
 
         let grown = plan(vec![hook("a", "db"), hook("late", "db")]);
-        let d = decide(&grown, Some(&with_phases(&p, &[OK])), &pod(&[("db", true, true)]), &at(1));
+        let d = decide(
+            &grown,
+            Some(&with_phases(&p, &[OK])),
+            &pod(&[("db", true, true)]),
+            &at(1),
+        );
         assert_eq!(phases(&d), vec![OK, P]);
         assert_eq!(d.start, vec![1]);
     }

@@ -88,7 +88,10 @@ pub fn tally_pod(
     }
     for (refs, missed) in [(&plan.not_applicable, false), (&plan.missed_init, true)] {
         for r in refs {
-            for target in [Some(run.clone()), hook_target(&r.source)].into_iter().flatten() {
+            for target in [Some(run.clone()), hook_target(&r.source)]
+                .into_iter()
+                .flatten()
+            {
                 let c = out.entry(target).or_default();
                 if missed {
                     c.counts.missed_init += 1;
@@ -128,14 +131,25 @@ pub fn restore_run_name(restore: &str) -> String {
         return restore.to_string();
     }
     let hash = ring::digest::digest(&ring::digest::SHA256, restore.as_bytes());
-    let suffix: String = hash.as_ref()[..4].iter().map(|b| format!("{b:02x}")).collect();
+    let suffix: String = hash.as_ref()[..4]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     let mut base: String = restore
         .to_ascii_lowercase()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
         .take(200)
         .collect();
-    base = base.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_string();
+    base = base
+        .trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_string();
     if base.is_empty() {
         format!("restore-{suffix}")
     } else {
@@ -196,19 +210,31 @@ mod tests {
             namespace: "shop".into(),
             name: "a".into(),
         }];
-        assert_eq!((a.counts.succeeded, a.counts.pending, a.planned), (1, 1, true));
+        assert_eq!(
+            (a.counts.succeeded, a.counts.pending, a.planned),
+            (1, 1, true)
+        );
         let b = &t[&Target::RestoreHook {
             namespace: "shop".into(),
             name: "b".into(),
         }];
         assert_eq!((b.counts.not_applicable, b.planned), (1, false));
         let c = &t[&Target::ClusterRestoreHook { name: "c".into() }];
-        assert_eq!((c.counts.failed, c.counts.missed_init), (1, 1), "skipped counts as failed");
+        assert_eq!(
+            (c.counts.failed, c.counts.missed_init),
+            (1, 1),
+            "skipped counts as failed"
+        );
         let run = &t[&Target::RestoreRun {
             restore: "nightly".into(),
         }];
         assert_eq!(
-            (run.counts.succeeded, run.counts.failed, run.counts.skipped, run.counts.pending),
+            (
+                run.counts.succeeded,
+                run.counts.failed,
+                run.counts.skipped,
+                run.counts.pending
+            ),
             (1, 1, 1, 1)
         );
         assert_eq!(run.first_failure, Some(("x".into(), "exit 1".into())));
@@ -231,7 +257,10 @@ mod tests {
         assert_eq!(run_phase(&c(0, 0, 0, 1)), "PartiallyFailed");
         assert_eq!(restore_run_name("nightly-1"), "nightly-1");
         let odd = restore_run_name("Nightly_Backup");
-        assert!(odd.starts_with("nightly-backup-") && odd.len() == "nightly-backup-".len() + 8, "{odd}");
+        assert!(
+            odd.starts_with("nightly-backup-") && odd.len() == "nightly-backup-".len() + 8,
+            "{odd}"
+        );
         assert_ne!(restore_run_name("A"), restore_run_name("a-"));
         assert!(restore_run_name("__").starts_with("restore-"));
     }

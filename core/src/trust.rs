@@ -43,13 +43,17 @@ pub struct PodFacts<'a> {
 /// Why a pod's hooks are not run. The message is what the pod's Warning Event and status say.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Rejection {
-    #[error("the pod carries restore-hooks.dev/exec=pending but no restore-hooks.dev/plan annotation")]
+    #[error(
+        "the pod carries restore-hooks.dev/exec=pending but no restore-hooks.dev/plan annotation"
+    )]
     /// The exec label says `pending` but there is no plan.
     NoPlan,
     #[error("the restore-hooks.dev/plan annotation is not a valid plan: {0}")]
     /// The plan verified but is not a valid plan document (the JSON error).
     UnreadablePlan(String),
-    #[error("its exec plan was not issued by this installation's webhook for this pod: {0}; nothing is run")]
+    #[error(
+        "its exec plan was not issued by this installation's webhook for this pod: {0}; nothing is run"
+    )]
     /// The plan signature is missing, malformed, from an unknown key or does not match
     /// (§9.3); also when no plan key is configured.
     Unsigned(SignatureError),
@@ -70,7 +74,9 @@ pub enum Rejection {
     )]
     /// The status signature does not verify for this pod's uid (§9.4).
     ForgedStatus(SignatureError),
-    #[error("the restore-hooks.dev/status annotation is unreadable ({0}); no hook is run, to keep hooks at most once")]
+    #[error(
+        "the restore-hooks.dev/status annotation is unreadable ({0}); no hook is run, to keep hooks at most once"
+    )]
     /// The status verified but is not a valid status document (the JSON error).
     UnreadableStatus(String),
 }
@@ -91,7 +97,8 @@ pub fn verify(facts: &PodFacts<'_>, keys: Option<&PlanKeys>) -> Result<Trusted, 
         "(no plan key configured)".to_string(),
     )))?;
     verify_signature(facts, keys, text).map_err(Rejection::Unsigned)?;
-    let plan = ExecPlan::from_annotation(text).map_err(|e| Rejection::UnreadablePlan(e.to_string()))?;
+    let plan =
+        ExecPlan::from_annotation(text).map_err(|e| Rejection::UnreadablePlan(e.to_string()))?;
     if let (Some(created), Some(issued)) = (facts.created, plan.issued_at.as_deref()) {
         let issued_at: Option<Timestamp> = issued.parse().ok();
         let off = issued_at.is_none_or(|i| i.duration_since(created).abs() > ISSUED_AT_TOLERANCE);
@@ -107,7 +114,10 @@ pub fn verify(facts: &PodFacts<'_>, keys: Option<&PlanKeys>) -> Result<Trusted, 
         Some(raw) => {
             keys.verify_status(facts.uid, raw, facts.status_signature)
                 .map_err(Rejection::ForgedStatus)?;
-            Some(ExecStatus::from_annotation(raw).map_err(|e| Rejection::UnreadableStatus(e.to_string()))?)
+            Some(
+                ExecStatus::from_annotation(raw)
+                    .map_err(|e| Rejection::UnreadableStatus(e.to_string()))?,
+            )
         }
     };
     Ok(Trusted { plan, status })
@@ -115,7 +125,11 @@ pub fn verify(facts: &PodFacts<'_>, keys: Option<&PlanKeys>) -> Result<Trusted, 
 
 /// The webhook signed with the name it saw: none for a `generateName` pod (the API server names it
 /// after admission), so such a plan verifies with an empty name and the pod's prefix.
-fn verify_signature(facts: &PodFacts<'_>, keys: &PlanKeys, text: &str) -> Result<(), SignatureError> {
+fn verify_signature(
+    facts: &PodFacts<'_>,
+    keys: &PlanKeys,
+    text: &str,
+) -> Result<(), SignatureError> {
     let generate_name = facts.generate_name.unwrap_or_default();
     let named = PodBinding {
         namespace: facts.namespace,
@@ -126,14 +140,7 @@ fn verify_signature(facts: &PodFacts<'_>, keys: &PlanKeys, text: &str) -> Result
         Err(SignatureError::Mismatch)
             if !generate_name.is_empty() && facts.name.starts_with(generate_name) =>
         {
-            keys.verify_plan(
-                PodBinding {
-                    name: "",
-                    ..named
-                },
-                text,
-                facts.plan_signature,
-            )
+            keys.verify_plan(PodBinding { name: "", ..named }, text, facts.plan_signature)
         }
         other => other,
     }
@@ -204,7 +211,10 @@ mod tests {
             verify(&facts(&text, Some(&sig)), Some(&other_key)),
             Err(Rejection::Unsigned(SignatureError::UnknownKey(_)))
         ));
-        assert!(verify(&facts(&text, Some(&sig)), None).is_err(), "no key: nothing is trusted");
+        assert!(
+            verify(&facts(&text, Some(&sig)), None).is_err(),
+            "no key: nothing is trusted"
+        );
 
         // A valid plan of an older pod of the same name (copied, or restored from a backup).
         let old = plan_text("2026-12-01T08:00:00Z");
@@ -232,9 +242,15 @@ mod tests {
         f.status_signature = Some(&status_sig);
         assert!(verify(&f, Some(&keys)).unwrap().status.is_some());
         f.status_signature = None;
-        assert!(matches!(verify(&f, Some(&keys)), Err(Rejection::ForgedStatus(_))));
+        assert!(matches!(
+            verify(&f, Some(&keys)),
+            Err(Rejection::ForgedStatus(_))
+        ));
         f.status = Some(r#"{"hooks":[{"x":1}]}"#);
         f.status_signature = Some(&status_sig);
-        assert!(matches!(verify(&f, Some(&keys)), Err(Rejection::ForgedStatus(SignatureError::Mismatch))));
+        assert!(matches!(
+            verify(&f, Some(&keys)),
+            Err(Rejection::ForgedStatus(SignatureError::Mismatch))
+        ));
     }
 }

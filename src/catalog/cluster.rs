@@ -41,8 +41,10 @@ pub fn watch_into(
 ) -> impl Future<Output = ()> + Send + 'static {
     let restore_hooks: Api<DynamicObject> =
         Api::all_with(client.clone(), &ApiResource::erase::<RestoreHook>(&()));
-    let cluster_hooks: Api<DynamicObject> =
-        Api::all_with(client.clone(), &ApiResource::erase::<ClusterRestoreHook>(&()));
+    let cluster_hooks: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::erase::<ClusterRestoreHook>(&()),
+    );
     let velero: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         &engine.velero_namespace,
@@ -50,7 +52,12 @@ pub fn watch_into(
     );
     // Metadata-only requests: labels are all we need of namespaces.
     let namespaces: Api<PartialObjectMeta<Namespace>> = Api::all(client);
-    for resource in [RESTORE_HOOKS, CLUSTER_RESTORE_HOOKS, VELERO_RESTORES, NAMESPACES] {
+    for resource in [
+        RESTORE_HOOKS,
+        CLUSTER_RESTORE_HOOKS,
+        VELERO_RESTORES,
+        NAMESPACES,
+    ] {
         index.watch_started(resource);
         metrics.watch_healthy.with_label_values(&[resource]).set(0);
     }
@@ -187,17 +194,25 @@ impl Watch {
                         tracing::info!(resource, objects = count, "watch cache synced");
                     }
                     self.index.watch_listed(resource);
-                    self.metrics.watch_healthy.with_label_values(&[resource]).set(1);
+                    self.metrics
+                        .watch_healthy
+                        .with_label_values(&[resource])
+                        .set(1);
                 }
                 Ok(Event::Apply(object)) => {
                     self.apply(convert(object));
                     self.index.watch_ok(resource);
-                    self.metrics.watch_healthy.with_label_values(&[resource]).set(1);
+                    self.metrics
+                        .watch_healthy
+                        .with_label_values(&[resource])
+                        .set(1);
                 }
                 Ok(Event::Delete(object)) => {
                     let namespace = object.meta().namespace.clone().unwrap_or_default();
                     let name = object.meta().name.clone().unwrap_or_default();
-                    self.index.write().delete(Origin::Cluster, kind, &namespace, &name);
+                    self.index
+                        .write()
+                        .delete(Origin::Cluster, kind, &namespace, &name);
                     self.index.forget(kind, &namespace, &name);
                 }
                 Err(err) => {
@@ -207,15 +222,27 @@ impl Watch {
                         // Treat as an empty list: forget what we had (the CRD was removed).
                         self.index.write().reset(Origin::Cluster, kind, Vec::new());
                         self.index.watch_listed(resource);
-                        self.metrics.watch_healthy.with_label_values(&[resource]).set(1);
+                        self.metrics
+                            .watch_healthy
+                            .with_label_values(&[resource])
+                            .set(1);
                         if !reported_absent {
                             reported_absent = true;
-                            tracing::info!(resource, "{message}; treating it as empty and retrying");
+                            tracing::info!(
+                                resource,
+                                "{message}; treating it as empty and retrying"
+                            );
                         }
                         continue;
                     }
-                    self.metrics.watch_errors.with_label_values(&[resource]).inc();
-                    self.metrics.watch_healthy.with_label_values(&[resource]).set(0);
+                    self.metrics
+                        .watch_errors
+                        .with_label_values(&[resource])
+                        .inc();
+                    self.metrics
+                        .watch_healthy
+                        .with_label_values(&[resource])
+                        .set(0);
                     self.index.watch_failed(resource, err.to_string());
                     tracing::warn!(resource, error = %err, "watch failed; retrying with backoff (the cache keeps serving what it had)");
                 }
@@ -377,8 +404,14 @@ mod tests {
 
     async fn start(fake: Fake) -> (Arc<SharedIndex>, Metrics) {
         let app = Router::new()
-            .route("/apis/velero.io/v1/namespaces/velero/restores", get(restores))
-            .route("/apis/restore-hooks.dev/v1alpha1/restorehooks", get(restore_hooks))
+            .route(
+                "/apis/velero.io/v1/namespaces/velero/restores",
+                get(restores),
+            )
+            .route(
+                "/apis/restore-hooks.dev/v1alpha1/restorehooks",
+                get(restore_hooks),
+            )
             .route(
                 "/apis/restore-hooks.dev/v1alpha1/clusterrestorehooks",
                 get(cluster_hooks),
@@ -421,7 +454,10 @@ mod tests {
         {
             let i = index.read();
             assert_eq!(
-                i.namespace_labels("shop").unwrap().get("restore-hooks.dev/restore").map(String::as_str),
+                i.namespace_labels("shop")
+                    .unwrap()
+                    .get("restore-hooks.dev/restore")
+                    .map(String::as_str),
                 Some("nightly-1")
             );
             assert!(i.namespace_labels("bare").unwrap().is_empty());
@@ -436,11 +472,30 @@ mod tests {
         })
         .await;
         let i = index.read();
-        assert!(i.velero_restore("velero", "nulls").unwrap().entries.is_empty());
+        assert!(
+            i.velero_restore("velero", "nulls")
+                .unwrap()
+                .entries
+                .is_empty()
+        );
         let broken = i.velero_restore("velero", "broken").unwrap();
-        assert!(broken.first_problem().unwrap().message.contains("cannot be read"), "{:?}", broken.first_problem());
+        assert!(
+            broken
+                .first_problem()
+                .unwrap()
+                .message
+                .contains("cannot be read"),
+            "{:?}",
+            broken.first_problem()
+        );
         assert!(i.velero_restore("other", "nightly-1").is_none());
-        assert_eq!(metrics.watch_healthy.with_label_values(&[VELERO_RESTORES]).get(), 1);
+        assert_eq!(
+            metrics
+                .watch_healthy
+                .with_label_values(&[VELERO_RESTORES])
+                .get(),
+            1
+        );
     }
 
     #[tokio::test]
@@ -451,11 +506,26 @@ mod tests {
         })
         .await;
         eventually("the failure is reported", || {
-            index.degraded().iter().any(|d| d.starts_with(RESTORE_HOOKS))
+            index
+                .degraded()
+                .iter()
+                .any(|d| d.starts_with(RESTORE_HOOKS))
         })
         .await;
         assert!(!index.is_synced());
-        assert!(metrics.watch_errors.with_label_values(&[RESTORE_HOOKS]).get() >= 1);
-        assert_eq!(metrics.watch_healthy.with_label_values(&[RESTORE_HOOKS]).get(), 0);
+        assert!(
+            metrics
+                .watch_errors
+                .with_label_values(&[RESTORE_HOOKS])
+                .get()
+                >= 1
+        );
+        assert_eq!(
+            metrics
+                .watch_healthy
+                .with_label_values(&[RESTORE_HOOKS])
+                .get(),
+            0
+        );
     }
 }

@@ -136,7 +136,10 @@ impl SharedIndex {
 
     /// Every watch and its state (for `/readyz` and logs). Empty without a cluster.
     pub fn health(&self) -> BTreeMap<&'static str, WatchState> {
-        self.health.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.health
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// True once every watch has had its initial list (without a cluster: at once).

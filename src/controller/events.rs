@@ -46,7 +46,10 @@ impl EventSink {
     /// Creates a core/v1 Event about `about`.
     pub async fn publish(&self, about: &Regarding, type_: EventType, reason: &str, message: &str) {
         // Events of cluster-scoped objects live in `default`, as kubectl looks for them.
-        let ns = about.namespace.clone().unwrap_or_else(|| "default".to_string());
+        let ns = about
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_string());
         let name = about.name.clone();
         let now = jiff::Timestamp::now();
         let event = Event {
@@ -125,7 +128,11 @@ impl Regarding {
         }
     }
 
-    pub fn hook_object(kind: restore_hooks_core::hooks::compiled::SourceKind, namespace: Option<&str>, name: &str) -> Self {
+    pub fn hook_object(
+        kind: restore_hooks_core::hooks::compiled::SourceKind,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Self {
         use restore_hooks_core::hooks::compiled::SourceKind;
         Self {
             api_version: match kind {

@@ -208,7 +208,10 @@ pub fn exit_code(status: &Status) -> Result<i32, String> {
 
 /// Reads a stream to its end, or until `ended` says its writer is gone without closing it
 /// (then what is buffered is taken without waiting for more).
-async fn read_tail(reader: Option<impl AsyncRead + Unpin>, mut ended: watch::Receiver<bool>) -> String {
+async fn read_tail(
+    reader: Option<impl AsyncRead + Unpin>,
+    mut ended: watch::Receiver<bool>,
+) -> String {
     let Some(mut reader) = reader else {
         return String::new();
     };
@@ -407,7 +410,9 @@ mod tests {
         let mut read = tokio::spawn(read_tail(Some(reader), ended));
         // Without the signal it would wait for ever: a dropped simplex writer is no EOF.
         assert!(
-            tokio::time::timeout(Duration::from_millis(50), &mut read).await.is_err(),
+            tokio::time::timeout(Duration::from_millis(50), &mut read)
+                .await
+                .is_err(),
             "premise: the reader does not see an end by itself"
         );
         ended_tx.send(true).unwrap();

@@ -44,7 +44,11 @@ impl FinishedPods {
     }
 
     pub fn contains(&self, uid: &str) -> bool {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).0.contains(uid)
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .contains(uid)
     }
 }
 

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams};
 use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
 use restore_hooks_core::config::EngineConfig;
 use restore_hooks_core::hooks::compiled::{CompiledObject, SourceKind};
 use restore_hooks_core::hooks::plan::{
@@ -128,19 +128,31 @@ impl LateHooks {
     /// Whether `object` selects the marked pod `p` now (the rules of the webhook: scope,
     /// restore name, selectors).
     fn selects(&self, index: &HookIndex, object: &CompiledObject, p: &MarkedPod) -> bool {
-        if object.kind == SourceKind::RestoreHook && object.namespace.as_deref() != Some(p.namespace.as_str()) {
+        if object.kind == SourceKind::RestoreHook
+            && object.namespace.as_deref() != Some(p.namespace.as_str())
+        {
             return false;
         }
-        let Some(scope) = restore_scope(&p.namespace, Some(&p.labels), index.namespace_labels(&p.namespace), &self.engine) else {
+        let Some(scope) = restore_scope(
+            &p.namespace,
+            Some(&p.labels),
+            index.namespace_labels(&p.namespace),
+            &self.engine,
+        ) else {
             return false;
         };
         let restore = index
             .velero_restore(&self.engine.velero_namespace, &scope.restore)
             .map_or(scope.restore.clone(), |r| r.name.clone());
         object.entries.iter().any(|e| {
-            e.filter
-                .as_ref()
-                .is_ok_and(|f| f.matches(&p.namespace, index.namespace_labels(&p.namespace), &restore, &p.labels))
+            e.filter.as_ref().is_ok_and(|f| {
+                f.matches(
+                    &p.namespace,
+                    index.namespace_labels(&p.namespace),
+                    &restore,
+                    &p.labels,
+                )
+            })
         })
     }
 
@@ -150,12 +162,18 @@ impl LateHooks {
     async fn arrived(&self, uid: &str) {
         let (pod, objects) = {
             let marked = self.marked.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(pod) = marked.get(uid).cloned() else { return };
+            let Some(pod) = marked.get(uid).cloned() else {
+                return;
+            };
             let index = self.index.read();
             let objects: Vec<Arc<CompiledObject>> = index
                 .cluster_restore_hooks()
                 .chain(index.restore_hooks(&pod.namespace))
-                .filter(|o| o.first_problem().is_none() && !applied_at_admission(o, &pod) && self.selects(&index, o, &pod))
+                .filter(|o| {
+                    o.first_problem().is_none()
+                        && !applied_at_admission(o, &pod)
+                        && self.selects(&index, o, &pod)
+                })
                 .cloned()
                 .collect();
             (pod, objects)
@@ -214,7 +232,9 @@ impl LateHooks {
                 }
                 Ok(PodResult::TooOld) => outcome.outside_window.push(format!("{namespace}/{name}")),
                 Ok(PodResult::Nothing) => {}
-                Err(e) => warn!(pod = %format!("{namespace}/{name}"), source = %object.source(), error = %format!("{e:#}"), "could not add late hooks; they are not retried until the hook object changes"),
+                Err(e) => {
+                    warn!(pod = %format!("{namespace}/{name}"), source = %object.source(), error = %format!("{e:#}"), "could not add late hooks; they are not retried until the hook object changes")
+                }
             }
         }
         if outcome != LateOutcome::default() {
@@ -239,7 +259,9 @@ impl LateHooks {
                 list(&outcome.added)
             );
             info!(source = %object.source(), pods = outcome.added.len(), "late exec hooks added");
-            self.events.publish(&about, EventType::Normal, LATE_HOOKS_ADDED, &message).await;
+            self.events
+                .publish(&about, EventType::Normal, LATE_HOOKS_ADDED, &message)
+                .await;
         }
         if !outcome.missed_init.is_empty() {
             let message = format!(
@@ -249,7 +271,9 @@ impl LateHooks {
                 outcome.missed_init.len(),
                 list(&outcome.missed_init)
             );
-            self.events.publish(&about, EventType::Warning, INIT_HOOKS_MISSED, &message).await;
+            self.events
+                .publish(&about, EventType::Warning, INIT_HOOKS_MISSED, &message)
+                .await;
         }
         if !outcome.outside_window.is_empty() {
             let message = format!(
@@ -258,11 +282,19 @@ impl LateHooks {
                 humantime(self.window),
                 list(&outcome.outside_window)
             );
-            self.events.publish(&about, EventType::Warning, LATE_HOOKS_ADDED, &message).await;
+            self.events
+                .publish(&about, EventType::Warning, LATE_HOOKS_ADDED, &message)
+                .await;
         }
     }
 
-    async fn extend(&self, object: &CompiledObject, uid: &str, namespace: &str, name: &str) -> anyhow::Result<PodResult> {
+    async fn extend(
+        &self,
+        object: &CompiledObject,
+        uid: &str,
+        namespace: &str,
+        name: &str,
+    ) -> anyhow::Result<PodResult> {
         let Some(keys) = self.keys.current() else {
             anyhow::bail!("the plan key is not loaded");
         };
@@ -275,12 +307,15 @@ impl LateHooks {
                 return Ok(PodResult::Nothing);
             }
             let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-            if matches!(phase, Some("Succeeded" | "Failed")) || pod.metadata.deletion_timestamp.is_some() {
+            if matches!(phase, Some("Succeeded" | "Failed"))
+                || pod.metadata.deletion_timestamp.is_some()
+            {
                 return Ok(PodResult::Nothing);
             }
             let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
             let young = created.is_some_and(|c| {
-                Timestamp::now().duration_since(c) < jiff::SignedDuration::try_from(self.window).unwrap_or_default()
+                Timestamp::now().duration_since(c)
+                    < jiff::SignedDuration::try_from(self.window).unwrap_or_default()
             });
             let annotations = pod.metadata.annotations.clone().unwrap_or_default();
             let get = |k: &str| annotations.get(k).map(String::as_str);
@@ -312,8 +347,16 @@ impl LateHooks {
             // with this pod: an edit affects only pods it has not contributed to yet (§7.2).
             let source = object.source();
             let contributed = existing.as_ref().is_some_and(|p| {
-                let refs = p.missed_init.iter().chain(&p.not_applicable).map(|r| &r.source);
-                p.hooks.iter().map(|h| &h.source).chain(refs).any(|s| *s == source)
+                let refs = p
+                    .missed_init
+                    .iter()
+                    .chain(&p.not_applicable)
+                    .map(|r| &r.source);
+                p.hooks
+                    .iter()
+                    .map(|h| &h.source)
+                    .chain(refs)
+                    .any(|s| *s == source)
             });
             if contributed {
                 return Ok(PodResult::Nothing);
@@ -324,23 +367,25 @@ impl LateHooks {
             let resolved = {
                 let index = self.index.read();
                 let namespace_labels = index.namespace_labels(namespace);
-                restore_scope(namespace, view.labels(), namespace_labels, &self.engine).map(|scope| {
-                    let restore = existing.as_ref().map_or_else(
-                        || {
-                            index
-                                .velero_restore(&self.engine.velero_namespace, &scope.restore)
-                                .map_or(scope.restore.clone(), |r| r.name.clone())
-                        },
-                        |p| p.restore.clone(),
-                    );
-                    let ctx = PodContext {
-                        pod: &view,
-                        namespace,
-                        namespace_labels,
-                    };
-                    let late = resolve_late_hooks(&ctx, &scope, &restore, object, &self.engine);
-                    (restore, late)
-                })
+                restore_scope(namespace, view.labels(), namespace_labels, &self.engine).map(
+                    |scope| {
+                        let restore = existing.as_ref().map_or_else(
+                            || {
+                                index
+                                    .velero_restore(&self.engine.velero_namespace, &scope.restore)
+                                    .map_or(scope.restore.clone(), |r| r.name.clone())
+                            },
+                            |p| p.restore.clone(),
+                        );
+                        let ctx = PodContext {
+                            pod: &view,
+                            namespace,
+                            namespace_labels,
+                        };
+                        let late = resolve_late_hooks(&ctx, &scope, &restore, object, &self.engine);
+                        (restore, late)
+                    },
+                )
             };
             let Some((restore, late)) = resolved else {
                 return Ok(PodResult::Nothing);
@@ -352,11 +397,21 @@ impl LateHooks {
                 ..ExecPlan::default()
             });
             let known = |p: &ExecPlan, source: &str, index: usize| {
-                p.hooks.iter().any(|h| h.source == source && h.index == index)
-                    || p.missed_init.iter().any(|h| h.source == source && h.index == index)
-                    || p.not_applicable.iter().any(|h| h.source == source && h.index == index)
+                p.hooks
+                    .iter()
+                    .any(|h| h.source == source && h.index == index)
+                    || p.missed_init
+                        .iter()
+                        .any(|h| h.source == source && h.index == index)
+                    || p.not_applicable
+                        .iter()
+                        .any(|h| h.source == source && h.index == index)
             };
-            let new_exec: Vec<_> = late.exec.into_iter().filter(|h| !known(&plan, &h.source, h.index)).collect();
+            let new_exec: Vec<_> = late
+                .exec
+                .into_iter()
+                .filter(|h| !known(&plan, &h.source, h.index))
+                .collect();
             let present: Vec<&str> = pod
                 .spec
                 .iter()
@@ -367,9 +422,17 @@ impl LateHooks {
                 .init
                 .iter()
                 .filter_map(|init| {
-                    let index: usize = init.source.rsplit_once("postHooks[")?.1.split(']').next()?.parse().ok()?;
+                    let index: usize = init
+                        .source
+                        .rsplit_once("postHooks[")?
+                        .1
+                        .split(']')
+                        .next()?
+                        .parse()
+                        .ok()?;
                     // Injected at admission (the webhook had the object then): not missed.
-                    let injected = init_containers(object, index).is_some_and(|names| names.iter().all(|n| present.contains(&n.as_str())));
+                    let injected = init_containers(object, index)
+                        .is_some_and(|names| names.iter().all(|n| present.contains(&n.as_str())));
                     (!injected && !known(&plan, &source, index)).then(|| HookRef {
                         source: source.clone(),
                         name: object.name.clone(),
@@ -378,7 +441,11 @@ impl LateHooks {
                     })
                 })
                 .collect();
-            let new_na: Vec<HookRef> = late.not_applicable.into_iter().filter(|h| !known(&plan, &h.source, h.index)).collect();
+            let new_na: Vec<HookRef> = late
+                .not_applicable
+                .into_iter()
+                .filter(|h| !known(&plan, &h.source, h.index))
+                .collect();
             if new_exec.is_empty() && new_missed.is_empty() && new_na.is_empty() {
                 return Ok(PodResult::Nothing);
             }
@@ -418,7 +485,9 @@ impl LateHooks {
             if was_finished {
                 self.finished.remove(uid);
             }
-            let written = api.patch(name, &PatchParams::default(), &Patch::Merge(&body)).await;
+            let written = api
+                .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+                .await;
             if written.is_err() && was_finished {
                 self.finished.insert(uid);
             }
@@ -462,7 +531,8 @@ fn applied_at_admission(object: &CompiledObject, pod: &MarkedPod) -> bool {
     let posts = || object.entries.iter().flat_map(|e| &e.post_hooks);
     posts().all(|p| p.exec.is_none())
         && posts().all(|p| {
-            init_containers(object, p.index).is_none_or(|names| names.iter().all(|n| pod.injected.contains(n)))
+            init_containers(object, p.index)
+                .is_none_or(|names| names.iter().all(|n| pod.injected.contains(n)))
         })
 }
 

@@ -299,7 +299,11 @@ impl PodWorker {
             // write (e.g. a kubelet update) would bring back a status without our latest
             // `Running` record or result, so an older view never replaces a newer one.
             Observed::Pod(pod) if pod.uid == self.uid => {
-                if !self.pod.as_ref().is_some_and(|current| is_older(&pod, current)) {
+                if !self
+                    .pod
+                    .as_ref()
+                    .is_some_and(|current| is_older(&pod, current))
+                {
                     self.pod = Some(pod);
                     self.fresh = false;
                 }
@@ -386,7 +390,11 @@ impl PodWorker {
         }
         if pod.label(EXEC_LABEL) != Some(EXEC_PENDING) && pod.view.presence == Presence::Present {
             // Finished (by us, from a stale event, or by another replica): nothing to do.
-            return if self.running.is_empty() { Flow::Stop } else { Flow::Wait };
+            return if self.running.is_empty() {
+                Flow::Stop
+            } else {
+                Flow::Wait
+            };
         }
         let (plan, status) = match verify(&pod.facts(), self.shared.keys.current().as_deref()) {
             Ok(trusted) => (
@@ -404,9 +412,12 @@ impl PodWorker {
         // A finished pod whose (verified) status still shows every hook ended only had its label
         // flipped back: deciding puts the label right again and runs nothing. Anything less than
         // a complete status on a finished pod is a reset.
-        let complete = status
-            .as_ref()
-            .is_some_and(|s| align(&plan, Some(s)).hooks.iter().all(|h| h.phase.is_terminal()));
+        let complete = status.as_ref().is_some_and(|s| {
+            align(&plan, Some(s))
+                .hooks
+                .iter()
+                .all(|h| h.phase.is_terminal())
+        });
         if self.running.is_empty() && !complete && self.shared.finished.contains(&self.uid) {
             if !self.fresh {
                 // Most likely a watch event from before this controller finished the pod (a new
@@ -557,10 +568,12 @@ impl PodWorker {
             Ok(updated) => {
                 self.backoff.reset();
                 let updated = PodState::from_slim(updated);
-                self.settled(&updated, plan, &decision.status, &decision.settled).await;
+                self.settled(&updated, plan, &decision.status, &decision.settled)
+                    .await;
                 self.pod = Some(updated.clone());
                 if let Some(label) = finishing {
-                    self.completed(&updated, plan, &decision.status, label).await;
+                    self.completed(&updated, plan, &decision.status, label)
+                        .await;
                     self.shared.finished.insert(&self.uid);
                     return Flow::Stop;
                 }
@@ -621,7 +634,9 @@ impl PodWorker {
         self.backoff.reset();
         self.pod = Some(updated);
         self.trusted = Some((plan.clone(), Some(status.clone())));
-        let timeout_ms = hook.exec_timeout_ms.min(self.shared.engine.max_exec_timeout_ms);
+        let timeout_ms = hook
+            .exec_timeout_ms
+            .min(self.shared.engine.max_exec_timeout_ms);
         info!(
             pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index,
             source = %hook.source, container = %hook.container, command = ?hook.command,
@@ -694,7 +709,8 @@ impl PodWorker {
     /// it ran (a new leader after we lost the Lease already reported it interrupted) is only
     /// logged.
     async fn record(&mut self) -> Flow {
-        let (Some(pod), Some((plan, last_trusted))) = (self.pod.clone(), self.trusted.clone()) else {
+        let (Some(pod), Some((plan, last_trusted))) = (self.pod.clone(), self.trusted.clone())
+        else {
             return Flow::Wait;
         };
         let Some(keys) = self.shared.keys.current() else {
@@ -754,11 +770,13 @@ impl PodWorker {
                 let updated = PodState::from_slim(updated);
                 let mut settled = recorded;
                 settled.extend(decision.settled.iter().copied());
-                self.settled(&updated, &plan, &decision.status, &settled).await;
+                self.settled(&updated, &plan, &decision.status, &settled)
+                    .await;
                 self.trusted = Some((plan.clone(), Some(decision.status.clone())));
                 self.pod = Some(updated.clone());
                 if let Some(label) = finishing {
-                    self.completed(&updated, &plan, &decision.status, label).await;
+                    self.completed(&updated, &plan, &decision.status, label)
+                        .await;
                     self.shared.finished.insert(&self.uid);
                     return Flow::Stop;
                 }
@@ -863,7 +881,12 @@ impl PodWorker {
                     .inc();
                 self.shared
                     .events
-                    .publish(&Regarding::pod(pod), EventType::Warning, PLAN_REJECTED, &message)
+                    .publish(
+                        &Regarding::pod(pod),
+                        EventType::Warning,
+                        PLAN_REJECTED,
+                        &message,
+                    )
                     .await;
                 Flow::Stop
             }
@@ -967,7 +990,10 @@ fn capped(mut plan: ExecPlan, max_exec_timeout_ms: u64) -> ExecPlan {
 /// clients in general; the API server's are etcd revisions (integers), and when either does not
 /// parse as one, nothing is taken to be older.
 fn is_older(a: &PodState, b: &PodState) -> bool {
-    match (a.resource_version.parse::<u64>(), b.resource_version.parse::<u64>()) {
+    match (
+        a.resource_version.parse::<u64>(),
+        b.resource_version.parse::<u64>(),
+    ) {
         (Ok(a), Ok(b)) => a < b,
         _ => false,
     }

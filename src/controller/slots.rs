@@ -84,7 +84,8 @@ impl ExecSlots {
     }
 
     fn can_grant(&self, state: &State, namespace: &str) -> bool {
-        state.in_use < self.total && state.held.get(namespace).copied().unwrap_or(0) < self.per_namespace
+        state.in_use < self.total
+            && state.held.get(namespace).copied().unwrap_or(0) < self.per_namespace
     }
 
     fn grant(self: &Arc<Self>, state: &mut State, namespace: String) -> SlotPermit {
@@ -139,7 +140,11 @@ impl ExecSlots {
                 .get_mut(&namespace)
                 .and_then(VecDeque::pop_front)
                 .expect("eligible namespaces have a waiter");
-            if state.waiting.get(&namespace).is_some_and(VecDeque::is_empty) {
+            if state
+                .waiting
+                .get(&namespace)
+                .is_some_and(VecDeque::is_empty)
+            {
                 state.waiting.remove(&namespace);
             }
             let permit = self.grant(state, namespace.clone());
@@ -162,8 +167,12 @@ mod tests {
         ExecSlots::new(total, per_namespace, IntGauge::new("g", "g").unwrap())
     }
 
-    async fn granted(f: &mut (impl std::future::Future<Output = SlotPermit> + Unpin)) -> Option<SlotPermit> {
-        tokio::time::timeout(Duration::from_millis(50), f).await.ok()
+    async fn granted(
+        f: &mut (impl std::future::Future<Output = SlotPermit> + Unpin),
+    ) -> Option<SlotPermit> {
+        tokio::time::timeout(Duration::from_millis(50), f)
+            .await
+            .ok()
     }
 
     #[tokio::test]
@@ -171,7 +180,10 @@ mod tests {
         let s = slots(2, 1);
         let a1 = s.clone().acquire("a".into()).await;
         let mut a2 = Box::pin(s.clone().acquire("a".into()));
-        assert!(granted(&mut a2).await.is_none(), "a already holds its share");
+        assert!(
+            granted(&mut a2).await.is_none(),
+            "a already holds its share"
+        );
         let b1 = s.clone().acquire("b".into()).await;
         assert_eq!(s.in_use(), 2);
         drop(b1);

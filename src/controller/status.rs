@@ -66,7 +66,8 @@ pub async fn set_exec_label(
     resource_version: &str,
     value: &str,
 ) -> Result<SlimPod, WriteError> {
-    let body = json!({"metadata": {"resourceVersion": resource_version, "labels": {EXEC_LABEL: value}}});
+    let body =
+        json!({"metadata": {"resourceVersion": resource_version, "labels": {EXEC_LABEL: value}}});
     Ok(api
         .patch(name, &PatchParams::default(), &Patch::Merge(&body))
         .await?)

@@ -21,11 +21,11 @@ use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use kube::ResourceExt;
 use restore_hooks_core::hooks::compiled::SourceKind;
 use restore_hooks_core::hooks::plan::{ExecPlan, ExecStatus, RESTORE_RUN_LABEL};
 use restore_hooks_core::hooks::types::{
@@ -91,7 +91,9 @@ impl Default for MarkedPods {
 }
 
 impl MarkedPods {
-    pub fn lock(&self) -> std::sync::LockResult<std::sync::MutexGuard<'_, HashMap<String, MarkedPod>>> {
+    pub fn lock(
+        &self,
+    ) -> std::sync::LockResult<std::sync::MutexGuard<'_, HashMap<String, MarkedPod>>> {
         self.pods.lock()
     }
 
@@ -112,7 +114,11 @@ impl MarkedPods {
     }
 
     fn insert(&self, uid: String, pod: MarkedPod) {
-        let first_sight = self.lock().unwrap_or_else(|e| e.into_inner()).insert(uid.clone(), pod).is_none();
+        let first_sight = self
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(uid.clone(), pod)
+            .is_none();
         if first_sight && *self.listed.borrow() {
             // Nobody listening (no late-hook task) is not an error.
             let _ = self.arrivals.send(uid);
@@ -134,7 +140,10 @@ enum Msg {
         status: ExecStatus,
     },
     /// What the last late-hook scan of a hook object did.
-    Late { target: Target, outcome: LateOutcome },
+    Late {
+        target: Target,
+        outcome: LateOutcome,
+    },
 }
 
 /// The pods a late-hook scan of one hook object concerned (docs/behaviour.md §7.2).
@@ -173,7 +182,11 @@ impl Tally {
         });
     }
 
-    pub fn late_outcome(&self, object: &restore_hooks_core::hooks::compiled::CompiledObject, outcome: LateOutcome) {
+    pub fn late_outcome(
+        &self,
+        object: &restore_hooks_core::hooks::compiled::CompiledObject,
+        outcome: LateOutcome,
+    ) {
         let target = match object.kind {
             SourceKind::RestoreHook => Target::RestoreHook {
                 namespace: object.namespace.clone().unwrap_or_default(),
@@ -222,6 +235,20 @@ pub fn spawn(
         .run(rx, stop),
     );
     (Tally { tx }, marked, task)
+}
+
+/// One target's live parts and pending tombstones.
+struct Sum {
+    /// Hook counts over the live pods.
+    counts: HookCounts,
+    /// Live pods with at least one exec hook of the target.
+    planned: i64,
+    /// The live pods' parts, by namespace and name.
+    pods: Vec<(String, String, Contribution)>,
+    /// Counts of the tombstones, to fold into `retired`.
+    retiring: HookCounts,
+    /// How many tombstones those are (forgotten once the write succeeded).
+    stones: usize,
 }
 
 struct Stone {
@@ -368,12 +395,25 @@ impl Writer {
         let plan_sources = get(restore_hooks_core::hooks::plan::PLAN_ANNOTATION)
             .and_then(|text| ExecPlan::from_annotation(text).ok())
             .map(|plan| {
-                let refs = plan.missed_init.iter().chain(&plan.not_applicable).map(|r| r.source.clone());
-                plan.hooks.iter().map(|h| h.source.clone()).chain(refs).collect()
+                let refs = plan
+                    .missed_init
+                    .iter()
+                    .chain(&plan.not_applicable)
+                    .map(|r| r.source.clone());
+                plan.hooks
+                    .iter()
+                    .map(|h| h.source.clone())
+                    .chain(refs)
+                    .collect()
             })
             .unwrap_or_default();
         let injected = get(restore_hooks_core::hooks::plan::INJECTED_ANNOTATION)
-            .map(|v| v.split(',').filter(|n| !n.is_empty()).map(str::to_string).collect())
+            .map(|v| {
+                v.split(',')
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
             .unwrap_or_default();
         self.marked.insert(
             uid.clone(),
@@ -389,7 +429,13 @@ impl Writer {
         self.set_parts(uid, namespace, name, parts);
     }
 
-    fn set_parts(&mut self, uid: String, namespace: String, name: String, parts: BTreeMap<Target, Contribution>) {
+    fn set_parts(
+        &mut self,
+        uid: String,
+        namespace: String,
+        name: String,
+        parts: BTreeMap<Target, Contribution>,
+    ) {
         let old = self.pods.remove(&uid);
         if old.as_ref().is_some_and(|o| o.parts == parts) {
             self.pods.insert(uid, old.expect("just checked"));
@@ -404,10 +450,20 @@ impl Writer {
             }
         }
         for target in parts.keys() {
-            self.by_target.entry(target.clone()).or_default().insert(uid.clone());
+            self.by_target
+                .entry(target.clone())
+                .or_default()
+                .insert(uid.clone());
             self.dirty.insert(target.clone());
         }
-        self.pods.insert(uid, PodEntry { namespace, name, parts });
+        self.pods.insert(
+            uid,
+            PodEntry {
+                namespace,
+                name,
+                parts,
+            },
+        );
     }
 
     /// The worker's last word on a pod that is gone.
@@ -430,17 +486,25 @@ impl Writer {
     }
 
     fn retire(&mut self, uid: &str) {
-        self.marked.lock().unwrap_or_else(|e| e.into_inner()).remove(uid);
-        let Some(entry) = self.pods.remove(uid) else { return };
+        self.marked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(uid);
+        let Some(entry) = self.pods.remove(uid) else {
+            return;
+        };
         for (target, part) in entry.parts {
             if let Some(set) = self.by_target.get_mut(&target) {
                 set.remove(uid);
             }
-            self.tombstones.entry(target.clone()).or_default().push(Stone {
-                uid: uid.to_string(),
-                namespace: entry.namespace.clone(),
-                part,
-            });
+            self.tombstones
+                .entry(target.clone())
+                .or_default()
+                .push(Stone {
+                    uid: uid.to_string(),
+                    namespace: entry.namespace.clone(),
+                    part,
+                });
             self.dirty.insert(target);
         }
     }
@@ -463,13 +527,17 @@ impl Writer {
     }
 
     /// Live parts of a target, summed, and its tombstones.
-    fn sum(&self, target: &Target) -> (HookCounts, i64, Vec<(String, String, Contribution)>, HookCounts, usize) {
+    fn sum(&self, target: &Target) -> Sum {
         let mut counts = HookCounts::default();
         let mut planned = 0;
         let mut pods = Vec::new();
         for uid in self.by_target.get(target).into_iter().flatten() {
-            let Some(entry) = self.pods.get(uid) else { continue };
-            let Some(part) = entry.parts.get(target) else { continue };
+            let Some(entry) = self.pods.get(uid) else {
+                continue;
+            };
+            let Some(part) = entry.parts.get(target) else {
+                continue;
+            };
             counts.add(&part.counts);
             planned += i64::from(part.planned);
             pods.push((entry.namespace.clone(), entry.name.clone(), part.clone()));
@@ -480,32 +548,57 @@ impl Writer {
         for stone in self.tombstones.get(target).into_iter().flatten() {
             retiring.add(&stone.part.counts);
         }
-        (counts, planned, pods, retiring, stones)
+        Sum {
+            counts,
+            planned,
+            pods,
+            retiring,
+            stones,
+        }
     }
 
     async fn write_hook_object(&mut self, target: &Target) -> anyhow::Result<()> {
         let (kind, namespace, name) = match target {
-            Target::RestoreHook { namespace, name } => (SourceKind::RestoreHook, Some(namespace.as_str()), name.as_str()),
-            Target::ClusterRestoreHook { name } => (SourceKind::ClusterRestoreHook, None, name.as_str()),
+            Target::RestoreHook { namespace, name } => (
+                SourceKind::RestoreHook,
+                Some(namespace.as_str()),
+                name.as_str(),
+            ),
+            Target::ClusterRestoreHook { name } => {
+                (SourceKind::ClusterRestoreHook, None, name.as_str())
+            }
             Target::RestoreRun { .. } => unreachable!("written by write_run"),
         };
         let (meta, status) = match kind {
             SourceKind::RestoreHook => {
-                let api: Api<RestoreHook> = Api::namespaced(self.client.clone(), namespace.unwrap_or_default());
+                let api: Api<RestoreHook> =
+                    Api::namespaced(self.client.clone(), namespace.unwrap_or_default());
                 match api.get_opt(name).await? {
                     Some(o) => (o.metadata, o.status.unwrap_or_default()),
-                    None => return Ok(self.forget(target)),
+                    None => {
+                        self.forget(target);
+                        return Ok(());
+                    }
                 }
             }
             _ => {
                 let api: Api<ClusterRestoreHook> = Api::all(self.client.clone());
                 match api.get_opt(name).await? {
                     Some(o) => (o.metadata, o.status.unwrap_or_default()),
-                    None => return Ok(self.forget(target)),
+                    None => {
+                        self.forget(target);
+                        return Ok(());
+                    }
                 }
             }
         };
-        let (mut counts, planned, pods, retiring, stones) = self.sum(target);
+        let Sum {
+            mut counts,
+            planned,
+            pods,
+            retiring,
+            stones,
+        } = self.sum(target);
         let mut retired = status.retired;
         retired.add(&retiring);
         counts.add(&retired);
@@ -516,8 +609,17 @@ impl Writer {
             .map(|(ns, n, _)| format!("{ns}/{n}"))
             .collect();
         let generation = meta.generation;
-        let (ready, pruned) = self.readiness(kind, namespace, name, generation, &status).await;
-        let mut conditions = vec![condition("Ready", ready.0, ready.1, &ready.2, generation, &status.conditions)];
+        let (ready, pruned) = self
+            .readiness(kind, namespace, name, generation, &status)
+            .await;
+        let mut conditions = vec![condition(
+            "Ready",
+            ready.0,
+            ready.1,
+            &ready.2,
+            generation,
+            &status.conditions,
+        )];
         if let Some(late) = self.late.get(target) {
             conditions.push(late_condition(late, generation, &status.conditions));
         }
@@ -541,12 +643,15 @@ impl Writer {
         let params = PatchParams::default();
         match kind {
             SourceKind::RestoreHook => {
-                let api: Api<RestoreHook> = Api::namespaced(self.client.clone(), namespace.unwrap_or_default());
-                api.patch_status(name, &params, &Patch::Merge(&body)).await?;
+                let api: Api<RestoreHook> =
+                    Api::namespaced(self.client.clone(), namespace.unwrap_or_default());
+                api.patch_status(name, &params, &Patch::Merge(&body))
+                    .await?;
             }
             _ => {
                 let api: Api<ClusterRestoreHook> = Api::all(self.client.clone());
-                api.patch_status(name, &params, &Patch::Merge(&body)).await?;
+                api.patch_status(name, &params, &Patch::Merge(&body))
+                    .await?;
             }
         }
         if stones > 0 {
@@ -577,7 +682,14 @@ impl Writer {
             .object(kind, namespace.unwrap_or_default(), name)
             .cloned();
         let Some(compiled) = compiled else {
-            return (("False", "NotCompiled", "restore-hooks has not read this object yet".into()), vec![]);
+            return (
+                (
+                    "False",
+                    "NotCompiled",
+                    "restore-hooks has not read this object yet".into(),
+                ),
+                vec![],
+            );
         };
         if let Some(problem) = compiled.first_problem() {
             return (("False", "Invalid", problem.to_string()), vec![]);
@@ -603,11 +715,22 @@ impl Writer {
         }
         if !behind.is_empty() {
             return (
-                ("False", "WaitingForWebhooks", format!("generation {generation}: {}", behind.join("; "))),
+                (
+                    "False",
+                    "WaitingForWebhooks",
+                    format!("generation {generation}: {}", behind.join("; ")),
+                ),
                 pruned,
             );
         }
-        (("True", "Compiled", format!("generation {generation} is served by every webhook replica")), pruned)
+        (
+            (
+                "True",
+                "Compiled",
+                format!("generation {generation} is served by every webhook replica"),
+            ),
+            pruned,
+        )
     }
 
     fn forget(&mut self, target: &Target) {
@@ -615,7 +738,13 @@ impl Writer {
     }
 
     async fn write_run(&mut self, target: &Target, restore: &str) -> anyhow::Result<()> {
-        let (mut counts, planned, pods, retiring, stones) = self.sum(target);
+        let Sum {
+            mut counts,
+            planned,
+            pods,
+            retiring,
+            stones,
+        } = self.sum(target);
         let name = restore_run_name(restore);
         let api: Api<RestoreRun> = Api::all(self.client.clone());
         if planned == 0 && stones == 0 {
@@ -625,9 +754,12 @@ impl Writer {
         let existing = match api.get_opt(&name).await? {
             Some(run) => run,
             None => {
-                let run = RestoreRun::new(&name, RestoreRunSpec {
-                    restore: restore.to_string(),
-                });
+                let run = RestoreRun::new(
+                    &name,
+                    RestoreRunSpec {
+                        restore: restore.to_string(),
+                    },
+                );
                 match api.create(&PostParams::default(), &run).await {
                     Ok(created) => {
                         info!(restorerun = %name, restore, "tracking restore");
@@ -660,7 +792,12 @@ impl Writer {
         let completed_at = if phase == "InProgress" {
             None
         } else {
-            Some(status.completed_at.clone().unwrap_or_else(|| restore_hooks_core::state::timestamp(Timestamp::now())))
+            Some(
+                status
+                    .completed_at
+                    .clone()
+                    .unwrap_or_else(|| restore_hooks_core::state::timestamp(Timestamp::now())),
+            )
         };
         let message = format!(
             "{planned} pod(s): {} succeeded, {} failed, {} skipped, {} pending, {} init hooks missed",
@@ -668,7 +805,11 @@ impl Writer {
         );
         let cond = condition(
             "Completed",
-            if phase == "InProgress" { "False" } else { "True" },
+            if phase == "InProgress" {
+                "False"
+            } else {
+                "True"
+            },
             phase,
             &message,
             None,
@@ -707,11 +848,16 @@ impl Writer {
         let Ok(runs) = api.list(&ListParams::default()).await else {
             return;
         };
-        let retention = jiff::SignedDuration::try_from(self.config.restore_run_retention).unwrap_or(jiff::SignedDuration::MAX);
+        let retention = jiff::SignedDuration::try_from(self.config.restore_run_retention)
+            .unwrap_or(jiff::SignedDuration::MAX);
         let now = Timestamp::now();
         for run in runs {
             let Some(status) = &run.status else { continue };
-            let Some(done) = status.completed_at.as_deref().and_then(|t| t.parse::<Timestamp>().ok()) else {
+            let Some(done) = status
+                .completed_at
+                .as_deref()
+                .and_then(|t| t.parse::<Timestamp>().ok())
+            else {
                 continue;
             };
             if status.phase == "InProgress" || now.duration_since(done) < retention {
@@ -726,7 +872,9 @@ impl Writer {
                     };
                     self.tombstones.remove(&target);
                 }
-                Err(e) => debug!(restorerun = %name, error = %e, "could not delete an expired RestoreRun"),
+                Err(e) => {
+                    debug!(restorerun = %name, error = %e, "could not delete an expired RestoreRun")
+                }
             }
         }
     }
@@ -751,9 +899,17 @@ fn settle_refused(plan: &ExecPlan, status: Option<ExecStatus>) -> Option<ExecSta
 
 /// `LateHooks`: what the last scan for pods admitted before the object did. False when pods it
 /// selects were too old to get its hooks, or missed its init hooks.
-fn late_condition(late: &LateOutcome, generation: Option<i64>, existing: &[Condition]) -> Condition {
+fn late_condition(
+    late: &LateOutcome,
+    generation: Option<i64>,
+    existing: &[Condition],
+) -> Condition {
     let list = |pods: &[String]| {
-        let mut s: Vec<&str> = pods.iter().take(MAX_LISTED_PODS).map(String::as_str).collect();
+        let mut s: Vec<&str> = pods
+            .iter()
+            .take(MAX_LISTED_PODS)
+            .map(String::as_str)
+            .collect();
         if pods.len() > MAX_LISTED_PODS {
             s.push("...");
         }
@@ -761,7 +917,11 @@ fn late_condition(late: &LateOutcome, generation: Option<i64>, existing: &[Condi
     };
     let mut parts = Vec::new();
     if !late.added.is_empty() {
-        parts.push(format!("exec hooks added to {} pod(s) admitted before it ({})", late.added.len(), list(&late.added)));
+        parts.push(format!(
+            "exec hooks added to {} pod(s) admitted before it ({})",
+            late.added.len(),
+            list(&late.added)
+        ));
     }
     if !late.outside_window.is_empty() {
         parts.push(format!(
@@ -771,7 +931,11 @@ fn late_condition(late: &LateOutcome, generation: Option<i64>, existing: &[Condi
         ));
     }
     if !late.missed_init.is_empty() {
-        parts.push(format!("init hooks missed by {} pod(s) created before it ({})", late.missed_init.len(), list(&late.missed_init)));
+        parts.push(format!(
+            "init hooks missed by {} pod(s) created before it ({})",
+            late.missed_init.len(),
+            list(&late.missed_init)
+        ));
     }
     let (status, reason) = if !late.outside_window.is_empty() {
         ("False", "OutsideLateHookWindow")
@@ -780,7 +944,14 @@ fn late_condition(late: &LateOutcome, generation: Option<i64>, existing: &[Condi
     } else {
         ("True", "Added")
     };
-    condition("LateHooks", status, reason, &parts.join("; "), generation, existing)
+    condition(
+        "LateHooks",
+        status,
+        reason,
+        &parts.join("; "),
+        generation,
+        existing,
+    )
 }
 
 /// A condition, keeping its last transition time while its status does not change.

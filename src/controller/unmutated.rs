@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use kube::core::PartialObjectMeta;
-use kube::ResourceExt;
 use restore_hooks_core::config::EngineConfig;
 use restore_hooks_core::hooks::plan::RESTORE_RUN_LABEL;
 use tokio_util::sync::CancellationToken;
@@ -72,12 +72,26 @@ impl Unmutated {
     async fn by_pod_label(&self) -> Vec<PartialObjectMeta<Pod>> {
         let api: Api<Pod> = Api::all(self.client.clone());
         let selector = format!("{},!{RESTORE_RUN_LABEL}", self.engine.restore_label);
-        match api.list_metadata(&ListParams::default().labels(&selector)).await {
+        match api
+            .list_metadata(&ListParams::default().labels(&selector))
+            .await
+        {
             Ok(list) => list
                 .items
                 .into_iter()
-                .filter(|p| !self.engine.excluded_namespaces.contains(&p.namespace().unwrap_or_default()))
-                .filter(|p| p.metadata.labels.as_ref().and_then(|l| l.get(&self.engine.restore_label)).is_some_and(|v| !v.is_empty()))
+                .filter(|p| {
+                    !self
+                        .engine
+                        .excluded_namespaces
+                        .contains(&p.namespace().unwrap_or_default())
+                })
+                .filter(|p| {
+                    p.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(&self.engine.restore_label))
+                        .is_some_and(|v| !v.is_empty())
+                })
                 .collect(),
             Err(e) => {
                 warn!(error = %e, "cannot list restored pods to look for ones the webhook did not see");
@@ -86,7 +100,10 @@ impl Unmutated {
         }
     }
 
-    async fn by_namespace_label(&self, labelled_since: &mut HashMap<String, Timestamp>) -> Vec<PartialObjectMeta<Pod>> {
+    async fn by_namespace_label(
+        &self,
+        labelled_since: &mut HashMap<String, Timestamp>,
+    ) -> Vec<PartialObjectMeta<Pod>> {
         let labelled: Vec<String> = {
             let index = self.index.read();
             index
@@ -102,9 +119,15 @@ impl Unmutated {
             let since = *labelled_since.entry(namespace.clone()).or_insert(now);
             let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
             let selector = format!("!{RESTORE_RUN_LABEL}");
-            match api.list_metadata(&ListParams::default().labels(&selector)).await {
+            match api
+                .list_metadata(&ListParams::default().labels(&selector))
+                .await
+            {
                 Ok(list) => out.extend(list.items.into_iter().filter(|p| {
-                    p.metadata.creation_timestamp.as_ref().is_some_and(|t| t.0 > since)
+                    p.metadata
+                        .creation_timestamp
+                        .as_ref()
+                        .is_some_and(|t| t.0 > since)
                 })),
                 Err(e) => warn!(namespace, error = %e, "cannot list pods of a restore namespace"),
             }
@@ -130,6 +153,8 @@ impl Unmutated {
             uid: Some(uid.to_string()),
             resource_version: pod.metadata.resource_version.clone(),
         };
-        self.events.publish(&about, EventType::Warning, NOT_ADMITTED, message).await;
+        self.events
+            .publish(&about, EventType::Warning, NOT_ADMITTED, message)
+            .await;
     }
 }

@@ -251,7 +251,8 @@ pub fn exec_template(fields: ExecFields<'_>) -> Result<ExecTemplate, ExecFieldEr
         let Some(value) = value.filter(|v| !v.is_empty()) else {
             return Ok(0);
         };
-        let nanos = parse_go_duration(value).map_err(|e| ExecFieldError::new(field, e.to_string()))?;
+        let nanos =
+            parse_go_duration(value).map_err(|e| ExecFieldError::new(field, e.to_string()))?;
         if nanos < 0 {
             return Err(ExecFieldError::new(
                 field,
@@ -386,7 +387,9 @@ fn compile_post_hooks(location: &str, post_hooks: &[RestoreResourceHook]) -> Vec
                     .enumerate()
                     .map(|(k, v)| spec_init_container(v, k))
                     .collect::<Result<Vec<_>, _>>()
-                    .map_err(|message| Problem::new(format!("{location} postHooks[{j}].init"), message))
+                    .map_err(|message| {
+                        Problem::new(format!("{location} postHooks[{j}].init"), message)
+                    })
             }),
             exec: post.exec.as_ref().map(|exec| {
                 exec_template(ExecFields::of_spec(exec)).map_err(|e| {
@@ -511,23 +514,25 @@ pub fn compile_velero_restore(restore: &VeleroRestore) -> CompiledObject {
         .enumerate()
         .map(|(i, entry)| {
             let location = format!("{source} resources[{i}] {:?}", entry.name);
-            let filter = IncludesExcludes::compile(
-                &entry.included_namespaces,
-                &entry.excluded_namespaces,
-            )
-            .map_err(|e| {
-                Problem::at(&location, "includedNamespaces/excludedNamespaces", e.to_string())
-            })
-            .and_then(|namespaces| {
-                let pods = Selector::compile(entry.label_selector.as_ref())
-                    .map_err(|e| Problem::at(&location, "labelSelector", e.to_string()))?;
-                Ok(EntryFilter {
-                    namespaces: NamespaceFilter::Velero(namespaces),
-                    restores: None,
-                    pods,
-                    applies_to_pods: applies_to_pods(entry),
-                })
-            });
+            let filter =
+                IncludesExcludes::compile(&entry.included_namespaces, &entry.excluded_namespaces)
+                    .map_err(|e| {
+                        Problem::at(
+                            &location,
+                            "includedNamespaces/excludedNamespaces",
+                            e.to_string(),
+                        )
+                    })
+                    .and_then(|namespaces| {
+                        let pods = Selector::compile(entry.label_selector.as_ref())
+                            .map_err(|e| Problem::at(&location, "labelSelector", e.to_string()))?;
+                        Ok(EntryFilter {
+                            namespaces: NamespaceFilter::Velero(namespaces),
+                            restores: None,
+                            pods,
+                            applies_to_pods: applies_to_pods(entry),
+                        })
+                    });
             CompiledEntry {
                 source: source.clone(),
                 name: entry.name.clone(),
@@ -627,7 +632,10 @@ mod tests {
             ..base()
         })
         .unwrap();
-        assert_eq!((rounded.wait_timeout_ms, rounded.exec_timeout_ms), (Some(1), 2));
+        assert_eq!(
+            (rounded.wait_timeout_ms, rounded.exec_timeout_ms),
+            (Some(1), 2)
+        );
     }
 
     #[test]
@@ -646,10 +654,22 @@ mod tests {
 
     #[test]
     fn definitions_treat_empty_and_absent_alike() {
-        let a = spec_init_container(&serde_json::json!({"name": "a", "image": "i", "env": []}), 0).unwrap();
-        let b = spec_init_container(&serde_json::json!({"name": "a", "image": "i", "command": []}), 0).unwrap();
+        let a = spec_init_container(
+            &serde_json::json!({"name": "a", "image": "i", "env": []}),
+            0,
+        )
+        .unwrap();
+        let b = spec_init_container(
+            &serde_json::json!({"name": "a", "image": "i", "command": []}),
+            0,
+        )
+        .unwrap();
         assert_eq!(a.definition, b.definition);
-        let c = spec_init_container(&serde_json::json!({"name": "a", "image": "i", "args": ["x"]}), 0).unwrap();
+        let c = spec_init_container(
+            &serde_json::json!({"name": "a", "image": "i", "args": ["x"]}),
+            0,
+        )
+        .unwrap();
         assert_ne!(a.definition, c.definition);
     }
 }

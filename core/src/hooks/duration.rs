@@ -207,7 +207,11 @@ mod tests {
             (3_600_000, "1h0m0s"),
         ] {
             assert_eq!(format_go_duration(ms), s);
-            assert_eq!(parse_go_duration(s).unwrap(), ms as i64 * 1_000_000, "{s} round-trips");
+            assert_eq!(
+                parse_go_duration(s).unwrap(),
+                ms as i64 * 1_000_000,
+                "{s} round-trips"
+            );
         }
     }
 

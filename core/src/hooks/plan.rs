@@ -346,7 +346,10 @@ mod tests {
             missed_init: vec![],
         };
         let text = plan.to_annotation();
-        assert!(text.contains("\"issuedAt\"") && text.contains("\"notApplicable\""), "{text}");
+        assert!(
+            text.contains("\"issuedAt\"") && text.contains("\"notApplicable\""),
+            "{text}"
+        );
         assert!(!text.contains("missedInit"), "{text}");
         assert_eq!(ExecPlan::from_annotation(&text).unwrap(), plan);
         let mut later = plan.clone();

@@ -172,7 +172,11 @@ impl<'a> AdmittedPod<'a> {
 
     /// `metadata.name`, when set and non-empty.
     pub fn name(&self) -> Option<&str> {
-        self.metadata.as_ref()?.name.as_deref().filter(|n| !n.is_empty())
+        self.metadata
+            .as_ref()?
+            .name
+            .as_deref()
+            .filter(|n| !n.is_empty())
     }
 
     /// `metadata.generateName`, when set and non-empty.
@@ -355,7 +359,10 @@ mod tests {
             json!([0, 0, 0]),
         ] {
             assert!(AdmittedPod::from_value(&pod).is_err(), "{pod}");
-            assert!(AdmittedPod::from_json_str(&pod.to_string()).is_err(), "{pod}");
+            assert!(
+                AdmittedPod::from_json_str(&pod.to_string()).is_err(),
+                "{pod}"
+            );
         }
     }
 }

@@ -30,7 +30,11 @@ impl Problem {
     }
 
     /// A problem with one field of the hook: an annotation key or a spec field path.
-    pub fn at(source: impl Into<String>, field: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn at(
+        source: impl Into<String>,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
         Self {
             source: source.into(),
             field: Some(field.into()),

@@ -255,7 +255,10 @@ impl<'p, 'a> PodShape<'p, 'a> {
 
 fn definition_of(c: &ContainerView<'_>) -> Definition {
     let strings = |l: &Option<Vec<super::pod::Text<'_>>>| {
-        l.iter().flatten().map(|s| s.to_string()).collect::<Vec<_>>()
+        l.iter()
+            .flatten()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
     };
     Definition {
         image: c.image.as_deref().unwrap_or_default().to_string(),
@@ -347,7 +350,11 @@ fn place_init_hooks(
     'hooks: for mut hook in hooks {
         for placed in &mut hook.containers {
             let c = &placed.container;
-            if let Some(missing) = c.mounts.iter().find(|m| !shape.volumes.contains(&m.as_str())) {
+            if let Some(missing) = c
+                .mounts
+                .iter()
+                .find(|m| !shape.volumes.contains(&m.as_str()))
+            {
                 let volumes = if shape.volumes.is_empty() {
                     "none".to_string()
                 } else {
@@ -400,7 +407,12 @@ fn place_init_hooks(
 }
 
 fn place(c: &HookContainer, shape: &PodShape<'_, '_>) -> Result<Placement, String> {
-    if let Some((i, existing)) = shape.init.iter().enumerate().find(|(_, ic)| *ic.name == *c.name) {
+    if let Some((i, existing)) = shape
+        .init
+        .iter()
+        .enumerate()
+        .find(|(_, ic)| *ic.name == *c.name)
+    {
         if definition_of(existing) == c.definition {
             return Ok(Placement::Present);
         }
@@ -424,7 +436,11 @@ fn place(c: &HookContainer, shape: &PodShape<'_, '_>) -> Result<Placement, Strin
         ));
     }
     // Velero (or an earlier cycle under another name) injected it already.
-    if shape.init.iter().any(|ic| definition_of(ic) == c.definition) {
+    if shape
+        .init
+        .iter()
+        .any(|ic| definition_of(ic) == c.definition)
+    {
         return Ok(Placement::Present);
     }
     Ok(Placement::New)
@@ -435,7 +451,8 @@ fn annotation_exec_hook(
     command: &str,
     shape: &PodShape<'_, '_>,
 ) -> Result<PlannedHook, Problem> {
-    let at = |field: ExecField, message: String| Problem::at("annotation", field.annotation(), message);
+    let at =
+        |field: ExecField, message: String| Problem::at("annotation", field.annotation(), message);
     let command = parse_command(command).map_err(|e| at(ExecField::Command, e.to_string()))?;
     let wait_for_ready = match ann::get(annotations, ann::POST_WAIT_FOR_READY) {
         None => false,
@@ -457,7 +474,13 @@ fn annotation_exec_hook(
     .map_err(|e| at(e.field, e.message))?;
     // The pod's own hook naming a container it lacks is a mistake in the pod: invalid.
     let container = target(&template, shape).map_err(|e| at(ExecField::Container, e))?;
-    Ok(planned(&template, container, "annotation", ANNOTATION_HOOK_NAME, 0))
+    Ok(planned(
+        &template,
+        container,
+        "annotation",
+        ANNOTATION_HOOK_NAME,
+        0,
+    ))
 }
 
 fn target(template: &ExecTemplate, shape: &PodShape<'_, '_>) -> Result<String, String> {
@@ -486,7 +509,13 @@ fn expand_exec(entry: &CompiledEntry, shape: &PodShape<'_, '_>, out: &mut Resolu
             }
         };
         let location = format!("{} postHooks[{}].exec", entry.location, post.index);
-        match (&template.container, template.container.as_deref().map(|c| shape.targets.check(c))) {
+        match (
+            &template.container,
+            template
+                .container
+                .as_deref()
+                .map(|c| shape.targets.check(c)),
+        ) {
             // A spec hook naming a container this pod lacks was meant for other pods of its
             // selection (Velero's own example selects a namespace and names one container):
             // not applicable here, never a reason to deny the pod.
@@ -502,19 +531,30 @@ fn expand_exec(entry: &CompiledEntry, shape: &PodShape<'_, '_>, out: &mut Resolu
                 });
             }
             _ => match target(template, shape) {
-                Ok(container) => {
-                    out.exec
-                        .push(planned(template, container, &entry.source, &entry.name, post.index))
-                }
-                Err(message) => out
-                    .problems
-                    .push(Problem::at(location, ExecField::Container.spec_name(), message)),
+                Ok(container) => out.exec.push(planned(
+                    template,
+                    container,
+                    &entry.source,
+                    &entry.name,
+                    post.index,
+                )),
+                Err(message) => out.problems.push(Problem::at(
+                    location,
+                    ExecField::Container.spec_name(),
+                    message,
+                )),
             },
         }
     }
 }
 
-fn planned(template: &ExecTemplate, container: String, source: &str, name: &str, index: usize) -> PlannedHook {
+fn planned(
+    template: &ExecTemplate,
+    container: String,
+    source: &str,
+    name: &str,
+    index: usize,
+) -> PlannedHook {
     PlannedHook {
         name: name.to_string(),
         source: source.to_string(),

@@ -51,7 +51,12 @@ mod tests {
         // echo -n "$name" | sha256sum | cut -c1-6
         let want = {
             let d = digest(&SHA256, seventy.as_bytes());
-            format!("{:02x}{:02x}{:02x}", d.as_ref()[0], d.as_ref()[1], d.as_ref()[2])
+            format!(
+                "{:02x}{:02x}{:02x}",
+                d.as_ref()[0],
+                d.as_ref()[1],
+                d.as_ref()[2]
+            )
         };
         assert_eq!(&label[57..], want);
         assert!(label_names_restore(&label, seventy));
@@ -67,6 +72,9 @@ mod tests {
             assert!(label_names_restore(want, name));
         }
         // Known vector: SHA-256("a" * 64) starts with ffe054.
-        assert_eq!(velero_label_value(&"a".repeat(64)), format!("{}ffe054", "a".repeat(57)));
+        assert_eq!(
+            velero_label_value(&"a".repeat(64)),
+            format!("{}ffe054", "a".repeat(57))
+        );
     }
 }

@@ -103,12 +103,18 @@ mod tests {
             restore_namespace_label: "example.com/restore-ns".into(),
             ..EngineConfig::default()
         };
-        assert_eq!(restore_scope("shop", Some(&pod_r1), Some(&ns_r2), &custom), None);
+        assert_eq!(
+            restore_scope("shop", Some(&pod_r1), Some(&ns_r2), &custom),
+            None
+        );
         let excluding = EngineConfig {
             excluded_namespaces: vec!["kube-system".into()],
             ..EngineConfig::default()
         };
         assert!(restore_scope("shop", Some(&pod_r1), None, &excluding).is_some());
-        assert_eq!(restore_scope("kube-system", Some(&pod_r1), Some(&ns_r2), &excluding), None);
+        assert_eq!(
+            restore_scope("kube-system", Some(&pod_r1), Some(&ns_r2), &excluding),
+            None
+        );
     }
 }

@@ -200,7 +200,8 @@ impl PlanKeys {
 /// Length-prefixed fields, so that no two different bindings produce the same message (a name
 /// ending in the namespace's first letters cannot shift a boundary).
 fn framed(domain: &str, fields: &[&str]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(domain.len() + fields.iter().map(|f| f.len() + 9).sum::<usize>());
+    let mut out =
+        Vec::with_capacity(domain.len() + fields.iter().map(|f| f.len() + 9).sum::<usize>());
     out.extend_from_slice(domain.as_bytes());
     for field in fields {
         out.extend_from_slice(&(field.len() as u64).to_be_bytes());
@@ -264,14 +265,54 @@ mod tests {
         assert_eq!(keys.verify_plan(p, plan, Some(&sig)), Ok(()));
 
         let cases: &[(PodBinding<'_>, &str, Option<&str>, SignatureError)] = &[
-            (p, plan, None, SignatureError::Missing(PLAN_SIGNATURE_ANNOTATION)),
-            (pod("other", "db-0", ""), plan, Some(&sig), SignatureError::Mismatch),
-            (pod("shop", "db-1", ""), plan, Some(&sig), SignatureError::Mismatch),
-            (pod("shop", "db-0", "db-"), plan, Some(&sig), SignatureError::Mismatch),
-            (p, r#"{"restore":"r","hooks":[1]}"#, Some(&sig), SignatureError::Mismatch),
-            (p, plan, Some("v1.zz"), SignatureError::Malformed("v1.zz".into())),
-            (p, plan, Some("v2.a.b"), SignatureError::Malformed("v2.a.b".into())),
-            (p, plan, Some("v1.00000000.abcd"), SignatureError::UnknownKey("00000000".into())),
+            (
+                p,
+                plan,
+                None,
+                SignatureError::Missing(PLAN_SIGNATURE_ANNOTATION),
+            ),
+            (
+                pod("other", "db-0", ""),
+                plan,
+                Some(&sig),
+                SignatureError::Mismatch,
+            ),
+            (
+                pod("shop", "db-1", ""),
+                plan,
+                Some(&sig),
+                SignatureError::Mismatch,
+            ),
+            (
+                pod("shop", "db-0", "db-"),
+                plan,
+                Some(&sig),
+                SignatureError::Mismatch,
+            ),
+            (
+                p,
+                r#"{"restore":"r","hooks":[1]}"#,
+                Some(&sig),
+                SignatureError::Mismatch,
+            ),
+            (
+                p,
+                plan,
+                Some("v1.zz"),
+                SignatureError::Malformed("v1.zz".into()),
+            ),
+            (
+                p,
+                plan,
+                Some("v2.a.b"),
+                SignatureError::Malformed("v2.a.b".into()),
+            ),
+            (
+                p,
+                plan,
+                Some("v1.00000000.abcd"),
+                SignatureError::UnknownKey("00000000".into()),
+            ),
         ];
         for (binding, content, signature, want) in cases {
             assert_eq!(
@@ -305,7 +346,10 @@ mod tests {
     fn statuses_are_bound_to_the_pod_uid() {
         let keys = PlanKeys::new(A, None).unwrap();
         let sig = keys.sign_status("uid-1", "{\"hooks\":[]}");
-        assert_eq!(keys.verify_status("uid-1", "{\"hooks\":[]}", Some(&sig)), Ok(()));
+        assert_eq!(
+            keys.verify_status("uid-1", "{\"hooks\":[]}", Some(&sig)),
+            Ok(())
+        );
         assert_eq!(
             keys.verify_status("uid-2", "{\"hooks\":[]}", Some(&sig)),
             Err(SignatureError::Mismatch)
@@ -316,7 +360,10 @@ mod tests {
     fn short_keys_are_refused_and_keys_never_print() {
         assert_eq!(
             PlanKeys::new(b"short", None).unwrap_err(),
-            KeyError::TooShort { which: "current", len: 5 }
+            KeyError::TooShort {
+                which: "current",
+                len: 5
+            }
         );
         assert!(PlanKeys::new(A, Some(b"x")).is_err());
         let printed = format!("{:?}", PlanKeys::new(A, None).unwrap());

@@ -105,7 +105,9 @@ pub enum TargetError {
     )]
     /// The named container is a plain init container (the name is the payload).
     PlainInit(String),
-    #[error("exec hook targets container {name:?}, which the pod does not have (containers: {targets})")]
+    #[error(
+        "exec hook targets container {name:?}, which the pod does not have (containers: {targets})"
+    )]
     /// The pod has no container with that name.
     Missing {
         /// The container the hook names.
@@ -121,7 +123,10 @@ mod tests {
 
     #[test]
     fn app_containers_and_native_sidecars_are_targets() {
-        let t = ExecTargets::new(["db", "metrics"], [("init", None), ("proxy", Some("Always"))]);
+        let t = ExecTargets::new(
+            ["db", "metrics"],
+            [("init", None), ("proxy", Some("Always"))],
+        );
         assert_eq!(t.first_app(), Some("db"));
         assert!(t.check("db").is_ok() && t.check("proxy").is_ok());
         assert_eq!(t.check("init"), Err(TargetError::PlainInit("init".into())));

@@ -292,7 +292,6 @@ pub struct HookCounts {
     pub missed_init: i64,
 }
 
-
 impl HookCounts {
     /// Whether every count is zero (a zero `retired` is left out of the status).
     pub fn is_zero(&self) -> bool {
@@ -530,11 +529,16 @@ mod tests {
                 "labelSelector": {"matchLabels": null, "matchExpressions": null}}]}}"#,
         ];
         for case in cases {
-            let spec: RestoreSpec = serde_json::from_str(case).unwrap_or_else(|e| panic!("{case}: {e}"));
+            let spec: RestoreSpec =
+                serde_json::from_str(case).unwrap_or_else(|e| panic!("{case}: {e}"));
             for entry in spec.hooks.iter().flat_map(|h| &h.resources) {
                 assert!(entry.included_namespaces.is_empty());
                 for post in &entry.post_hooks {
-                    assert!(post.init.as_ref().is_none_or(|i| i.init_containers.is_empty()));
+                    assert!(
+                        post.init
+                            .as_ref()
+                            .is_none_or(|i| i.init_containers.is_empty())
+                    );
                     assert!(post.exec.as_ref().is_none_or(|e| e.command.is_empty()));
                 }
             }

@@ -80,7 +80,7 @@ for _ in $(seq 120); do "$K" get --raw /readyz >/dev/null 2>&1 && break; sleep 0
 echo "==> kube-apiserver $("$K" version -o json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])')${EMULATE:+ emulating $EMULATE} on 127.0.0.1:$AP"
 
 # --- the chart -----------------------------------------------------------------------------------
-"$HELM" template restore-hooks "$ROOT/charts/restore-hooks" -n restore-hooks --include-crds --kube-version 1.33.0 \
+"$HELM" template restore-hooks "$ROOT/charts/restore-hooks" -n restore-hooks --include-crds --kube-version 1.34.0 \
   --api-versions cert-manager.io/v1 --api-versions monitoring.coreos.com/v1 -f "$ROOT/charts/restore-hooks/ci/split-values.yaml" \
   >"$W/render.yaml" || exit 1
 python3 - "$W" <<'PY'
@@ -194,6 +194,25 @@ Y
 $K -n shop delete restorehook pg --ignore-not-found >/dev/null; $K delete clusterrestorehook all-pg --ignore-not-found >/dev/null
 RH='{"apiVersion":"restore-hooks.dev/v1alpha1","kind":"RestoreHook","metadata":{"name":"pg","namespace":"shop"},"spec":{"postHooks":[{"exec":{"command":["true"]}}]}}'
 CRH='{"apiVersion":"restore-hooks.dev/v1alpha1","kind":"ClusterRestoreHook","metadata":{"name":"all-pg"},"spec":{"postHooks":[{"exec":{"command":["true"]}}]}}'
+
+echo "== the CRD schemas refuse definitions that could never work (as an admin: the schema, not a policy)"
+rh() { printf '{"apiVersion":"restore-hooks.dev/v1alpha1","kind":"RestoreHook","metadata":{"name":"bad","namespace":"shop"},"spec":%s}' "$1"; }
+expect_deny "selector operator 'in' (lowercase)" 'Unsupported value: "in"' \
+  $K create -f - <<<"$(rh '{"labelSelector":{"matchExpressions":[{"key":"app","operator":"in","values":["db"]}]},"postHooks":[{"exec":{"command":["true"]}}]}')"
+expect_deny "In without values" "In and NotIn need at least one value" \
+  $K create -f - <<<"$(rh '{"labelSelector":{"matchExpressions":[{"key":"app","operator":"In"}]},"postHooks":[{"exec":{"command":["true"]}}]}')"
+expect_deny "Exists with values" "Exists and DoesNotExist take none" \
+  $K create -f - <<<"$(rh '{"labelSelector":{"matchExpressions":[{"key":"app","operator":"Exists","values":["x"]}]},"postHooks":[{"exec":{"command":["true"]}}]}')"
+expect_deny "a postHooks entry with neither init nor exec" "each postHooks entry needs init or exec" \
+  $K create -f - <<<"$(rh '{"postHooks":[{}]}')"
+expect_deny "onError fail (lowercase)" 'Unsupported value: "fail"' \
+  $K create -f - <<<"$(rh '{"postHooks":[{"exec":{"command":["true"],"onError":"fail"}}]}')"
+expect_deny "execTimeout 1d" "execTimeout" \
+  $K create -f - <<<"$(rh '{"postHooks":[{"exec":{"command":["true"],"execTimeout":"1d"}}]}')"
+expect_deny "a 40 KiB command argument" "Too long" \
+  $K create -f - <<<"$(rh "{\"postHooks\":[{\"exec\":{\"command\":[\"$(head -c 40960 /dev/zero | tr '\0' x)\"]}}]}")"
+expect_deny "an init container without image" "image" \
+  $K create -f - <<<"$(rh '{"postHooks":[{"init":{"initContainers":[{"name":"a"}]}}]}')"
 
 echo "== hook authors need exec"
 expect_deny "alice (no exec) creates RestoreHook shop/pg" "creating RestoreHook shop/pg needs permission to create pods/exec in namespace shop" \

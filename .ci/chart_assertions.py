@@ -24,6 +24,7 @@ Every failed check is printed; the exit status is 1 if any failed.
 from __future__ import annotations
 
 import argparse
+
 import base64
 import os
 import re
@@ -32,6 +33,10 @@ import sys
 from pathlib import Path
 
 import yaml
+
+# The image tag defaults to the chart's appVersion.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "charts", "restore-hooks", "Chart.yaml")) as _f:
+    APP_VERSION = str(yaml.safe_load(_f)["appVersion"])
 
 FAILURES: list[str] = []
 PASSED = 0
@@ -459,7 +464,7 @@ def check_deployment(ctx: Ctx, role: str, role_flags: dict[str, set[str]] | None
     ctx.c((pod.get("nodeSelector") or {}) == v["nodeSelector"], f"{w}: nodeSelector not applied")
     ctx.c((pod.get("tolerations") or []) == v["tolerations"], f"{w}: tolerations not applied")
     ctx.c(c.get("imagePullPolicy") == v["image"]["pullPolicy"], f"{w}: imagePullPolicy not applied")
-    tag = v["image"]["tag"] or "0.1.0"
+    tag = v["image"]["tag"] or APP_VERSION
     ctx.c(c.get("image") == f"{v['image']['repository']}:{tag}", f"{w}: image {c.get('image')!r} unexpected")
     ctx.c(pod.get("serviceAccountName") == ctx.role_sa(role), f"{w}: serviceAccountName must be {ctx.role_sa(role)}")
 
@@ -531,7 +536,11 @@ def check_webhooks(ctx: Ctx, ca_bundle: str | None) -> None:
         ctx.c(h.get("matchPolicy") == "Equivalent", f"{w}: matchPolicy must be Equivalent")
         cc = h.get("clientConfig") or {}
         ctx.c("url" not in cc, f"{w}: clientConfig.url must not be used")
-        ctx.c(cc.get("service") == {"name": ctx.fullname, "namespace": ctx.ns, "path": "/mutate",
+        # Each webhook has its own path: the server tells which webhook called (the
+        # namespace-label one is evidence of the label when its cache lags).
+        which = h["name"].split(".", 1)[0]
+        ctx.c(which in ("pod-label", "namespace-label"), f"{w}: name must start with pod-label. or namespace-label.")
+        ctx.c(cc.get("service") == {"name": ctx.fullname, "namespace": ctx.ns, "path": f"/mutate/{which}",
                                      "port": v["service"]["port"]}, f"{w}: clientConfig.service is {cc.get('service')}")
         ctx.c(h.get("rules") == [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
                                   "resources": ["pods"], "scope": "Namespaced"}],

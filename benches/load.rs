@@ -39,14 +39,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use common::{Ca, Conn, KeyKind, SecretDir, TlsClient, http_get, metric, statefulset};
+use common::{
+    Ca, Conn, KeyKind, SecretDir, TlsClient, http_get, metric, statefulset, test_plan_keys,
+    write_plan_key,
+};
 use hyper::StatusCode;
 use restore_hooks::admin::{AdminServer, Readiness};
-use restore_hooks::catalog::StaticCatalog;
+use restore_hooks::catalog::SharedIndex;
 use restore_hooks::cli::WebhookArgs;
 use restore_hooks::config::EngineConfig;
 use restore_hooks::metrics::Metrics;
-use restore_hooks::webhook::{WebhookServer, noop_router};
+use restore_hooks::plan_key::KeyRing;
+use restore_hooks::webhook::{WebhookServer, WebhookSources, noop_router};
 use tokio_util::sync::CancellationToken;
 
 // The no-op floor is served by this binary: give it the allocator the webhook binary uses, so
@@ -171,9 +175,15 @@ fn serve_noop(args: &[String]) -> ExitCode {
             shutdown_delay: Duration::ZERO,
             shutdown_grace: Duration::from_secs(2),
         };
+        // A key, like the webhook's: the server is not ready without one.
+        let sources = WebhookSources {
+            index: SharedIndex::new(Default::default()),
+            keys: KeyRing::fixed(test_plan_keys()),
+            namespaces: None,
+        };
         let bound = WebhookServer::bind(
             &args,
-            Arc::new(StaticCatalog::default()),
+            sources,
             EngineConfig::default(),
             metrics.clone(),
             readiness.clone(),
@@ -277,12 +287,15 @@ fn clean_command(program: &Path) -> Command {
     command
 }
 
-fn start_webhook(tls_dir: &Path, hooks: &Path) -> anyhow::Result<Server> {
+fn start_webhook(tls_dir: &Path, hooks: &Path, plan_key: &Path) -> anyhow::Result<Server> {
     let (addr, admin) = (free_addr(), free_addr());
     let child = clean_command(&restore_hooks_binary())
         .args(["webhook", "--no-cluster", "--log-level", "warn"])
         .arg("--hooks")
         .arg(hooks)
+        // Plans are signed, as in a cluster (and the webhook is not ready without a key).
+        .arg("--plan-key-file")
+        .arg(plan_key)
         .arg("--tls-dir")
         .arg(tls_dir)
         .args(["--listen", &addr.to_string()])
@@ -689,7 +702,8 @@ fn harness(config: &Config) -> anyhow::Result<()> {
         restore_hooks_binary().display()
     );
     let mut noop = start_noop(tls.path())?;
-    let mut webhook = start_webhook(tls.path(), &hooks)?;
+    let plan_key = write_plan_key(scratch.path());
+    let mut webhook = start_webhook(tls.path(), &hooks, &plan_key)?;
     let client = TlsClient::with_alpn(&ca, &[b"http/1.1"]);
     let template = Arc::new(Template::new());
     eprintln!("load: request body {} bytes", template.bytes.len());

@@ -82,7 +82,8 @@ pub fn preview(args: &InjectArgs) -> anyhow::Result<Preview> {
         .map(|f| crate::plan_key::from_files(f, None))
         .transpose()?;
     let index = catalog.index();
-    let view = AdmittedPod::from_value(&pod).map_err(|e| {
+    let text = pod.to_string();
+    let view = AdmittedPod::from_json_str(&text).map_err(|e| {
         anyhow::anyhow!(
             "{}: the object is not a valid Pod: {e}",
             args.file.display()

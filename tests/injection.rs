@@ -21,7 +21,8 @@ fn evaluate(
     catalog: &StaticCatalog,
     config: &EngineConfig,
 ) -> Result<Decision, serde_json::Error> {
-    let view = AdmittedPod::from_value(pod)?;
+    let text = pod.to_string();
+    let view = AdmittedPod::from_json_str(&text)?;
     let index = catalog.index();
     let ctx = PodContext {
         pod: &view,

@@ -5,8 +5,46 @@ use base64::Engine;
 use restore_hooks::catalog::StaticCatalog;
 use restore_hooks::catalog::static_files::{DocumentDefaults, add_documents};
 use restore_hooks::config::{EngineConfig, OnInvalid};
-use restore_hooks::webhook::review::{Outcome, review};
+use restore_hooks::hooks::signing::{PLAN_SIGNATURE_ANNOTATION, PlanKeys, PodBinding};
+use restore_hooks::inject::Issuer;
+use restore_hooks::webhook::review::{BadReview, Outcome, ReviewContext, Reviewed};
 use serde_json::{Value, json};
+
+/// TEST ONLY: the installation's plan key (32 bytes, protects nothing).
+const PLAN_KEY: &[u8; 32] = b"review-test-plan-key-0123456789!";
+
+fn keys() -> PlanKeys {
+    PlanKeys::new(PLAN_KEY, None).unwrap()
+}
+
+/// One fixed admission time, so that a reinvocation sees the plan it would issue itself.
+fn now() -> jiff::Timestamp {
+    "2026-12-02T10:00:01Z".parse().unwrap()
+}
+
+/// The webhook's decision on `body`, with `catalog` compiled into the index and plans signed
+/// with [`PLAN_KEY`].
+fn review(
+    body: &[u8],
+    catalog: &StaticCatalog,
+    config: &EngineConfig,
+) -> Result<Reviewed, BadReview> {
+    let index = catalog.index();
+    let keys = keys();
+    restore_hooks::webhook::review::review(
+        body,
+        ReviewContext {
+            index: &index,
+            namespace_labels: None,
+            config,
+            issuer: Issuer {
+                keys: Some(&keys),
+                now: now(),
+            },
+            extra_warnings: Vec::new(),
+        },
+    )
+}
 
 const HOOK: &str = r#"
 apiVersion: restore-hooks.dev/v1alpha1
@@ -59,7 +97,7 @@ fn request(object: Value, patch: impl FnOnce(&mut Value)) -> Vec<u8> {
 /// The response as the API server sees it, checked like `VerifyAdmissionResponse`.
 fn answer(body: &[u8], config: &EngineConfig) -> (Value, Outcome) {
     let reviewed = review(body, &catalog(), config).expect("a valid review");
-    let v = reviewed.response.clone();
+    let v = reviewed.json();
     assert_eq!(v["apiVersion"], "admission.k8s.io/v1");
     assert_eq!(v["kind"], "AdmissionReview");
     assert_eq!(v["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
@@ -99,6 +137,49 @@ fn restored_pod_gets_a_base64_json_patch() {
     assert_eq!(
         pod["metadata"]["labels"]["restore-hooks.dev/exec"],
         "pending"
+    );
+    // Since the signed plans (docs/behaviour.md §4.5, §9.1): every restored pod is labelled with
+    // its restore, and the plan carries `issuedAt` and a signature bound to the pod.
+    assert_eq!(
+        pod["metadata"]["labels"]["restore-hooks.dev/restore-run"],
+        "nightly"
+    );
+    let annotations = &pod["metadata"]["annotations"];
+    let plan = annotations["restore-hooks.dev/plan"].as_str().unwrap();
+    let plan_json: Value = serde_json::from_str(plan).unwrap();
+    assert_eq!(plan_json["issuedAt"], "2026-12-02T10:00:01Z");
+    assert_eq!(plan_json["hooks"][0]["command"], json!(["/analyze"]));
+    let binding = PodBinding {
+        namespace: "shop",
+        name: "",
+        generate_name: "db-",
+    };
+    keys()
+        .verify_plan(
+            binding,
+            plan,
+            annotations[PLAN_SIGNATURE_ANNOTATION].as_str(),
+        )
+        .expect("the plan signature verifies for this pod");
+}
+
+/// Behaviour since the restore-run index (docs/behaviour.md §4.5): a restored pod that no hook
+/// applies to is still patched, with the `restore-hooks.dev/restore-run` label only.
+#[test]
+fn restored_pod_without_hooks_gets_only_the_restore_run_label() {
+    let mut pod = restored_pod();
+    pod["metadata"]["namespace"] = json!("other");
+    let body = request(pod.clone(), |r| r["request"]["namespace"] = json!("other"));
+    let (v, outcome) = answer(&body, &EngineConfig::default());
+    assert_eq!(outcome, Outcome::Patched);
+    let ops = decoded_patch(&v);
+    assert_eq!(
+        ops,
+        vec![
+            json!({"op": "add", "path": "/metadata/labels/restore-hooks.dev~1restore-run",
+                    "value": "nightly"})
+        ],
+        "{ops:?}"
     );
 }
 
@@ -165,7 +246,7 @@ fn invalid_hooks_deny_or_warn() {
     );
     let reviewed = review(&body, &c, &EngineConfig::default()).unwrap();
     assert_eq!(reviewed.outcome, Outcome::Denied);
-    let v = reviewed.response.clone();
+    let v = reviewed.json();
     assert_eq!(v["response"]["allowed"], false);
     let message = v["response"]["status"]["message"].as_str().unwrap();
     assert!(message.contains("pod shop/db-*"), "{message}");
@@ -181,7 +262,7 @@ fn invalid_hooks_deny_or_warn() {
     };
     let reviewed = review(&body, &c, &warn).unwrap();
     assert_eq!(reviewed.outcome, Outcome::Warned);
-    let v = reviewed.response.clone();
+    let v = reviewed.json();
     assert_eq!(v["response"]["allowed"], true);
     let warnings = v["response"]["warnings"].as_array().unwrap();
     assert_eq!(warnings.len(), 1);
@@ -266,7 +347,7 @@ fn patch_applies_to_the_raw_object_even_without_metadata() {
     let reviewed = review(&request(pod.clone(), |_| {}), &c, &EngineConfig::default()).unwrap();
     assert_eq!(reviewed.outcome, Outcome::Patched);
     let patch: json_patch::Patch =
-        serde_json::from_value(json!(decoded_patch(&reviewed.response))).unwrap();
+        serde_json::from_value(json!(decoded_patch(&reviewed.json()))).unwrap();
     let mut patched = pod;
     json_patch::patch(&mut patched, &patch.0).expect("the patch applies to the object as sent");
     assert_eq!(

@@ -167,7 +167,11 @@ async fn startup_fails_naming_the_file_and_stays_unready() {
     let readiness = restore_hooks::admin::Readiness::new();
     let err = restore_hooks::webhook::WebhookServer::bind(
         &webhook_args(empty.path(), &ServerOptions::default()),
-        Arc::new(restore_hooks::catalog::StaticCatalog::default()),
+        restore_hooks::webhook::WebhookSources {
+            index: restore_hooks::catalog::SharedIndex::new(Default::default()),
+            keys: restore_hooks::plan_key::KeyRing::fixed(test_plan_keys()),
+            namespaces: None,
+        },
         Default::default(),
         restore_hooks::metrics::Metrics::new(),
         readiness.clone(),
@@ -560,6 +564,7 @@ async fn clients_that_never_finish_a_request_are_cut_off() {
             first_request: short,
             header_read: short,
             request_body: short,
+            ..Timeouts::default()
         },
         ..ServerOptions::default()
     };
@@ -631,12 +636,16 @@ async fn the_binary_serves_and_exits_cleanly_on_sigterm() {
     let ca = Ca::root("test root");
     let dir = SecretDir::with_leaf(&ca.leaf(KeyKind::EcdsaSec1));
     let (port, admin_port) = (free_port(), free_port());
+    // Without a plan key the webhook never reports ready (plans would be unsigned).
+    let key = tempfile::tempdir().unwrap();
     let mut child = binary()
         .args(["webhook", "--no-cluster", "--log-format", "text"])
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
         .arg("--tls-dir")
         .arg(dir.path())
+        .arg("--plan-key-file")
+        .arg(write_plan_key(key.path()))
         .args(["--shutdown-delay", "200ms", "--shutdown-grace", "2s"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -844,11 +853,14 @@ async fn a_second_signal_exits_at_once() {
     let ca = Ca::root("test root");
     let dir = SecretDir::with_leaf(&ca.leaf(KeyKind::EcdsaPkcs8));
     let admin_port = free_port();
+    let key = tempfile::tempdir().unwrap();
     let mut child = binary()
         .args(["webhook", "--no-cluster", "--listen", "127.0.0.1:0"])
         .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
         .arg("--tls-dir")
         .arg(dir.path())
+        .arg("--plan-key-file")
+        .arg(write_plan_key(key.path()))
         .args(["--shutdown-delay", "60s"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -11,7 +11,10 @@ use libfuzzer_sys::fuzz_target;
 use restore_hooks::catalog::StaticCatalog;
 use restore_hooks::catalog::static_files::{DocumentDefaults, add_documents};
 use restore_hooks::config::{EngineConfig, VeleroHooksMode};
-use restore_hooks::webhook::review::review;
+use restore_hooks::hooks::signing::PlanKeys;
+use restore_hooks::index::HookIndex;
+use restore_hooks::inject::Issuer;
+use restore_hooks::webhook::review::{BadReview, ReviewContext, Reviewed};
 use serde_json::{Value, json};
 
 const HOOKS: &str = r#"
@@ -46,18 +49,58 @@ spec:
       - exec: {command: [/v]}
 "#;
 
-fn setup() -> &'static (StaticCatalog, EngineConfig) {
-    static SETUP: OnceLock<(StaticCatalog, EngineConfig)> = OnceLock::new();
+/// The compiled hooks, the policy and the plan key (plans are signed, as in a cluster).
+struct Setup {
+    index: HookIndex,
+    config: EngineConfig,
+    keys: PlanKeys,
+}
+
+fn setup() -> &'static Setup {
+    static SETUP: OnceLock<Setup> = OnceLock::new();
     SETUP.get_or_init(|| {
         let mut c = StaticCatalog::default();
-        add_documents(&mut c, Path::new("fuzz"), HOOKS, &DocumentDefaults::default()).unwrap();
+        add_documents(
+            &mut c,
+            Path::new("fuzz"),
+            HOOKS,
+            &DocumentDefaults::default(),
+        )
+        .unwrap();
         c.namespaces.insert(
             "shop".into(),
             [("restore-hooks.dev/restore".to_string(), "r2".to_string())].into(),
         );
-        let config = EngineConfig { velero_hooks: VeleroHooksMode::Own, ..EngineConfig::default() };
-        (c, config)
+        let config = EngineConfig {
+            velero_hooks: VeleroHooksMode::Own,
+            ..EngineConfig::default()
+        };
+        // TEST ONLY key material (32 bytes).
+        let keys = PlanKeys::new(b"fuzz-admission-plan-key-01234567", None).unwrap();
+        Setup {
+            index: c.index(),
+            config,
+            keys,
+        }
     })
+}
+
+/// The webhook's decision, at one fixed time: re-admitting a patched pod must then find the plan
+/// it would issue itself (a reinvocation happens within seconds).
+fn review(body: &[u8], setup: &Setup) -> Result<Reviewed, BadReview> {
+    restore_hooks::webhook::review::review(
+        body,
+        ReviewContext {
+            index: &setup.index,
+            namespace_labels: None,
+            config: &setup.config,
+            issuer: Issuer {
+                keys: Some(&setup.keys),
+                now: "2026-12-02T10:00:01Z".parse().unwrap(),
+            },
+            extra_warnings: Vec::new(),
+        },
+    )
 }
 
 fn wrap(pod: &Value) -> Value {
@@ -69,38 +112,48 @@ fn wrap(pod: &Value) -> Value {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let (catalog, config) = setup();
-    let Ok(reviewed) = review(data, catalog, config) else {
+    let setup = setup();
+    let Ok(reviewed) = review(data, setup) else {
         // Not a review: try the input as a pod.
-        let Ok(pod) = serde_json::from_slice::<Value>(data) else { return };
+        let Ok(pod) = serde_json::from_slice::<Value>(data) else {
+            return;
+        };
         if !pod.is_object() || pod.get("request").is_some() {
             return;
         }
-        check(&pod, catalog, config);
+        check(&pod, setup);
         return;
     };
     let request_pod = serde_json::from_slice::<Value>(data)
         .ok()
         .and_then(|v| v.pointer("/request/object").cloned());
-    if let (Some(b64), Some(pod)) = (reviewed.response["response"]["patch"].as_str(), request_pod) {
-        let ops = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+    let response = reviewed.json();
+    if let (Some(b64), Some(pod)) = (response["response"]["patch"].as_str(), request_pod) {
+        let ops = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap();
         let patch: json_patch::Patch = serde_json::from_slice(&ops).unwrap();
         let mut patched = pod;
         json_patch::patch(&mut patched, &patch.0).expect("an accepted patch applies to the pod");
     }
 });
 
-fn check(pod: &Value, catalog: &StaticCatalog, config: &EngineConfig) {
-    let reviewed = review(&serde_json::to_vec(&wrap(pod)).unwrap(), catalog, config)
+fn check(pod: &Value, setup: &Setup) {
+    let reviewed = review(&serde_json::to_vec(&wrap(pod)).unwrap(), setup)
         .expect("a well-formed review is always answered");
-    let Some(b64) = reviewed.response["response"]["patch"].as_str() else { return };
-    let ops = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+    let response = reviewed.json();
+    let Some(b64) = response["response"]["patch"].as_str() else {
+        return;
+    };
+    let ops = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap();
     let patch: json_patch::Patch = serde_json::from_slice(&ops).unwrap();
     let mut patched = pod.clone();
     json_patch::patch(&mut patched, &patch.0).expect("an accepted patch applies to the pod");
-    let again = review(&serde_json::to_vec(&wrap(&patched)).unwrap(), catalog, config).unwrap();
+    let again = review(&serde_json::to_vec(&wrap(&patched)).unwrap(), setup).unwrap();
     assert!(
-        again.response["response"]["patch"].is_null(),
+        again.json()["response"]["patch"].is_null(),
         "re-admitting the patched pod must not patch again: {patched}"
     );
 }

@@ -362,7 +362,8 @@ impl LateHooks {
                 return Ok(PodResult::Nothing);
             }
             let value = serde_json::to_value(&pod)?;
-            let view = AdmittedPod::from_value(&value)?;
+            let text = value.to_string();
+            let view = AdmittedPod::from_json_str(&text)?;
             // The index is read-locked only for this block: never across an await.
             let resolved = {
                 let index = self.index.read();

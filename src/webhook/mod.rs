@@ -1,12 +1,15 @@
 //! The HTTPS admission webhook: routing, TLS and certificate reload. It never decides hooks:
 //! that is [`review`]'s job, through the hook engine.
 
+mod body;
 mod body_deadline;
+pub mod limits;
 pub mod observed;
 pub mod review;
 pub mod server;
 pub mod tls;
 
+pub use limits::{LimitStats, Limits};
 pub use server::{
     Bound, MAX_BODY_BYTES, Timeouts, WebhookError, WebhookServer, WebhookSources, noop_router,
 };

@@ -9,9 +9,9 @@ use std::borrow::Cow;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 
 use crate::config::EngineConfig;
 use crate::hooks::pod::AdmittedPod;
@@ -46,8 +46,8 @@ impl Outcome {
 
 /// A decided review, ready to serialise as the HTTP 200 body.
 pub struct Reviewed {
-    /// The AdmissionReview response exactly as it goes on the wire.
-    pub response: Value,
+    /// The AdmissionReview response as it goes on the wire ([`Reviewed::to_bytes`]).
+    pub response: ReviewOut,
     pub outcome: Outcome,
     /// Init containers the patch adds.
     pub injected: usize,
@@ -63,6 +63,79 @@ pub struct Reviewed {
     pub operation: String,
     /// `request.dryRun`.
     pub dry_run: bool,
+}
+
+impl Reviewed {
+    /// The HTTP 200 body.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
+        self.response.to_bytes()
+    }
+
+    /// The response as a JSON tree (tests, `inject`): what the API server parses.
+    pub fn json(&self) -> Value {
+        serde_json::to_value(&self.response).expect("a response always encodes")
+    }
+}
+
+/// An AdmissionReview v1 response. Typed rather than built as a `serde_json::Value`: the
+/// response of every admission is encoded straight from these fields, without a map per
+/// object and a string per key.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewOut {
+    api_version: &'static str,
+    kind: &'static str,
+    pub response: AdmissionResponse,
+}
+
+impl ReviewOut {
+    fn new(response: AdmissionResponse) -> Self {
+        Self {
+            api_version: REVIEW_API_VERSION,
+            kind: "AdmissionReview",
+            response,
+        }
+    }
+
+    /// The encoded response, in one buffer sized for it.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
+        let response = &self.response;
+        let estimate = 160
+            + response.uid.len()
+            + response.patch.as_ref().map_or(0, String::len)
+            + response.warnings.iter().map(|w| w.len() + 4).sum::<usize>()
+            + response.status.as_ref().map_or(0, |s| s.message.len() + 64);
+        let mut out = Vec::with_capacity(estimate);
+        serde_json::to_writer(&mut out, self)?;
+        Ok(out)
+    }
+}
+
+/// `response` of an AdmissionReview v1.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionResponse {
+    pub uid: String,
+    pub allowed: bool,
+    /// The JSON Patch, base64 (Go `[]byte`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// Why the request is denied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<DenyStatus>,
+}
+
+/// `response.status` of a denial (a `metav1.Status`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DenyStatus {
+    pub status: &'static str,
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
 }
 
 /// The body is not an AdmissionReview v1 request: answer HTTP 400 with this message.
@@ -187,26 +260,32 @@ pub fn decide_request(request: &RequestIn<'_>, ctx: ReviewContext<'_>) -> Review
         .filter(|_| request.is_pod_create());
     let mut reviewed = Reviewed {
         // Every return below sets the response; built once, for the path actually taken.
-        response: Value::Null,
+        response: ReviewOut::new(AdmissionResponse::default()),
         outcome: Outcome::Unchanged,
         injected: 0,
         uid: uid.to_string(),
-        object: format!(
-            "{namespace}/{}",
-            request.name.as_deref().unwrap_or_default()
-        ),
+        // Named from the request for other objects, from the pod view for pods (below).
+        object: String::new(),
         patch_ops: 0,
         message: None,
         operation: request.operation.to_string(),
         dry_run: request.dry_run.unwrap_or(false),
     };
+    let named = || {
+        format!(
+            "{namespace}/{}",
+            request.name.as_deref().unwrap_or_default()
+        )
+    };
     let Some(raw) = object else {
+        reviewed.object = named();
         reviewed.response = allowed(uid, None, &[]);
         return reviewed;
     };
     let pod = match AdmittedPod::from_json_str(raw.get()) {
         Ok(pod) => pod,
         Err(e) => {
+            reviewed.object = named();
             let message = format!(
                 "restore-hooks: pod {}: the object is not a valid Pod: {e}",
                 reviewed.object
@@ -259,20 +338,15 @@ pub fn decide_request(request: &RequestIn<'_>, ctx: ReviewContext<'_>) -> Review
 
 /// An allowing AdmissionReview response as the API server expects it. `patch` (Go `[]byte`)
 /// goes on the wire as a base64 string.
-pub fn allowed(uid: &str, patch: Option<&[u8]>, warnings: &[String]) -> Value {
-    let mut response = json!({"uid": uid, "allowed": true});
-    if let Some(patch) = patch {
-        response["patch"] = Value::String(BASE64.encode(patch));
-        response["patchType"] = json!("JSONPatch");
-    }
-    if !warnings.is_empty() {
-        response["warnings"] = json!(warnings);
-    }
-    wire(response)
-}
-
-fn wire(response: Value) -> Value {
-    json!({"apiVersion": REVIEW_API_VERSION, "kind": "AdmissionReview", "response": response})
+pub fn allowed(uid: &str, patch: Option<&[u8]>, warnings: &[String]) -> ReviewOut {
+    ReviewOut::new(AdmissionResponse {
+        uid: uid.to_string(),
+        allowed: true,
+        patch: patch.map(|patch| BASE64.encode(patch)),
+        patch_type: patch.map(|_| "JSONPatch"),
+        warnings: warnings.to_vec(),
+        status: None,
+    })
 }
 
 fn with_warnings(outcome: Outcome, warnings: &[String]) -> Outcome {
@@ -286,11 +360,17 @@ fn with_warnings(outcome: Outcome, warnings: &[String]) -> Outcome {
 /// A denial. The API server turns it into the client's error, `admission webhook "…" denied
 /// the request: <message>`, with this code (it forces anything under 400 to 400).
 fn deny(mut reviewed: Reviewed, message: String) -> Reviewed {
-    reviewed.response = wire(json!({
-        "uid": reviewed.uid,
-        "allowed": false,
-        "status": {"status": "Failure", "code": 400, "reason": "BadRequest", "message": message},
-    }));
+    reviewed.response = ReviewOut::new(AdmissionResponse {
+        uid: reviewed.uid.clone(),
+        allowed: false,
+        status: Some(DenyStatus {
+            status: "Failure",
+            code: 400,
+            reason: "BadRequest",
+            message: message.clone(),
+        }),
+        ..AdmissionResponse::default()
+    });
     reviewed.outcome = Outcome::Denied;
     reviewed.message = Some(message);
     reviewed

@@ -1,6 +1,9 @@
 //! The HTTPS server around [`review`]: `POST /mutate`, TLS with certificate reload, timeouts
 //! against slow clients, per-request logs and metrics, and a graceful drain on shutdown.
 //!
+//! Memory and connections are bounded against hostile or stuck clients ([`super::limits`]): a
+//! connection cap, a budget of request bytes in flight, and an idle limit for HTTP/2.
+//!
 //! Shutdown follows what the API server needs from a terminating webhook (kubernetes#127335):
 //! report not ready, keep serving for `--shutdown-delay` while endpoints converge (closing each
 //! connection after its response so the API server reconnects to another replica), then stop
@@ -12,18 +15,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Json};
 use axum_server::ConnectionShutdown;
 use axum_server::tls_rustls::RustlsConfig;
+use prometheus::IntCounter;
 use tokio_util::sync::CancellationToken;
 
-use super::body_deadline::{BodyDeadlineExceeded, with_body_deadline};
+use super::body::{BodyError, ReviewBody};
+use super::limits::{Guard, LimitStats, Limits, SlotAcceptor, admit, too_large_response};
 use super::review::{
     BadReview, Outcome, ReviewContext, Reviewed, allowed, decide_request, parse_review,
 };
@@ -37,9 +40,33 @@ use crate::inject::Issuer;
 use crate::metrics::Metrics;
 use crate::plan_key::KeyRing;
 
-/// Largest AdmissionReview body accepted. Pods are a few KiB; the API server's own request
-/// limit is 3 MiB of object, and an AdmissionReview may carry it twice (object, oldObject).
-pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+/// Largest AdmissionReview body accepted: 3.5 MiB. The API server accepts request bodies of at
+/// most 3 MiB (`MaxRequestBodyBytes`), and the review of a pod CREATE (the only one the webhook
+/// configuration sends) carries the object once (`oldObject` is null), plus an envelope of a few
+/// KiB (`userInfo`, `options`); the rest is headroom for a pod sent as protobuf or YAML, which
+/// the API server re-encodes as JSON. etcd stores at most 1.5 MiB per object anyway. Anything
+/// larger is not a review the API server sends, and is answered 413 before it is read.
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024 + 512 * 1024;
+
+/// HTTP/1.1 read buffer (headers, and body reads): the API server's request heads are a few
+/// hundred bytes. hyper's default, about 400 KiB, would let each of a thousand connections
+/// trickling headers hold that much.
+const H1_MAX_BUF_BYTES: usize = 64 * 1024;
+
+/// HTTP/2 flow-control windows: how much body a client may send before the server reads it
+/// (hyper's default is 1 MiB each). A review waiting for the in-flight budget holds at most this
+/// much per connection; pod reviews are a few KiB, and larger ones only need more window
+/// updates.
+const H2_STREAM_WINDOW_BYTES: u32 = 128 * 1024;
+const H2_CONNECTION_WINDOW_BYTES: u32 = 256 * 1024;
+/// Concurrent streams per HTTP/2 connection (hyper's default is 200): Go's HTTP/2 client opens
+/// another connection when a connection is at the limit.
+const H2_MAX_CONCURRENT_STREAMS: u32 = 64;
+/// HTTP/2 PINGs while a connection is quiet, so that a peer that vanished (no FIN, no RST) is
+/// noticed: closed when a PING is not answered within the timeout. Also what lets the graceful
+/// close of an idle connection finish: h2 waits for a PING round trip before it closes.
+const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
+const H2_PING_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Path the MutatingWebhookConfiguration points at.
 pub const MUTATE_PATH: &str = "/mutate";
@@ -63,13 +90,18 @@ pub struct Timeouts {
     /// From the end of the handshake to the first complete request on a connection.
     pub first_request: Duration,
     /// Reading the headers of each later HTTP/1 request on a kept-alive connection. hyper
-    /// starts this clock while the connection is idle, so it is also the idle keep-alive limit:
-    /// it must exceed the API server's idle-connection timeout (90 s), so that the client, not
-    /// us, closes idle connections and no request races a server-side close.
+    /// starts this clock while the connection is idle, so it is also the idle keep-alive limit;
+    /// HTTP/2 connections with no request in flight for this long are closed too (GOAWAY). It
+    /// must exceed the API server's idle-connection timeout (90 s), so that the client, not us,
+    /// closes idle connections and no request races a server-side close.
     pub header_read: Duration,
-    /// Reading the whole body of a request, counted from its head: neither of the limits above
-    /// covers a client that sends a head and then trickles the body.
+    /// Reading the whole body of a request, counted from when it got its in-flight reservation:
+    /// neither of the limits above covers a client that sends a head and then trickles the body.
     pub request_body: Duration,
+    /// How long a review waits for the in-flight budget ([`Limits::in_flight_body_bytes`])
+    /// before it is answered 429 with `Retry-After: 1`: a burst is smoothed over, and the API
+    /// server (whose webhook timeout is at least 1 s, 5 s in the chart) still has time to retry.
+    pub in_flight_wait: Duration,
 }
 
 impl Default for Timeouts {
@@ -79,6 +111,7 @@ impl Default for Timeouts {
             first_request: Duration::from_secs(10),
             header_read: Duration::from_secs(120),
             request_body: Duration::from_secs(10),
+            in_flight_wait: Duration::from_secs(1),
         }
     }
 }
@@ -153,7 +186,7 @@ impl WebhookServer {
         readiness.set_certificate_loaded();
         readiness.track_index(sources.index.clone());
         readiness.track_keys(sources.keys.clone());
-        let router = router(sources, engine, metrics, readiness.clone());
+        let router = router(sources, engine, metrics.clone(), readiness.clone());
         Ok(Bound {
             listener,
             local_addr,
@@ -164,6 +197,9 @@ impl WebhookServer {
             shutdown_delay: args.shutdown_delay,
             shutdown_grace: args.shutdown_grace,
             timeouts: Timeouts::default(),
+            limits: Limits::default(),
+            stats: LimitStats::default(),
+            metrics,
         })
     }
 }
@@ -179,6 +215,9 @@ pub struct Bound {
     shutdown_delay: Duration,
     shutdown_grace: Duration,
     timeouts: Timeouts,
+    limits: Limits,
+    stats: LimitStats,
+    metrics: Metrics,
 }
 
 impl Bound {
@@ -194,6 +233,16 @@ impl Bound {
     pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
         self.timeouts = timeouts;
         self
+    }
+
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The limits at work (connections, reviews in flight), live once serving.
+    pub fn stats(&self) -> LimitStats {
+        self.stats.clone()
     }
 
     /// Serve another router on the same stack (TLS, timeouts, shutdown): the load harness
@@ -215,11 +264,20 @@ impl Bound {
             shutdown_delay,
             shutdown_grace,
             timeouts,
+            limits,
+            stats,
+            metrics,
         } = self;
+        let guard = Guard::new(limits, timeouts, metrics, stats);
         let handle = axum_server::Handle::new();
         let mut server = axum_server::from_tcp_rustls(listener, tls)
             .map_err(WebhookError::Serve)?
-            .map(|acceptor| acceptor.handshake_timeout(timeouts.handshake))
+            .map(|acceptor| {
+                SlotAcceptor::new(
+                    acceptor.handshake_timeout(timeouts.handshake),
+                    guard.clone(),
+                )
+            })
             .handle(handle.clone())
             .first_request_timeout(timeouts.first_request)
             .accept_error_handler(log_accept_error);
@@ -227,10 +285,20 @@ impl Bound {
             .http_builder()
             .http1()
             .keep_alive(true)
-            .header_read_timeout(timeouts.header_read);
+            .header_read_timeout(timeouts.header_read)
+            .max_buf_size(H1_MAX_BUF_BYTES);
+        server
+            .http_builder()
+            .http2()
+            .initial_stream_window_size(H2_STREAM_WINDOW_BYTES)
+            .initial_connection_window_size(H2_CONNECTION_WINDOW_BYTES)
+            .max_concurrent_streams(H2_MAX_CONCURRENT_STREAMS)
+            .keep_alive_interval(H2_PING_INTERVAL)
+            .keep_alive_timeout(H2_PING_TIMEOUT);
 
         let reload_stop = CancellationToken::new();
         let reload_task = tokio::spawn(reloader.run(reload_stop.clone()));
+        let sweep_task = tokio::spawn(guard.clone().sweep_idle(reload_stop.clone()));
         let drain_task = tokio::spawn({
             let handle = handle.clone();
             async move {
@@ -251,14 +319,13 @@ impl Bound {
         });
 
         tracing::info!(addr = %local_addr, "webhook listening (HTTPS, h2 and http/1.1)");
-        let request_body = timeouts.request_body;
-        let router = router.layer(axum::middleware::map_request(move |request| {
-            with_body_deadline(request_body, request)
-        }));
+        // Size check, in-flight reservation and body deadline before the handler reads anything.
+        let router = router.layer(axum::middleware::from_fn_with_state(guard.clone(), admit));
         let result = server.serve(router.into_make_service()).await;
         drain_task.abort();
         reload_stop.cancel();
         let _ = reload_task.await;
+        let _ = sweep_task.await;
         tracing::info!("webhook server stopped");
         result.map_err(WebhookError::Serve)
     }
@@ -313,6 +380,20 @@ struct MutateState {
     engine: EngineConfig,
     metrics: Metrics,
     readiness: Readiness,
+    /// `admission_requests` per decided outcome, looked up once: the lookup by label value
+    /// hashes and locks on every request otherwise.
+    outcomes: [IntCounter; 4],
+}
+
+impl MutateState {
+    fn outcome(&self, outcome: Outcome) -> &IntCounter {
+        &self.outcomes[match outcome {
+            Outcome::Unchanged => 0,
+            Outcome::Patched => 1,
+            Outcome::Warned => 2,
+            Outcome::Denied => 3,
+        }]
+    }
 }
 
 /// `POST /mutate` (and the per-webhook paths): the admission webhook.
@@ -326,8 +407,18 @@ pub fn router(
         .route(MUTATE_PATH, post(mutate))
         .route(MUTATE_POD_LABEL_PATH, post(mutate))
         .route(MUTATE_NAMESPACE_LABEL_PATH, post(mutate_namespace_label))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(Arc::new(MutateState {
+            outcomes: [
+                Outcome::Unchanged,
+                Outcome::Patched,
+                Outcome::Warned,
+                Outcome::Denied,
+            ]
+            .map(|o| {
+                metrics
+                    .admission_requests
+                    .with_label_values(&[o.as_label()])
+            }),
             sources,
             engine,
             metrics,
@@ -339,18 +430,24 @@ pub fn router(
 /// AdmissionReview and echoes the uid like the real handler, but decides nothing. The load
 /// harness compares the real handler against this floor on the same TLS stack.
 pub fn noop_router() -> Router {
-    Router::new()
-        .route(MUTATE_PATH, post(noop))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+    Router::new().route(MUTATE_PATH, post(noop))
 }
 
-async fn noop(body: Result<Bytes, BytesRejection>) -> Response {
+async fn noop(body: Result<ReviewBody, BodyError>) -> Response {
     let body = match body {
-        Ok(body) => body,
+        Ok(ReviewBody(body)) => body,
         Err(rejection) => return body_rejection(rejection).0,
     };
     match parse_review(&body) {
-        Ok(request) => Json(allowed(&request.uid, None, &[])).into_response(),
+        Ok(request) => match allowed(&request.uid, None, &[]).to_bytes() {
+            Ok(json) => (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                json,
+            )
+                .into_response(),
+            Err(err) => encoding_failed(&err),
+        },
         Err(BadReview(message)) => bad_request(&message),
     }
 }
@@ -359,7 +456,7 @@ async fn mutate(
     State(state): State<Arc<MutateState>>,
     connection: Option<Extension<ConnectionShutdown>>,
     RawQuery(query): RawQuery,
-    body: Result<Bytes, BytesRejection>,
+    body: Result<ReviewBody, BodyError>,
 ) -> Response {
     handle(state, connection, query, body, false).await
 }
@@ -368,7 +465,7 @@ async fn mutate_namespace_label(
     State(state): State<Arc<MutateState>>,
     connection: Option<Extension<ConnectionShutdown>>,
     RawQuery(query): RawQuery,
-    body: Result<Bytes, BytesRejection>,
+    body: Result<ReviewBody, BodyError>,
 ) -> Response {
     handle(state, connection, query, body, true).await
 }
@@ -378,7 +475,8 @@ async fn mutate_namespace_label(
 /// cache. `None` when that did not work either.
 async fn look_up_namespace(state: &MutateState, namespace: &str) -> Option<Labels> {
     let api = state.sources.namespaces.as_ref()?;
-    let result = tokio::time::timeout(NAMESPACE_LOOKUP_TIMEOUT, api.get_metadata_opt(namespace)).await;
+    let result =
+        tokio::time::timeout(NAMESPACE_LOOKUP_TIMEOUT, api.get_metadata_opt(namespace)).await;
     let (label, labels) = match result {
         Ok(Ok(Some(ns))) => ("found", Some(ns.metadata.labels.unwrap_or_default())),
         Ok(Ok(None)) => ("not_found", None),
@@ -391,7 +489,11 @@ async fn look_up_namespace(state: &MutateState, namespace: &str) -> Option<Label
             ("error", None)
         }
     };
-    state.metrics.namespace_lookups.with_label_values(&[label]).inc();
+    state
+        .metrics
+        .namespace_lookups
+        .with_label_values(&[label])
+        .inc();
     labels
 }
 
@@ -399,7 +501,7 @@ async fn handle(
     state: Arc<MutateState>,
     connection: Option<Extension<ConnectionShutdown>>,
     query: Option<String>,
-    body: Result<Bytes, BytesRejection>,
+    body: Result<ReviewBody, BodyError>,
     namespace_label_webhook: bool,
 ) -> Response {
     // Draining: answer this request, then close the connection so the API server's next call
@@ -410,7 +512,7 @@ async fn handle(
         connection.graceful_shutdown();
     }
     let body = match body {
-        Ok(body) => body,
+        Ok(ReviewBody(body)) => body,
         Err(rejection) => {
             let (response, label) = body_rejection(rejection);
             state
@@ -430,13 +532,18 @@ async fn handle(
     let start = Instant::now();
     let reviewed = match parse_review(&body) {
         Ok(request) => {
-            let namespace = request.target_namespace().to_string();
+            let namespace = request.target_namespace();
             let known = !request.is_pod_create()
-                || state.sources.index.read().namespace_labels(&namespace).is_some();
+                || state
+                    .sources
+                    .index
+                    .read()
+                    .namespace_labels(namespace)
+                    .is_some();
             let (looked_up, extra_warnings) = if known {
                 (None, Vec::new())
             } else {
-                match look_up_namespace(&state, &namespace).await {
+                match look_up_namespace(&state, namespace).await {
                     Some(labels) => (Some(labels), Vec::new()),
                     None if namespace_label_webhook => (
                         None,
@@ -444,7 +551,14 @@ async fn handle(
                             "restore-hooks: namespace {namespace} carries the restore-namespace label (that is why this webhook was called), but restore-hooks could not read it: this pod was admitted WITHOUT restore hooks; delete it once the namespace is visible so that its controller recreates it"
                         )],
                     ),
-                    None => (None, Vec::new()),
+                    // Without a cluster (`--no-cluster`) no namespace is ever known: nothing to say.
+                    None if state.sources.namespaces.is_none() => (None, Vec::new()),
+                    None => (
+                        None,
+                        vec![format!(
+                            "restore-hooks: namespace {namespace} is not known to restore-hooks yet and could not be read from the API server: its labels were not evaluated for this pod (the restore-namespace label, ClusterRestoreHook namespaceSelectors)"
+                        )],
+                    ),
                 }
             };
             let keys = state.sources.keys.current();
@@ -477,27 +591,16 @@ async fn handle(
             return bad_request(&message);
         }
     };
-    let response = match serde_json::to_vec(&reviewed.response) {
+    let response = match reviewed.to_bytes() {
         Ok(json) => json,
-        Err(err) => {
-            tracing::error!(error = %err, "cannot encode the AdmissionReview response");
-            return (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "cannot encode the AdmissionReview response\n",
-            )
-                .into_response();
-        }
+        Err(err) => return encoding_failed(&err),
     };
     let elapsed = start.elapsed();
     state
         .metrics
         .admission_duration
         .observe(elapsed.as_secs_f64());
-    state
-        .metrics
-        .admission_requests
-        .with_label_values(&[reviewed.outcome.as_label()])
-        .inc();
+    state.outcome(reviewed.outcome).inc();
     if reviewed.injected > 0 {
         state
             .metrics
@@ -513,40 +616,44 @@ async fn handle(
         .into_response()
 }
 
-/// Maps a body that could not be read: too large (413), too slow (408) or broken mid-way (400).
-fn body_rejection(rejection: BytesRejection) -> (Response, &'static str) {
-    if let Some(deadline) = BodyDeadlineExceeded::in_chain(&rejection) {
-        tracing::warn!(
-            limit = ?deadline.0,
-            "cut off an admission request whose body was sent too slowly"
-        );
-        let message = format!(
-            "{deadline}: the API server sends a whole AdmissionReview at once; a client this \
-             slow is stuck or hostile\n"
-        );
-        (
-            (StatusCode::REQUEST_TIMEOUT, message).into_response(),
-            "body_timeout",
-        )
-    } else if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        tracing::warn!(
-            limit = MAX_BODY_BYTES,
-            "rejected an admission request body over the size limit"
-        );
-        let message = format!(
-            "request body exceeds {MAX_BODY_BYTES} bytes: an AdmissionReview of a pod is far \
-             smaller; check what the webhook configuration sends here\n"
-        );
-        (
-            (StatusCode::PAYLOAD_TOO_LARGE, message).into_response(),
-            "too_large",
-        )
-    } else {
-        (
-            bad_request(&format!("cannot read the request body: {rejection}")),
-            "bad_request",
-        )
+impl IntoResponse for BodyError {
+    fn into_response(self) -> Response {
+        body_rejection(self).0
     }
+}
+
+/// Maps a body that could not be read: too large (413), too slow (408) or broken mid-way (400).
+fn body_rejection(rejection: BodyError) -> (Response, &'static str) {
+    match rejection {
+        BodyError::TooSlow(deadline) => {
+            tracing::warn!(
+                limit = ?deadline.0,
+                "cut off an admission request whose body was sent too slowly"
+            );
+            let message = format!(
+                "{deadline}: the API server sends a whole AdmissionReview at once; a client this \
+                 slow is stuck or hostile\n"
+            );
+            (
+                (StatusCode::REQUEST_TIMEOUT, message).into_response(),
+                "body_timeout",
+            )
+        }
+        BodyError::TooLarge => (too_large_response(None), "too_large"),
+        BodyError::Broken(error) => (
+            bad_request(&format!("cannot read the request body: {error}")),
+            "bad_request",
+        ),
+    }
+}
+
+fn encoding_failed(err: &serde_json::Error) -> Response {
+    tracing::error!(error = %err, "cannot encode the AdmissionReview response");
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "cannot encode the AdmissionReview response\n",
+    )
+        .into_response()
 }
 
 fn bad_request(message: &str) -> Response {
@@ -593,9 +700,7 @@ fn log_decision(reviewed: &Reviewed, elapsed: Duration) {
             dry_run,
             outcome = outcome.as_label(),
             patch_ops = reviewed.patch_ops,
-            warnings = reviewed.response["response"]["warnings"]
-                .as_array()
-                .map_or(0, Vec::len),
+            warnings = reviewed.response.response.warnings.len(),
             duration_us,
             "admission reviewed"
         );

@@ -20,11 +20,15 @@ use rcgen::{
     SerialNumber,
 };
 use restore_hooks::admin::{AdminServer, Readiness};
-use restore_hooks::catalog::{HookCatalog, StaticCatalog};
+use restore_hooks::catalog::{SharedIndex, StaticCatalog};
 use restore_hooks::cli::WebhookArgs;
 use restore_hooks::config::EngineConfig;
+use restore_hooks::hooks::signing::PlanKeys;
 use restore_hooks::metrics::Metrics;
-use restore_hooks::webhook::{Bound, Timeouts, WebhookError, WebhookServer};
+use restore_hooks::plan_key::KeyRing;
+use restore_hooks::webhook::{
+    Bound, LimitStats, Limits, Timeouts, WebhookError, WebhookServer, WebhookSources,
+};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
@@ -525,6 +529,22 @@ pub fn response_uid(body: &[u8]) -> String {
         .to_string()
 }
 
+/// TEST ONLY: the plan key of the test servers (32 bytes, as the Secret's `current`). It protects
+/// nothing.
+pub const TEST_PLAN_KEY: &[u8; 32] = b"restore-hooks-test-plan-key-0001";
+
+pub fn test_plan_keys() -> PlanKeys {
+    PlanKeys::new(TEST_PLAN_KEY, None).unwrap()
+}
+
+/// Writes [`TEST_PLAN_KEY`] to `dir/plan.key`, for the binary's `--plan-key-file`: without a key
+/// the webhook issues unsigned plans and does not report ready.
+pub fn write_plan_key(dir: &Path) -> PathBuf {
+    let path = dir.join("plan.key");
+    std::fs::write(&path, TEST_PLAN_KEY).unwrap();
+    path
+}
+
 /// Knobs for [`TestServer::start`].
 #[derive(Clone, Debug)]
 pub struct ServerOptions {
@@ -532,11 +552,14 @@ pub struct ServerOptions {
     pub shutdown_delay: Duration,
     pub shutdown_grace: Duration,
     pub timeouts: Timeouts,
+    pub limits: Limits,
     /// Serve `noop_router()` instead of the real handler.
     pub noop: bool,
     /// Hook documents and namespace labels the handler sees.
     pub catalog: StaticCatalog,
     pub engine: EngineConfig,
+    /// The plan keys (`None`: no key, plans unsigned, never ready).
+    pub plan_keys: Option<PlanKeys>,
 }
 
 impl Default for ServerOptions {
@@ -546,9 +569,11 @@ impl Default for ServerOptions {
             shutdown_delay: Duration::ZERO,
             shutdown_grace: Duration::from_secs(5),
             timeouts: Timeouts::default(),
+            limits: Limits::default(),
             noop: false,
             catalog: StaticCatalog::default(),
             engine: EngineConfig::default(),
+            plan_keys: Some(test_plan_keys()),
         }
     }
 }
@@ -559,6 +584,8 @@ pub struct TestServer {
     pub admin_addr: SocketAddr,
     pub metrics: Metrics,
     pub readiness: Readiness,
+    /// The server's limits at work (connections, reviews in flight).
+    pub stats: LimitStats,
     pub shutdown: CancellationToken,
     pub task: JoinHandle<Result<(), WebhookError>>,
     admin_stop: CancellationToken,
@@ -583,21 +610,30 @@ impl TestServer {
         setup();
         let metrics = Metrics::new();
         let readiness = Readiness::new();
-        let catalog: Arc<dyn HookCatalog> = Arc::new(options.catalog.clone());
+        let sources = WebhookSources {
+            index: SharedIndex::new(options.catalog.index()),
+            keys: options
+                .plan_keys
+                .clone()
+                .map_or_else(KeyRing::none, KeyRing::fixed),
+            namespaces: None,
+        };
         let bound: Bound = WebhookServer::bind(
             &webhook_args(tls_dir, &options),
-            catalog,
+            sources,
             options.engine.clone(),
             metrics.clone(),
             readiness.clone(),
         )?
-        .with_timeouts(options.timeouts);
+        .with_timeouts(options.timeouts)
+        .with_limits(options.limits);
         let bound = if options.noop {
             bound.with_router(restore_hooks::webhook::noop_router())
         } else {
             bound
         };
         let addr = bound.local_addr();
+        let stats = bound.stats();
         let admin = AdminServer::bind(
             "127.0.0.1:0".parse().unwrap(),
             metrics.clone(),
@@ -615,6 +651,7 @@ impl TestServer {
             admin_addr,
             metrics,
             readiness,
+            stats,
             shutdown,
             task,
             admin_stop,

@@ -230,6 +230,9 @@ struct PodShape<'p, 'a> {
     volumes: Vec<&'p str>,
     /// Names in `restore-hooks.dev/injected`: containers an earlier cycle of ours added.
     injected: Vec<&'p str>,
+    /// The init containers' definitions, built on first use: only pods with init hooks need
+    /// them, and then once per admission, not once per comparison.
+    init_definitions: std::cell::OnceCell<Vec<Definition>>,
 }
 
 impl<'p, 'a> PodShape<'p, 'a> {
@@ -249,8 +252,20 @@ impl<'p, 'a> PodShape<'p, 'a> {
                 .and_then(|a| a.get(super::plan::INJECTED_ANNOTATION))
                 .map(|v| v.split(',').filter(|s| !s.is_empty()).collect())
                 .unwrap_or_default(),
+            init_definitions: std::cell::OnceCell::new(),
         }
     }
+
+    fn init_definitions(&self) -> &[Definition] {
+        self.init_definitions
+            .get_or_init(|| self.init.iter().map(definition_of).collect())
+    }
+}
+
+/// A raw JSON field, parsed for a comparison. The API server sent valid JSON; should a field not
+/// parse, it compares as absent (so a hook container is added rather than wrongly kept).
+fn parse_raw(raw: Option<&serde_json::value::RawValue>) -> Option<serde_json::Value> {
+    raw.and_then(|r| serde_json::from_str(r.get()).ok())
 }
 
 fn definition_of(c: &ContainerView<'_>) -> Definition {
@@ -264,8 +279,8 @@ fn definition_of(c: &ContainerView<'_>) -> Definition {
         image: c.image.as_deref().unwrap_or_default().to_string(),
         command: strings(&c.command),
         args: strings(&c.args),
-        env: Definition::normalise(c.env.as_ref()),
-        volume_mounts: Definition::normalise(c.volume_mounts.as_ref()),
+        env: Definition::normalise(parse_raw(c.env).as_ref()),
+        volume_mounts: Definition::normalise(parse_raw(c.volume_mounts).as_ref()),
     }
 }
 
@@ -413,7 +428,7 @@ fn place(c: &HookContainer, shape: &PodShape<'_, '_>) -> Result<Placement, Strin
         .enumerate()
         .find(|(_, ic)| *ic.name == *c.name)
     {
-        if definition_of(existing) == c.definition {
+        if shape.init_definitions()[i] == c.definition {
             return Ok(Placement::Present);
         }
         if shape.injected.contains(&c.name.as_str()) {
@@ -436,11 +451,7 @@ fn place(c: &HookContainer, shape: &PodShape<'_, '_>) -> Result<Placement, Strin
         ));
     }
     // Velero (or an earlier cycle under another name) injected it already.
-    if shape
-        .init
-        .iter()
-        .any(|ic| definition_of(ic) == c.definition)
-    {
+    if shape.init_definitions().contains(&c.definition) {
         return Ok(Placement::Present);
     }
     Ok(Placement::New)

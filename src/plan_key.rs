@@ -64,6 +64,11 @@ impl KeyRing {
         self.rx.borrow().is_some()
     }
 
+    /// Required but not loaded (yet): no plan can be signed.
+    pub fn is_missing(&self) -> bool {
+        self.required && !self.is_loaded()
+    }
+
     /// Ready as far as keys go: loaded, or deliberately absent.
     pub fn is_ready(&self) -> bool {
         !self.required || self.is_loaded()

@@ -582,8 +582,8 @@ async fn kubectl_get_prints_the_printer_columns() {
                 ("PODS", "3"),
                 ("SUCCEEDED", "3"),
                 ("FAILED", "1"),
-                // Zero skipped hooks are left out of the status: kubectl shows an empty cell.
-                ("SKIPPED", ""),
+                // Every count is written, zero too: the column shows 0, not an empty cell.
+                ("SKIPPED", "0"),
                 ("PENDING", "0"),
             ],
             "{runs:?}"

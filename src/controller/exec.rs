@@ -89,7 +89,7 @@ impl KubeExec {
             .tty(false);
         let mut attached = match api.exec(pod, command.to_vec(), &params).await {
             Ok(a) => a,
-            Err(e) => return ExecOutcome::failed(format!("exec could not start: {e}")),
+            Err(e) => return ExecOutcome::failed(format!("exec could not start: {}", start_error(&e))),
         };
         let stdout = attached.stdout();
         let stderr = attached.stderr();
@@ -165,6 +165,18 @@ impl Exec for KubeExec {
                 },
             }
         })
+    }
+}
+
+/// An operator-facing reason an exec did not start: the API server's own message for an API
+/// error (`pods "db-0" is forbidden: User ... cannot create resource "pods/exec" ...`), not the
+/// client's debug dump of the whole Status.
+fn start_error(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) if !status.message.is_empty() => {
+            format!("{} ({}, HTTP {})", status.message, status.reason, status.code)
+        }
+        other => other.to_string(),
     }
 }
 

@@ -170,6 +170,7 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
                 engine: engine.clone(),
                 events: events.clone(),
                 metrics: metrics.clone(),
+                window: args.late_hook_window,
             }
             .run(term.clone()),
         ));

@@ -692,14 +692,24 @@ impl PodWorker {
         result.message = outcome.message();
         result.stdout = outcome.stdout_tail.clone();
         result.stderr = outcome.stderr_tail.clone();
-        info!(
-            pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index = f.index,
-            source = %hook.source, container = %hook.container,
-            result = if outcome.succeeded() { "succeeded" } else { "failed" },
-            exit_code = outcome.exit_code, duration_ms = f.elapsed.as_millis() as u64,
-            result_message = %result.message, stdout = %outcome.stdout_tail, stderr = %outcome.stderr_tail,
-            "hook finished"
-        );
+        // A failed hook is what an operator greps for at 3 a.m.: WARN, not INFO.
+        macro_rules! finished {
+            ($level:ident) => {
+                tracing::$level!(
+                    pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index = f.index,
+                    source = %hook.source, container = %hook.container,
+                    result = if outcome.succeeded() { "succeeded" } else { "failed" },
+                    exit_code = outcome.exit_code, duration_ms = f.elapsed.as_millis() as u64,
+                    result_message = %result.message, stdout = %outcome.stdout_tail, stderr = %outcome.stderr_tail,
+                    "hook finished"
+                )
+            };
+        }
+        if outcome.succeeded() {
+            finished!(info);
+        } else {
+            finished!(warn);
+        }
         self.results.push((f.index, result));
     }
 
@@ -934,8 +944,9 @@ impl PodWorker {
                 .with_label_values(&[result])
                 .inc();
             if entry.phase != HookPhase::Succeeded && !is_exec_result(entry) {
-                // Exec results were logged when they arrived; these never ran.
-                info!(
+                // Exec results were logged when they arrived; these never ran (expired, pod
+                // gone, skipped after a failure, interrupted): each is a hook that did not happen.
+                warn!(
                     pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index = i,
                     source = %hook.source, container = %hook.container, result,
                     result_message = %entry.message, "hook not run"

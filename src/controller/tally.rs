@@ -723,6 +723,23 @@ impl Writer {
                 pruned,
             );
         }
+        // Nobody serving it is not "everybody serves it": a script waiting for Ready would create
+        // pods that no webhook replica gives the hooks.
+        let serving = status
+            .webhooks
+            .iter()
+            .filter(|(r, seen)| !pruned.contains(r) && seen.observed_generation >= generation)
+            .count();
+        if serving == 0 {
+            return (
+                (
+                    "False",
+                    "WaitingForWebhooks",
+                    format!("generation {generation}: no webhook replica has reported it yet"),
+                ),
+                pruned,
+            );
+        }
         (
             (
                 "True",

@@ -8,8 +8,10 @@
 //!
 //! Two scopes, two queries, both cheap label selections: pods with the restore label and without
 //! the mark; and, in each namespace carrying the restore-namespace label, pods without the mark
-//! that were created after this controller first saw the label (pods older than the label were
-//! not restored, they were there before).
+//! created after this controller first saw the label, or at most `--late-hook-window` before it.
+//! When the label was set is not recorded anywhere; pods much older than the label were not
+//! restored, they were there before, and under `serve` a webhook that was down usually means a
+//! controller that was down too, so "first seen" alone would miss exactly the pods to report.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -41,6 +43,8 @@ pub struct Unmutated {
     pub engine: EngineConfig,
     pub events: EventSink,
     pub metrics: Metrics,
+    /// How far before the first sight of a namespace's restore label its pods still count.
+    pub window: Duration,
 }
 
 impl Unmutated {
@@ -112,11 +116,14 @@ impl Unmutated {
                 .filter(|n| !self.engine.excluded_namespaces.contains(n))
                 .collect()
         };
+        let reach = jiff::SignedDuration::try_from(self.window.max(Duration::from_secs(30 * 60)))
+            .unwrap_or(jiff::SignedDuration::from_secs(30 * 60));
         let now = Timestamp::now();
+        let first_seen = now.checked_sub(reach).unwrap_or(now);
         labelled_since.retain(|ns, _| labelled.contains(ns));
         let mut out = Vec::new();
         for namespace in labelled {
-            let since = *labelled_since.entry(namespace.clone()).or_insert(now);
+            let since = *labelled_since.entry(namespace.clone()).or_insert(first_seen);
             let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
             let selector = format!("!{RESTORE_RUN_LABEL}");
             match api

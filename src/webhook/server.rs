@@ -531,6 +531,22 @@ async fn handle(
 
     let start = Instant::now();
     let reviewed = match parse_review(&body) {
+        // A plan issued now could never run (it must be signed): fail the call, so that the API
+        // server applies failurePolicy (Fail: the pod's controller retries once a key is loaded)
+        // instead of admitting a restored pod whose hooks are lost. Readiness says the same.
+        Ok(request) if request.is_pod_create() && state.sources.keys.is_missing() => {
+            state
+                .metrics
+                .admission_requests
+                .with_label_values(&["unavailable"])
+                .inc();
+            tracing::warn!(uid = %request.uid, "admission refused: the plan key is not loaded yet");
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the restore-hooks plan key is not loaded yet (Secret --plan-key-secret): no plan can be signed\n",
+            )
+                .into_response();
+        }
         Ok(request) => {
             let namespace = request.target_namespace();
             let known = !request.is_pod_create()
@@ -689,7 +705,8 @@ fn log_decision(reviewed: &Reviewed, elapsed: Duration) {
             dry_run,
             outcome = outcome.as_label(),
             duration_us,
-            message = reviewed.message.as_deref().unwrap_or_default(),
+            // Not `message`: that key is the log line's own text in JSON logs.
+            reason = reviewed.message.as_deref().unwrap_or_default(),
             "admission denied"
         );
     } else {

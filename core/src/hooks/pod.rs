@@ -12,7 +12,6 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
-use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::types::{Annotations, Labels};
@@ -233,7 +232,7 @@ impl ContainerView<'_> {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 

@@ -493,6 +493,7 @@ impl ControlPlane {
             args: args.into_iter().map(OsString::from).collect(),
             cwd: &self.work,
             env,
+            clear_env: false,
             log: self.log_path(name),
         })?;
         lock(&self.procs).push(proc);

@@ -21,6 +21,7 @@
 
 mod cache;
 mod controlplane;
+mod host;
 mod pki;
 mod process;
 mod util;
@@ -28,6 +29,8 @@ mod velero;
 
 pub use cache::cache_dir;
 pub use controlplane::{ControlPlane, Options};
+pub use host::{HostCommand, HostProcess};
+pub use util::free_port;
 pub use velero::Velero;
 
 /// The node kwok simulates; pods are scheduled onto it.

@@ -22,7 +22,7 @@ const GRACE: Duration = Duration::from_secs(5);
 pub(crate) struct Proc {
     pub(crate) name: String,
     pub(crate) log: PathBuf,
-    child: Child,
+    pub(crate) child: Child,
     exited: Option<ExitStatus>,
 }
 
@@ -32,6 +32,8 @@ pub(crate) struct Spec<'a> {
     pub(crate) args: Vec<OsString>,
     pub(crate) cwd: &'a Path,
     pub(crate) env: Vec<(&'a str, OsString)>,
+    /// Start from an empty environment (only `env`), instead of inheriting this process's.
+    pub(crate) clear_env: bool,
     pub(crate) log: PathBuf,
 }
 
@@ -50,6 +52,9 @@ impl Proc {
             }
             None => Command::new(spec.program),
         };
+        if spec.clear_env {
+            cmd.env_clear();
+        }
         cmd.args(&spec.args)
             .current_dir(spec.cwd)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
@@ -117,7 +122,7 @@ pub(crate) fn stop_all(procs: &mut [Proc]) {
 }
 
 /// Signals a process group through kill(1): std has no killpg, and the crate forbids unsafe.
-fn signal_group(pgid: u32, signal: &str) {
+pub(crate) fn signal_group(pgid: u32, signal: &str) {
     let _ = Command::new("kill")
         .args(["-s", signal, "--", &format!("-{pgid}")])
         .stdin(Stdio::null())

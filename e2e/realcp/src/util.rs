@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 /// again, so ports given to one test process are never reused by it: concurrent control planes
 /// in one test binary do not collide. (Another process can still take it in between; the caller
 /// retries a start that fails with "address already in use".)
-pub(crate) fn free_port() -> Result<u16> {
+pub fn free_port() -> Result<u16> {
     static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
     let given = given.get_or_insert_with(HashSet::new);

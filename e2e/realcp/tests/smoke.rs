@@ -384,3 +384,45 @@ fn a_component_that_fails_to_start_is_named_with_its_log() {
     assert!(err.contains("kube-apiserver exited"), "{err}");
     assert!(err.contains("unknown flag: --no-such-flag"), "{err}");
 }
+
+#[test]
+fn host_processes_get_a_clean_environment_and_die_with_their_handle() {
+    use realcp::{HostCommand, HostProcess};
+
+    let dir = tempfile::tempdir().unwrap();
+    let cmd = HostCommand::new("env", "/bin/sh", dir.path(), dir.path().join("env.log"))
+        .args(["-c", "env"])
+        .clear_env()
+        .env("ONLY", "this");
+    let mut p = HostProcess::spawn(&cmd).unwrap();
+    assert!(p.wait_exit(Duration::from_secs(30)).unwrap().success());
+    let env = p.log();
+    assert!(env.contains("ONLY=this"), "{env}");
+    assert!(
+        !env.contains("HOME="),
+        "the test's environment leaked in: {env}"
+    );
+
+    // A process and what it forked are gone once the handle is dropped.
+    let cmd = HostCommand::new(
+        "sleeper",
+        "/bin/sh",
+        dir.path(),
+        dir.path().join("sleep.log"),
+    )
+    .args(["-c", "sleep 300 & echo $!; wait"]);
+    let p = HostProcess::spawn(&cmd).unwrap();
+    let pid = p.pid();
+    let child = wait_until("the forked sleep", Duration::from_secs(30), || {
+        p.log().trim().parse::<u32>().ok()
+    });
+    drop(p);
+    for gone in [pid, child] {
+        wait_until(&format!("pid {gone} gone"), Duration::from_secs(30), || {
+            let status =
+                std::fs::read_to_string(format!("/proc/{gone}/status")).unwrap_or_default();
+            // Gone, or a zombie nobody reaps yet.
+            (status.is_empty() || status.contains("State:\tZ")).then_some(())
+        });
+    }
+}

@@ -1,0 +1,223 @@
+//! A real Velero v1.18 backup → restore (e2e/realcp: Velero out of cluster, moto S3) with the
+//! chart installed and the product running under its ServiceAccount: Velero runs its own
+//! annotation hooks (`--velero-hooks defer`), restore-hooks runs the RestoreHook that Velero
+//! restores after the pods (late hooks); a restore name longer than 63 characters; a
+//! namespace-mapped restore.
+
+mod real;
+
+use std::time::Duration;
+
+use real::*;
+use realcp::Velero;
+use serde_json::{Value, json};
+
+fn velero_phase(cp: &ControlPlane, kind: &str, name: &str) -> String {
+    cp.kubectl_ok([
+        "get",
+        kind,
+        name,
+        "-n",
+        Velero::NAMESPACE,
+        "-o",
+        "jsonpath={.status.phase}",
+    ])
+    .unwrap()
+}
+
+/// `velero restore create NAME --from-backup b1 ARGS --wait`, which must end Completed.
+fn restore(cp: &ControlPlane, velero: &Velero, name: &str, args: &[&str]) -> Value {
+    let mut full = vec!["restore", "create", name, "--from-backup", "b1", "--wait"];
+    full.extend(args);
+    velero.velero_ok(&full).unwrap_or_else(|e| panic!("{e:#}"));
+    let phase = velero_phase(cp, "restores.velero.io", name);
+    if phase != "Completed" {
+        let described = velero.velero(["restore", "describe", name, "--details"]);
+        let logs = velero.velero(["restore", "logs", name]);
+        panic!(
+            "restore {name} is {phase}\n{}\n{}",
+            String::from_utf8_lossy(&described.stdout),
+            String::from_utf8_lossy(&logs.stdout)
+        );
+    }
+    get_json(
+        cp,
+        &["get", "restores.velero.io", name, "-n", Velero::NAMESPACE],
+    )
+    .unwrap()
+}
+
+/// Velero's `label.GetValidName`: names over 63 characters become their first 57 characters
+/// and the first 6 hex digits of their SHA-256.
+fn velero_label(name: &str) -> String {
+    if name.len() <= 63 {
+        return name.to_string();
+    }
+    let digest = ring::digest::digest(&ring::digest::SHA256, name.as_bytes());
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}{}", &name[..57], &hex[..6])
+}
+
+/// Waits until `path` has `n` lines and checks, a moment later, that it still has `n`.
+fn exactly(path: &std::path::Path, n: usize, what: &str) {
+    wait_until(what, Duration::from_secs(120), || {
+        let got = mark_lines(path).len();
+        if got == n {
+            Ok(())
+        } else {
+            Err(format!("{got} runs"))
+        }
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(mark_lines(path).len(), n, "{what}: ran again");
+}
+
+#[test]
+fn velero_backup_and_restores_run_every_hook_once() {
+    let install = Install::default_chart();
+    let cp = &install.cp;
+    let velero = Velero::start(cp).unwrap_or_else(|e| panic!("{e:#}"));
+    // Started after Velero's CRDs exist, like an installation next to Velero.
+    let serve = install.serve(ServeOptions::replica(0));
+
+    let velero_mark = install.mark("velero-annotation-hook");
+    let rh_mark = install.mark("restorehook");
+    namespace(cp, "shop", json!({}));
+    cp.apply(
+        &json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+             "metadata": {"name": "reindex", "namespace": "shop"},
+             "spec": {"labelSelector": {"matchLabels": {"app": "db"}},
+                      "postHooks": [{"exec": {"container": "db",
+                          "command": ["sh", "-c", mark_cmd(&rh_mark, "rh")]}}]}},
+            {"apiVersion": "apps/v1", "kind": "StatefulSet",
+             "metadata": {"name": "db", "namespace": "shop"},
+             "spec": {
+                 "replicas": 1, "serviceName": "db",
+                 "selector": {"matchLabels": {"app": "db"}},
+                 "template": {
+                     "metadata": {
+                         "labels": {"app": "db"},
+                         "annotations": {
+                             "init.hook.restore.velero.io/container-image": "busybox:1.36",
+                             "init.hook.restore.velero.io/container-name": "velero-init",
+                             "init.hook.restore.velero.io/command": "[\"sh\", \"-c\", \"true\"]",
+                             "post.hook.restore.velero.io/container": "db",
+                             "post.hook.restore.velero.io/command":
+                                 serde_json::to_string(&["sh", "-c", &mark_cmd(&velero_mark, "velero")]).unwrap(),
+                         },
+                     },
+                     "spec": {
+                         "terminationGracePeriodSeconds": 0,
+                         "automountServiceAccountToken": false,
+                         "containers": [{"name": "db", "image": "busybox:1.36",
+                                         "command": ["sleep", "infinity"]}],
+                     },
+                 },
+             }},
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let original = wait_running(cp, "shop", "db-0");
+    scenarios::assert_untouched(&original);
+    velero
+        .velero_ok([
+            "backup",
+            "create",
+            "b1",
+            "--include-namespaces",
+            "shop",
+            "--wait",
+        ])
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(velero_phase(cp, "backups.velero.io", "b1"), "Completed");
+    assert!(mark_lines(&velero_mark).is_empty() && mark_lines(&rh_mark).is_empty());
+
+    let long = "restore-of-shop-with-a-name-that-is-longer-than-sixty-three-characters";
+    assert!(long.len() > 63);
+    let cases = [
+        ("r1", "shop", vec![]),
+        (long, "shop", vec![]),
+        (
+            "r-mapped",
+            "shop-copy",
+            vec!["--namespace-mappings", "shop:shop-copy"],
+        ),
+    ];
+    for (n, (name, ns, args)) in cases.iter().enumerate() {
+        if *ns == "shop" {
+            cp.kubectl_ok([
+                "delete",
+                "namespace",
+                "shop",
+                "--wait=true",
+                "--timeout=180s",
+            ])
+            .unwrap();
+        }
+        let restored = restore(cp, &velero, name, args);
+        eprintln!("restore {name}: {}", restored["status"]);
+        let pod = wait_hooks_ended(cp, ns, "db-0", Duration::from_secs(120));
+        let meta = &pod["metadata"];
+        // Velero names the restore in the pod label (hashed when long); the plan and the
+        // RestoreRun use the full name.
+        assert_eq!(
+            meta["labels"][RESTORE_LABEL],
+            velero_label(name).as_str(),
+            "{meta}"
+        );
+        assert_eq!(
+            meta["labels"][RUN_LABEL],
+            velero_label(name).as_str(),
+            "{meta}"
+        );
+        assert_eq!(meta["labels"][EXEC_LABEL], "done", "{meta}");
+        let p = plan(&pod).unwrap();
+        assert_eq!(p["restore"], *name, "{p}");
+        let sources: Vec<&str> = p["hooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["source"].as_str().unwrap())
+            .collect();
+        // --velero-hooks defer: the annotation hook is Velero's; the RestoreHook, restored
+        // after the pod, was added to its plan late.
+        assert_eq!(sources, ["restorehook/reindex"], "{p}");
+        let hooks = scenarios::hooks_of(&pod);
+        assert_eq!(hooks.len(), 1, "{hooks:?}");
+        assert_eq!(hooks[0]["phase"], "Succeeded", "{hooks:?}");
+        // Velero's init container once; nothing injected on top of it.
+        assert_eq!(
+            scenarios::init_names(&pod),
+            ["velero-init"],
+            "{}",
+            pod["spec"]
+        );
+        assert!(
+            meta["annotations"]["restore-hooks.dev/injected"].is_null(),
+            "{meta}"
+        );
+        // Every hook exactly once per restore: Velero's by Velero, the RestoreHook's by us.
+        exactly(
+            &velero_mark,
+            n + 1,
+            &format!("Velero's hook after restore {name}"),
+        );
+        exactly(
+            &rh_mark,
+            n + 1,
+            &format!("the RestoreHook after restore {name}"),
+        );
+        let hook_status = &restored["status"]["hookStatus"];
+        assert_eq!(hook_status["hooksAttempted"], 1, "{}", restored["status"]);
+        assert!(hook_status["hooksFailed"].is_null() || hook_status["hooksFailed"] == 0);
+        let run = wait_restore_run(cp, name, &["Completed"], Duration::from_secs(60));
+        assert_eq!(run["spec"]["restore"], *name, "{run}");
+        assert_eq!(run["status"]["hooks"]["succeeded"], 1, "{}", run["status"]);
+        // The RestoreHook that came back with the restore reports the late hook.
+        let rh = get_json(cp, &["get", "restorehook", "reindex", "-n", ns]).unwrap();
+        eprintln!("restorehook {ns}/reindex: {}", rh["status"]);
+    }
+    serve.assert_no_forbidden();
+}

@@ -393,7 +393,10 @@ async fn broken_and_hostile_bodies_get_clear_errors() {
         let review: serde_json::Value = serde_json::from_slice(&response).unwrap();
         assert_eq!(review["response"]["allowed"], true, "{protocol}: {review}");
         assert_eq!(review["response"]["uid"], "deep", "{protocol}: {review}");
-        assert!(review["response"].get("patch").is_none(), "{protocol}: {review}");
+        assert!(
+            review["response"].get("patch").is_none(),
+            "{protocol}: {review}"
+        );
     }
     // Both kept-alive connections still serve valid requests.
     for conn in [&mut h1, &mut h2] {

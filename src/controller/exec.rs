@@ -89,7 +89,9 @@ impl KubeExec {
             .tty(false);
         let mut attached = match api.exec(pod, command.to_vec(), &params).await {
             Ok(a) => a,
-            Err(e) => return ExecOutcome::failed(format!("exec could not start: {}", start_error(&e))),
+            Err(e) => {
+                return ExecOutcome::failed(format!("exec could not start: {}", start_error(&e)));
+            }
         };
         let stdout = attached.stdout();
         let stderr = attached.stderr();
@@ -174,7 +176,10 @@ impl Exec for KubeExec {
 fn start_error(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(status) if !status.message.is_empty() => {
-            format!("{} ({}, HTTP {})", status.message, status.reason, status.code)
+            format!(
+                "{} ({}, HTTP {})",
+                status.message, status.reason, status.code
+            )
         }
         other => other.to_string(),
     }

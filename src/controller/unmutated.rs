@@ -123,7 +123,9 @@ impl Unmutated {
         labelled_since.retain(|ns, _| labelled.contains(ns));
         let mut out = Vec::new();
         for namespace in labelled {
-            let since = *labelled_since.entry(namespace.clone()).or_insert(first_seen);
+            let since = *labelled_since
+                .entry(namespace.clone())
+                .or_insert(first_seen);
             let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
             let selector = format!("!{RESTORE_RUN_LABEL}");
             match api

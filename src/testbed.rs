@@ -470,6 +470,47 @@ pub fn sh_hook(name: &str, container: &str, script: &str) -> PlannedHook {
     }
 }
 
+/// How long a test's waits poll before they give up: a guard against hangs, never a speed
+/// requirement (a loaded CI machine may be slow; only a hang must fail).
+pub const GUARD: Duration = Duration::from_secs(60);
+
+/// Polls `$probe` (an expression yielding `Option<T>`, may `.await`) until it is `Some`, and
+/// panics naming `$what` after [`GUARD`].
+#[macro_export]
+macro_rules! eventually {
+    ($what:expr, $probe:expr) => {{
+        let deadline = std::time::Instant::now() + $crate::testbed::GUARD;
+        loop {
+            if let Some(v) = $probe {
+                break v;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "gave up waiting for {}",
+                $what
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }};
+}
+
+/// Runs a test body under a limit, so that a hang fails the test instead of blocking CI.
+pub async fn bounded(limit: Duration, f: impl std::future::Future<Output = ()>) {
+    tokio::time::timeout(limit, f)
+        .await
+        .expect("the test finished within its limit");
+}
+
+/// Logs to the test's output when `RUST_LOG` is set (`RUST_LOG=restore_hooks=debug`).
+pub fn log_from_env() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
+}
+
 /// The pod's `restore-hooks.dev/exec` label (empty when absent).
 pub fn exec_label(p: &Pod) -> String {
     p.metadata

@@ -238,12 +238,7 @@ async fn hooks_run_at_most_once_through_api_faults_dropped_watches_and_leader_lo
 }
 
 async fn chaos() {
-    if std::env::var_os("RUST_LOG").is_some() {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_test_writer()
-            .try_init();
-    }
+    restore_hooks::testbed::log_from_env();
     let seed = seed();
     println!("controller chaos: CHAOS_SEED={seed}");
     let mut rng = Rng::new(seed);

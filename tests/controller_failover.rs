@@ -19,27 +19,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, Patch, PatchParams};
 use restore_hooks::controller::state::INTERRUPTED;
 use restore_hooks::hooks::plan::{ExecStatus, HookPhase, PlannedHook};
-use restore_hooks::testbed::{Testbed, TestbedOptions, sh_hook};
+use restore_hooks::testbed::{Testbed, TestbedOptions, bounded, sh_hook};
 use serde_json::json;
 
 const NS: &str = "default";
 /// Failure guard for waits (never a measurement).
 const WAIT: Duration = Duration::from_secs(45);
-
-async fn bounded<F: std::future::Future<Output = ()>>(limit: Duration, f: F) {
-    tokio::time::timeout(limit, f)
-        .await
-        .expect("test exceeded its time limit");
-}
-
-fn log_init() {
-    if std::env::var_os("RUST_LOG").is_some() {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_test_writer()
-            .try_init();
-    }
-}
 
 /// Polls `check` until it holds; panics naming `what` after `limit`.
 async fn wait_for(what: &str, limit: Duration, mut check: impl AsyncFnMut() -> bool) {
@@ -134,7 +119,7 @@ async fn running(bed: &Testbed, pod: &str, hook: &str) {
 /// is recorded Succeeded, not Failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deposed_leaders_result_is_kept_and_the_next_hook_waits_for_it() {
-    log_init();
+    restore_hooks::testbed::log_from_env();
     bounded(Duration::from_secs(90), async {
         let bed = Testbed::start(TestbedOptions::default())
             .await
@@ -229,7 +214,7 @@ async fn a_deposed_leaders_result_is_kept_and_the_next_hook_waits_for_it() {
 /// interrupted, and never runs it again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_leaders_hook_is_interrupted_only_after_its_deadline() {
-    log_init();
+    restore_hooks::testbed::log_from_env();
     bounded(Duration::from_secs(90), async {
         let bed = Testbed::start(TestbedOptions::default()).await.expect("testbed starts");
         bed.sim.faults().set_orphaned_execs_survive(true);
@@ -279,7 +264,7 @@ async fn a_killed_leaders_hook_is_interrupted_only_after_its_deadline() {
 /// `--max-exec-timeout` (the exec cannot have run longer), not the plan's longer value.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inherited_deadline_uses_the_capped_exec_timeout() {
-    log_init();
+    restore_hooks::testbed::log_from_env();
     bounded(Duration::from_secs(90), async {
         let mut options = TestbedOptions::default();
         options.engine.max_exec_timeout_ms = 3_000;

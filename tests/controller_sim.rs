@@ -18,7 +18,7 @@ use restore_hooks::controller::state::INTERRUPTED;
 use restore_hooks::hooks::plan::{ExecStatus, HookPhase, OnError, PlannedHook};
 use restore_hooks::hooks::types::RestoreHook;
 use restore_hooks::testbed::{
-    ControllerHandle, Testbed, TestbedOptions, exec_label, exec_status, sh_hook as hook,
+    ControllerHandle, Testbed, TestbedOptions, bounded, exec_label, exec_status, sh_hook as hook,
 };
 use serde_json::{Value, json};
 
@@ -27,20 +27,9 @@ const NS: &str = "default";
 const WAIT: Duration = Duration::from_secs(40);
 
 /// Runs a test body with an overall limit, so a hang fails instead of blocking CI.
-async fn bounded<F: std::future::Future<Output = ()>>(limit: Duration, f: F) {
-    tokio::time::timeout(limit, f)
-        .await
-        .expect("test exceeded its time limit");
-}
-
 async fn bed() -> Testbed {
     // `RUST_LOG=restore_hooks=debug,kube_sim=info` shows the controllers' and simulator's logs.
-    if std::env::var_os("RUST_LOG").is_some() {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_test_writer()
-            .try_init();
-    }
+    restore_hooks::testbed::log_from_env();
     Testbed::start(TestbedOptions::default())
         .await
         .expect("testbed starts")

@@ -9,19 +9,13 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use restore_hooks::hooks::plan::{ExecStatus, HookPhase, PlannedHook};
-use restore_hooks::testbed::{ControllerHandle, Testbed, TestbedOptions, sh_hook};
+use restore_hooks::testbed::{ControllerHandle, Testbed, TestbedOptions, bounded, sh_hook};
 use serde_json::json;
 
 const A: &str = "restore-a";
 const B: &str = "restore-b";
 /// Failure guard for waits (never a measurement).
 const WAIT: Duration = Duration::from_secs(45);
-
-async fn bounded<F: std::future::Future<Output = ()>>(limit: Duration, f: F) {
-    tokio::time::timeout(limit, f)
-        .await
-        .expect("test exceeded its time limit");
-}
 
 /// Polls `check` until it holds; panics naming `what` after [`WAIT`].
 async fn wait_for(what: &str, mut check: impl AsyncFnMut() -> bool) {
@@ -36,12 +30,7 @@ async fn wait_for(what: &str, mut check: impl AsyncFnMut() -> bool) {
 }
 
 async fn bed() -> Testbed {
-    if std::env::var_os("RUST_LOG").is_some() {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_test_writer()
-            .try_init();
-    }
+    restore_hooks::testbed::log_from_env();
     let bed = Testbed::start(TestbedOptions::default())
         .await
         .expect("testbed starts");

@@ -7,46 +7,25 @@
 //!
 //! Waits are bounded only as failure guards; no assertion depends on how fast anything is.
 
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams, PostParams};
 use restore_hooks::cli::ControllerArgs;
+use restore_hooks::eventually;
 use restore_hooks::hooks::plan::{
     ExecPlan, ExecStatus, HookPhase, PLAN_ANNOTATION, RESTORE_RUN_LABEL,
 };
 use restore_hooks::hooks::types::{ClusterRestoreHook, HookObjectStatus, RestoreHook, RestoreRun};
-use restore_hooks::testbed::{ControllerHandle, RESTORE, Testbed, TestbedOptions, exec_label};
+use restore_hooks::testbed::{
+    ControllerHandle, GUARD, RESTORE, Testbed, TestbedOptions, bounded, exec_label,
+};
 use serde_json::{Value, json};
 
 const NS: &str = "shop";
-/// Every wait below gives up after this: a guard against hangs, not a speed requirement.
-const GUARD: Duration = Duration::from_secs(60);
-const POLL: Duration = Duration::from_millis(50);
-
-/// Polls `$probe` (an expression yielding `Option<T>`) until it is `Some`, failing after
-/// [`GUARD`] with `$what`.
-macro_rules! eventually {
-    ($what:expr, $probe:expr) => {{
-        let deadline = Instant::now() + GUARD;
-        loop {
-            if let Some(v) = $probe {
-                break v;
-            }
-            assert!(Instant::now() < deadline, "gave up waiting for {}", $what);
-            tokio::time::sleep(POLL).await;
-        }
-    }};
-}
-
-/// The whole test body under a limit, so a hang fails instead of blocking CI.
-async fn bounded(f: impl Future<Output = ()>) {
-    tokio::time::timeout(Duration::from_secs(150), f)
-        .await
-        .expect("the test finished within its limit");
-}
+/// A whole test's limit: a guard against hangs, not a speed requirement.
+const LIMIT: Duration = Duration::from_secs(150);
 
 /// The simulator, the webhook (it marks admitted pods, signs their plans) and the watch caches.
 async fn testbed() -> Testbed {
@@ -242,7 +221,7 @@ fn appending_exec(container: &str, file: &str) -> Value {
 /// and the RestoreHook says so (status counts, `LateHooks=True`, a `LateHooksAdded` Event).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_hook_created_after_its_pod_runs_its_exec_hook_once() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         let ctl = leading(&bed, "ctl", bed.controller_args()).await;
         let admitted = admit(&bed, restored_pod(NS, "cache-0", json!({"app": "cache"}))).await;
@@ -305,7 +284,7 @@ async fn a_restore_hook_created_after_its_pod_runs_its_exec_hook_once() {
 /// creation is not added to it: its command never runs, and its `LateHooks` condition says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_hook_created_after_the_late_hook_window_does_not_run() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         let mut args = bed.controller_args();
         args.late_hook_window = Duration::from_secs(3);
@@ -373,7 +352,7 @@ async fn a_restore_hook_created_after_the_late_hook_window_does_not_run() {
 /// same object's exec hook still does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_hooks_of_a_late_restore_hook_are_reported_missed_not_applied() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         let ctl = leading(&bed, "ctl", bed.controller_args()).await;
         admit(&bed, restored_pod(NS, "db-0", json!({"app": "db"}))).await;
@@ -465,7 +444,7 @@ async fn init_hooks_of_a_late_restore_hook_are_reported_missed_not_applied() {
 /// to `pending`); the hooks it ran before do not run again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_hooks_extend_a_finished_pod_without_rerunning_its_hooks() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         let ctl = leading(&bed, "ctl", bed.controller_args()).await;
         create_restore_hook(
@@ -532,7 +511,7 @@ async fn late_hooks_extend_a_finished_pod_without_rerunning_its_hooks() {
 /// looked at when a leader starts: its exec hooks still reach the pods admitted before it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_hook_created_while_no_controller_led_is_applied_by_the_next_leader() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         admit(&bed, restored_pod(NS, "queue-0", json!({"app": "queue"}))).await;
         running(&bed, NS, "queue-0").await;
@@ -578,7 +557,7 @@ fn cluster_hook_spec(file: &str) -> Value {
 /// the namespaces its namespaceSelector selects, and to nothing else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_restore_hook_applies_at_admission_in_selected_namespaces_only() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         bed.create_namespace("prod", json!({"tier": "prod"}))
             .await
@@ -635,7 +614,7 @@ async fn a_cluster_restore_hook_applies_at_admission_in_selected_namespaces_only
 /// unselected namespace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_restore_hook_created_after_the_pods_applies_late_to_selected_pods() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         bed.create_namespace("prod", json!({"tier": "prod"}))
             .await
@@ -696,7 +675,7 @@ async fn a_cluster_restore_hook_created_after_the_pods_applies_late_to_selected_
 /// controller's) still gets the RestoreHook's exec hook when it is first seen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_marked_after_the_restore_hooks_scan_still_gets_its_hook() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         let ctl = leading(&bed, "ctl", bed.controller_args()).await;
         // Every pod watch is cut and its next re-watches fail: the controller's view of pods
@@ -743,7 +722,7 @@ async fn a_pod_marked_after_the_restore_hooks_scan_still_gets_its_hook() {
 /// handles hook objects in order, so once that one's hook is in the plan, the edit was looked at.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn editing_a_restore_hook_leaves_pods_it_contributed_to_alone() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         let ctl = leading(&bed, "ctl", bed.controller_args()).await;
         let init = json!({"init": {"initContainers": [{

@@ -9,14 +9,14 @@
 //!
 //! Waits are bounded only as failure guards; no assertion depends on how fast anything is.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Event, Pod, Secret};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use restore_hooks::controller::{self, ControllerDeps};
+use restore_hooks::eventually;
 use restore_hooks::hooks::plan::{
     EXEC_LABEL, EXEC_PENDING, ExecPlan, ExecStatus, HookPhase, OnError, PLAN_ANNOTATION,
     PlannedHook, RESTORE_RUN_LABEL, STATUS_ANNOTATION,
@@ -27,39 +27,16 @@ use restore_hooks::hooks::signing::{
 use restore_hooks::hooks::types::RestoreRun;
 use restore_hooks::metrics::Metrics;
 use restore_hooks::plan_key::{CURRENT, KeyRing, PREVIOUS, SecretKeys};
-use restore_hooks::testbed::{ControllerHandle, RESTORE, Testbed, TestbedOptions};
+use restore_hooks::testbed::{ControllerHandle, GUARD, RESTORE, Testbed, TestbedOptions, bounded};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 const NS: &str = "shop";
-/// Every wait below gives up after this: a guard against hangs, not a speed requirement.
-const GUARD: Duration = Duration::from_secs(60);
-const POLL: Duration = Duration::from_millis(50);
+/// A whole test's limit: a guard against hangs, not a speed requirement.
+const LIMIT: Duration = Duration::from_secs(150);
 /// The chart's namespace, where the plan key Secret lives.
 const INSTALL_NS: &str = "restore-hooks";
 const KEY_SECRET: &str = "restore-hooks-plan-key";
-
-/// Polls `$probe` (an expression yielding `Option<T>`) until it is `Some`, failing after
-/// [`GUARD`] with `$what`.
-macro_rules! eventually {
-    ($what:expr, $probe:expr) => {{
-        let deadline = Instant::now() + GUARD;
-        loop {
-            if let Some(v) = $probe {
-                break v;
-            }
-            assert!(Instant::now() < deadline, "gave up waiting for {}", $what);
-            tokio::time::sleep(POLL).await;
-        }
-    }};
-}
-
-/// The whole test body under a limit, so a hang fails instead of blocking CI.
-async fn bounded(f: impl Future<Output = ()>) {
-    tokio::time::timeout(Duration::from_secs(150), f)
-        .await
-        .expect("the test finished within its limit");
-}
 
 /// No webhook: the pods under test carry exactly the plans the tests write.
 async fn testbed() -> Testbed {
@@ -247,7 +224,7 @@ fn forged_pod(namespace: &str, name: &str, labels: Value) -> Pod {
 /// `kube-system` with the restore label: its command never runs, and the pod says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forged_plan_never_runs() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         bed.create_namespace("kube-system", json!({}))
             .await
@@ -311,7 +288,7 @@ async fn a_forged_plan_never_runs() {
 /// verifies: neither the original nor the edited command runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_edited_on_a_running_pod_is_not_executed() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         let ctl = leading(&bed, "ctl").await;
         // `db` never becomes Ready and the hook waits for readiness: the controller holds the
@@ -362,7 +339,7 @@ async fn a_plan_edited_on_a_running_pod_is_not_executed() {
 /// the label flipped back), does not run them again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_pod_reset_to_pending_runs_nothing_again() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         let ctl = leading(&bed, "ctl").await;
         for name in ["reset-0", "flipped-0"] {
@@ -414,7 +391,7 @@ async fn a_finished_pod_reset_to_pending_runs_nothing_again() {
 /// copied, or restored from a backup by a tool outside every restore scope).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_plan_is_not_executed() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         let ctl = leading(&bed, "ctl").await;
         let other = PlanKeys::new(&restore_hooks::plan_key::generate().unwrap(), None).unwrap();
@@ -463,7 +440,7 @@ async fn a_stale_plan_is_not_executed() {
 /// (failed), not as forever pending.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forged_status_is_refused_and_counted() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         let ctl = leading(&bed, "ctl").await;
         let status = json!({"hooks": [{
@@ -516,7 +493,7 @@ async fn a_forged_status_is_refused_and_counted() {
 /// pod's hook runs exactly once, and the last leader counts every pod's signed status.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_and_restarts_verify_each_others_plans() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         let a = bed.start_controller("replica-a", bed.controller_args(), None);
         let b = bed.start_controller("replica-b", bed.controller_args(), None);
@@ -616,7 +593,7 @@ async fn loaded(ring: &KeyRing) -> Arc<PlanKeys> {
 /// replica's ring runs a plan signed by the other's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_racing_to_create_the_key_secret_share_one_key() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         let stop_rings = CancellationToken::new();
         let one = secret_ring(&bed, true, &stop_rings);
@@ -696,7 +673,7 @@ async fn write_key_secret(bed: &Testbed, current: &[u8], previous: Option<&[u8]>
 /// a restart, a plan signed with A is refused while one signed with B still runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_rotation_keeps_pending_plans_valid() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         let (a, b, c) = (
             restore_hooks::plan_key::generate().unwrap(),
@@ -781,7 +758,7 @@ async fn key_rotation_keeps_pending_plans_valid() {
 /// label and a correctly signed plan (§1.3, §6.2).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signed_plan_in_an_excluded_namespace_never_runs() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         assert!(
             bed.engine
@@ -823,7 +800,7 @@ async fn a_signed_plan_in_an_excluded_namespace_never_runs() {
 /// restore label removed), or that was never in one, fails with the scope message; nothing runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signed_plan_outside_every_restore_scope_never_runs() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         bed.create_namespace("restore-ns", json!({"restore-hooks.dev/restore": RESTORE}))
             .await

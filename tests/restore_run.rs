@@ -6,52 +6,29 @@
 //!
 //! Waits are bounded only as failure guards; no assertion depends on how fast anything is.
 
-use std::future::Future;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use restore_hooks::eventually;
 use restore_hooks::hooks::plan::HookPhase;
 use restore_hooks::hooks::types::{
     ClusterRestoreHook, FailedPod, HookCounts, HookObjectStatus, RestoreHook, RestoreRun,
     RestoreRunStatus,
 };
 use restore_hooks::testbed::{
-    ControllerHandle, RESTORE, Testbed, TestbedOptions, exec_label, exec_status,
+    ControllerHandle, GUARD, RESTORE, Testbed, TestbedOptions, bounded, exec_label, exec_status,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::Command;
 
 const NS: &str = "shop";
-/// Every wait below gives up after this: a guard against hangs, not a speed requirement.
-const GUARD: Duration = Duration::from_secs(60);
-const POLL: Duration = Duration::from_millis(50);
-
-/// Polls `$probe` (an expression yielding `Option<T>`) until it is `Some`, failing after
-/// [`GUARD`] with `$what`.
-macro_rules! eventually {
-    ($what:expr, $probe:expr) => {{
-        let deadline = Instant::now() + GUARD;
-        loop {
-            if let Some(v) = $probe {
-                break v;
-            }
-            assert!(Instant::now() < deadline, "gave up waiting for {}", $what);
-            tokio::time::sleep(POLL).await;
-        }
-    }};
-}
-
-/// The whole test body under a limit, so a hang fails instead of blocking CI.
-async fn bounded(f: impl Future<Output = ()>) {
-    tokio::time::timeout(Duration::from_secs(150), f)
-        .await
-        .expect("the test finished within its limit");
-}
+/// A whole test's limit: a guard against hangs, not a speed requirement.
+const LIMIT: Duration = Duration::from_secs(150);
 
 async fn testbed() -> Testbed {
     let bed = Testbed::start(TestbedOptions {
@@ -201,7 +178,7 @@ fn counts(succeeded: i64, failed: i64) -> HookCounts {
 /// condition is True with the phase as reason. The hook objects count their own hooks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restore_with_one_failing_hook_is_partially_failed() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         let ctl = leading(&bed, "ctl").await;
         let run = partially_failed_restore(&bed).await;
@@ -258,7 +235,7 @@ async fn a_restore_with_one_failing_hook_is_partially_failed() {
 /// is read afterwards was written by the new controller, not left over from the old one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restore_run_counts_survive_a_deleted_pod_and_a_controller_restart() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         let ctl = leading(&bed, "ctl-1").await;
         let before = partially_failed_restore(&bed).await;
@@ -322,7 +299,7 @@ async fn restore_run_counts_survive_a_deleted_pod_and_a_controller_restart() {
 /// `restores`, written here past the CRD schema, which the simulator does not enforce).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restore_hook_ready_condition_follows_what_the_webhook_compiled() {
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         bed.create_namespace("lab", json!({})).await.unwrap();
         let ctl = leading(&bed, "ctl").await;
@@ -521,7 +498,7 @@ async fn kubectl_get_prints_the_printer_columns() {
         eprintln!("note: kubectl not on PATH; skipping");
         return;
     }
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         let ctl = leading(&bed, "ctl").await;
         let _ = partially_failed_restore(&bed).await;
@@ -670,7 +647,7 @@ async fn kubectl_wait_returns_once_the_restores_hooks_are_done() {
         eprintln!("note: kubectl not on PATH; skipping");
         return;
     }
-    bounded(async {
+    bounded(LIMIT, async {
         let bed = testbed().await;
         let ctl = leading(&bed, "ctl").await;
         // The hook holds until the test creates `go` in the pod's directory.

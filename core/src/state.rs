@@ -23,7 +23,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::Pod;
 
 use crate::hooks::duration::format_go_duration;
 use crate::hooks::plan::{
@@ -73,50 +72,6 @@ pub struct PodView {
 }
 
 impl PodView {
-    /// The view of a pod as read from the API server or a watch.
-    pub fn from_pod(pod: &Pod) -> Self {
-        let targets = match &pod.spec {
-            Some(spec) => ExecTargets::new(
-                spec.containers.iter().map(|c| c.name.as_str()),
-                spec.init_containers
-                    .iter()
-                    .flatten()
-                    .map(|c| (c.name.as_str(), c.restart_policy.as_deref())),
-            ),
-            None => ExecTargets::default(),
-        };
-        let mut containers = BTreeMap::new();
-        if let Some(status) = &pod.status {
-            let all = status
-                .init_container_statuses
-                .iter()
-                .flatten()
-                .chain(status.container_statuses.iter().flatten());
-            for cs in all {
-                let running = cs.state.as_ref().and_then(|s| s.running.as_ref()).is_some();
-                containers.insert(
-                    cs.name.clone(),
-                    ContainerState {
-                        running,
-                        ready: cs.ready,
-                    },
-                );
-            }
-        }
-        let presence = if pod.metadata.deletion_timestamp.is_some() {
-            Presence::Terminating
-        } else {
-            Presence::Present
-        };
-        PodView {
-            presence,
-            phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
-            created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            targets,
-            containers,
-        }
-    }
-
     /// A pod that no longer exists (the last view of it is unknown).
     pub fn gone() -> Self {
         PodView {
@@ -931,40 +886,7 @@ mod tests {
     }
 
     #[test]
-    fn pod_view_reads_sidecars_from_init_container_statuses() {
-        let pod: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "p", "creationTimestamp": "2026-12-02T10:00:00Z"},
-            "spec": {
-                "initContainers": [
-                    {"name": "init", "image": "x"},
-                    {"name": "side", "image": "x", "restartPolicy": "Always"}
-                ],
-                "containers": [{"name": "app", "image": "x"}]
-            },
-            "status": {
-                "phase": "Running",
-                "initContainerStatuses": [{"name": "side", "ready": true, "restartCount": 0,
-                    "image": "x", "imageID": "", "state": {"running": {}}}],
-                "containerStatuses": [{"name": "app", "ready": false, "restartCount": 0,
-                    "image": "x", "imageID": "", "state": {"waiting": {}}}]
-            }
-        }))
-        .unwrap();
-        let v = PodView::from_pod(&pod);
-        assert_eq!(v.targets.target_names(), ["app", "side"]);
-        assert_eq!(v.targets.role("init"), Some(ContainerRole::PlainInit));
-        assert_eq!(
-            v.containers["side"],
-            ContainerState {
-                running: true,
-                ready: true
-            }
-        );
-        assert!(!v.containers["app"].running);
-        assert_eq!(
-            v.created,
-            Some("2026-12-02T10:00:00Z".parse::<Timestamp>().unwrap())
-        );
+    fn timestamps_are_whole_seconds_in_utc() {
         assert_eq!(timestamp(t(0)), "2027-01-15T08:00:00Z");
     }
 }

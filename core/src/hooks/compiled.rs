@@ -433,65 +433,77 @@ fn applies_to_pods(entry: &RestoreResourceHookSpec) -> bool {
     included_ok && !excluded_hit
 }
 
-/// Compiles a RestoreHook: `restores` globs, `labelSelector`, `postHooks` (§2.5). Problems are kept
-/// in the result, never returned as an error.
+/// Compiles a RestoreHook (§2.5): its own namespace, `restores` globs, `labelSelector`,
+/// `postHooks`. Problems are kept in the result, never returned as an error.
 pub fn compile_restore_hook(hook: &RestoreHook) -> CompiledObject {
-    let name = hook.metadata.name.clone().unwrap_or_default();
-    let location = format!("restorehook/{name}");
-    let filter = compile_restores(hook.spec.restores.as_deref())
-        .map_err(|m| Problem::at(&location, "restores", m))
-        .and_then(|restores| {
-            let pods = Selector::compile(hook.spec.label_selector.as_ref())
-                .map_err(|e| Problem::at(&location, "labelSelector", e.to_string()))?;
-            Ok(EntryFilter {
-                namespaces: NamespaceFilter::Own,
-                restores,
-                pods,
-                applies_to_pods: true,
-            })
-        });
-    CompiledObject {
-        kind: SourceKind::RestoreHook,
-        namespace: hook.metadata.namespace.clone(),
-        generation: hook.metadata.generation,
-        entries: vec![CompiledEntry {
-            source: location.clone(),
-            name: name.clone(),
-            filter,
-            post_hooks: compile_post_hooks(&location, &hook.spec.post_hooks),
-            location,
-        }],
-        name,
-    }
+    let spec = &hook.spec;
+    compile_hook_object(
+        SourceKind::RestoreHook,
+        &hook.metadata,
+        None,
+        spec.restores.as_deref(),
+        spec.label_selector.as_ref(),
+        &spec.post_hooks,
+    )
 }
 
 /// Compiles a ClusterRestoreHook: as [`compile_restore_hook`], plus `namespaceSelector` (§2.6).
 pub fn compile_cluster_restore_hook(hook: &ClusterRestoreHook) -> CompiledObject {
-    let name = hook.metadata.name.clone().unwrap_or_default();
-    let location = format!("clusterrestorehook/{name}");
-    let filter = compile_restores(hook.spec.restores.as_deref())
+    let spec = &hook.spec;
+    compile_hook_object(
+        SourceKind::ClusterRestoreHook,
+        &hook.metadata,
+        Some(spec.namespace_selector.as_ref()),
+        spec.restores.as_deref(),
+        spec.label_selector.as_ref(),
+        &spec.post_hooks,
+    )
+}
+
+/// The two hook-object kinds share their spec but for the namespace rule: `namespaces` is
+/// `None` for a RestoreHook (its own namespace) and the `namespaceSelector` of a
+/// ClusterRestoreHook.
+fn compile_hook_object(
+    kind: SourceKind,
+    metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    namespaces: Option<Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>>,
+    restores: Option<&[String]>,
+    label_selector: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    post_hooks: &[RestoreResourceHook],
+) -> CompiledObject {
+    let name = metadata.name.clone().unwrap_or_default();
+    let location = format!("{}/{name}", kind.prefix());
+    let filter = compile_restores(restores)
         .map_err(|m| Problem::at(&location, "restores", m))
         .and_then(|restores| {
-            let namespaces = Selector::compile(hook.spec.namespace_selector.as_ref())
-                .map_err(|e| Problem::at(&location, "namespaceSelector", e.to_string()))?;
-            let pods = Selector::compile(hook.spec.label_selector.as_ref())
+            let namespaces = match namespaces {
+                None => NamespaceFilter::Own,
+                Some(selector) => NamespaceFilter::Labels(
+                    Selector::compile(selector)
+                        .map_err(|e| Problem::at(&location, "namespaceSelector", e.to_string()))?,
+                ),
+            };
+            let pods = Selector::compile(label_selector)
                 .map_err(|e| Problem::at(&location, "labelSelector", e.to_string()))?;
             Ok(EntryFilter {
-                namespaces: NamespaceFilter::Labels(namespaces),
+                namespaces,
                 restores,
                 pods,
                 applies_to_pods: true,
             })
         });
     CompiledObject {
-        kind: SourceKind::ClusterRestoreHook,
-        namespace: None,
-        generation: hook.metadata.generation,
+        kind,
+        namespace: match kind {
+            SourceKind::ClusterRestoreHook => None,
+            _ => metadata.namespace.clone(),
+        },
+        generation: metadata.generation,
         entries: vec![CompiledEntry {
             source: location.clone(),
             name: name.clone(),
             filter,
-            post_hooks: compile_post_hooks(&location, &hook.spec.post_hooks),
+            post_hooks: compile_post_hooks(&location, post_hooks),
             location,
         }],
         name,

@@ -71,14 +71,7 @@ impl LateHooks {
         let mut arrivals = self.marked.arrivals();
         // Objects compiled before this leader started are looked at once: a restore may have
         // happened while no replica led.
-        let known: Vec<Arc<CompiledObject>> = {
-            let index = self.index.read();
-            index
-                .cluster_restore_hooks()
-                .chain(index.all_restore_hooks())
-                .cloned()
-                .collect()
-        };
+        let known = self.hook_objects();
         // The scan compares objects with the marked pods: wait for their first list (the tally
         // starts with this leader), or the objects compiled before now would be compared with
         // an empty set and never added to the pods admitted before them.
@@ -97,13 +90,7 @@ impl LateHooks {
                     Ok(_) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                         warn!(missed = n, "late-hook scan fell behind; rescanning every hook object");
-                        let all: Vec<_> = {
-                            let index = self.index.read();
-                            index.cluster_restore_hooks().chain(index.all_restore_hooks()).cloned().collect()
-                        };
-                        for object in all {
-                            self.scan(&object).await;
-                        }
+                        self.scan_all().await;
                     }
                     Err(_) => return,
                 },
@@ -111,13 +98,7 @@ impl LateHooks {
                     Ok(uid) => self.arrived(&uid).await,
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                         warn!(missed = n, "late-hook look at new pods fell behind; rescanning every hook object");
-                        let all: Vec<_> = {
-                            let index = self.index.read();
-                            index.cluster_restore_hooks().chain(index.all_restore_hooks()).cloned().collect()
-                        };
-                        for object in all {
-                            self.scan(&object).await;
-                        }
+                        self.scan_all().await;
                     }
                     Err(_) => return,
                 },
@@ -199,6 +180,23 @@ impl LateHooks {
             }
             self.report(&object, &outcome).await;
             self.tally.late_outcome(&object, outcome);
+        }
+    }
+
+    /// Every hook object the index holds, ClusterRestoreHooks first.
+    fn hook_objects(&self) -> Vec<Arc<CompiledObject>> {
+        let index = self.index.read();
+        index
+            .cluster_restore_hooks()
+            .chain(index.all_restore_hooks())
+            .cloned()
+            .collect()
+    }
+
+    /// Looks at every hook object again (after missed events).
+    async fn scan_all(&self) {
+        for object in self.hook_objects() {
+            self.scan(&object).await;
         }
     }
 

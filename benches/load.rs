@@ -17,16 +17,19 @@
 //! exit code): webhook throughput ≥ 80 % of the floor, p99 < 5 ms at 64 connections, no errors.
 //! Both servers and the client share the machine's cores, so compare numbers within one run.
 //!
-//! Where the time goes (2 cores, 2026-12-03): the floor costs 26–33 µs of server CPU per request,
-//! the webhook 48–53 µs. A perf profile of the webhook process under this load puts 23 % of its
-//! samples in decoding the AdmissionReview and its pod (the floor pays that too), 17 % in
-//! `inject::evaluate` and 16 % in writing the response through rustls and loopback TCP (the
-//! answer carries a patch and a plan, several times the floor's bytes). `cargo bench --bench
-//! admission` isolates the decision: `statefulset_pod` (this request) minus `noop_floor` is about
-//! 8 µs with mimalloc (the binary's allocator); under glibc malloc it fell from 30 µs to 16 µs
-//! when the engine stopped decoding a typed Pod. A ratio of 0.8 would need the whole server-side
-//! difference, response bytes included, under about 7 µs. The p99 goal sits at the
-//! floor's own p99 (about 5 ms at 64 connections with one client thread on the same two cores).
+//! Where the time goes (2 cores, 2026-12-03, after the compiled hook index and the raw-object
+//! review): the floor now costs 13–14 µs of server CPU per request, the webhook 35–37 µs. The
+//! floor got cheaper by more than the webhook did: it only reads the review's envelope and skips
+//! the object as raw text, where it used to decode the whole pod. Measured in one run, the webhook
+//! does 0.48–0.62 of the floor's requests (it was 0.59–0.68 against the costlier floor). A perf
+//! profile of the webhook puts most of the difference in the decision itself (the pod view,
+//! selectors, the plan and its HMAC, about 13 µs: `cargo bench --bench admission`,
+//! `statefulset_pod` minus `noop_floor`) and in encoding and sending a response that carries a
+//! patch with the plan, escaped twice (JSON string in a JSON patch, base64), through rustls. A
+//! ratio of 0.8 would need the webhook's whole extra work, response bytes included, under about
+//! 3.5 µs: the goal is not met, and not reachable without dropping the plan from the patch. The
+//! p99 goal sits at the floor's own p99 (5–10 ms at 64 connections with one client thread on the
+//! same two cores).
 
 #[path = "../tests/common/mod.rs"]
 mod common;

@@ -53,7 +53,7 @@ use restore_hooks::cli::WebhookArgs;
 use restore_hooks::config::EngineConfig;
 use restore_hooks::metrics::Metrics;
 use restore_hooks::plan_key::KeyRing;
-use restore_hooks::webhook::{WebhookServer, WebhookSources, noop_router};
+use restore_hooks::webhook::{Bound, WebhookSources, noop_router};
 use tokio_util::sync::CancellationToken;
 
 // The no-op floor is served by this binary: give it the allocator the webhook binary uses, so
@@ -156,7 +156,7 @@ fn main() -> ExitCode {
     }
 }
 
-/// The floor: the webhook's server stack (`WebhookServer::bind`, TLS, timeouts, drain) with
+/// The floor: the webhook's server stack (`Bound::bind`, TLS, timeouts, drain) with
 /// the no-op router, plus the admin port for `/readyz`, in its own process like the real one.
 fn serve_noop(args: &[String]) -> ExitCode {
     let [tls_dir, listen, admin_listen] = args else {
@@ -184,7 +184,7 @@ fn serve_noop(args: &[String]) -> ExitCode {
             keys: KeyRing::fixed(test_plan_keys()),
             namespaces: None,
         };
-        let bound = WebhookServer::bind(
+        let bound = Bound::bind(
             &args,
             sources,
             EngineConfig::default(),

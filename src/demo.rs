@@ -6,6 +6,8 @@
 //! arrives two seconds after it, as Velero restores custom resources after pods; prints every step
 //! as it happens; and checks that everything behaved as designed. Exit code 0 means it did;
 //! otherwise the error says what did not.
+//!
+//! The module is long because it is a script: each step prints what happens and checks it.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

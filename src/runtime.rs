@@ -22,7 +22,7 @@ use crate::cli::{
 use crate::controller::{self, ControllerDeps};
 use crate::metrics::Metrics;
 use crate::plan_key::{KeyRing, SecretKeys, from_files};
-use crate::webhook::{WebhookServer, WebhookSources};
+use crate::webhook::{Bound, WebhookSources};
 
 pub async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     run(
@@ -115,7 +115,7 @@ async fn run(
             keys: keys.clone(),
             namespaces: client.clone().map(kube::Api::all),
         };
-        let bound = WebhookServer::bind(
+        let bound = Bound::bind(
             &args,
             sources,
             engine.clone(),

@@ -9,6 +9,9 @@
 //! `clientConfig.service` (there is no Service network here), the certificate comes from a
 //! throwaway CA made in memory instead of cert-manager, and the simulator does not evaluate the
 //! chart's CEL `matchConditions` (mirror pods are excluded by the server as well).
+//!
+//! The module is long because it is the one shared setup (simulator, PKI, webhook registration,
+//! controllers, pending-pod fixtures) that would otherwise be copied into every caller.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -40,7 +43,7 @@ use crate::controller::exec::Exec;
 use crate::controller::{self, ControllerDeps};
 use crate::metrics::Metrics;
 use crate::plan_key::KeyRing;
-use crate::webhook::{WebhookServer, WebhookSources};
+use crate::webhook::{Bound, WebhookSources};
 
 /// Namespaces the chart never sends to the webhook (besides its own).
 pub const EXCLUDED_NAMESPACES: [&str; 3] = ["kube-system", "kube-node-lease", "restore-hooks"];
@@ -223,7 +226,7 @@ impl Testbed {
             keys: self.key_ring(),
             namespaces: Some(Api::all(self.client.clone())),
         };
-        let bound = WebhookServer::bind(
+        let bound = Bound::bind(
             &args,
             sources,
             self.engine.clone(),

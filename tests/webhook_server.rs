@@ -165,7 +165,7 @@ async fn startup_fails_naming_the_file_and_stays_unready() {
     setup();
     let empty = tempfile::tempdir().unwrap();
     let readiness = restore_hooks::admin::Readiness::new();
-    let err = restore_hooks::webhook::WebhookServer::bind(
+    let err = restore_hooks::webhook::Bound::bind(
         &webhook_args(empty.path(), &ServerOptions::default()),
         restore_hooks::webhook::WebhookSources {
             index: restore_hooks::catalog::SharedIndex::new(Default::default()),

@@ -119,7 +119,7 @@ pub struct Decision {
     /// True when `status` differs from what the pod carries and should be written before acting.
     pub write: bool,
     /// Hooks that became terminal in this decision (for Events, logs and metrics once written).
-    pub settled: Vec<usize>,
+    pub ended: Vec<usize>,
     /// Hooks that may start now: at most one per container, none already running.
     pub start: Vec<usize>,
     /// Decide again at this time even if nothing changes (a wait or an in-flight deadline).
@@ -137,7 +137,7 @@ pub fn decide(
 ) -> Decision {
     let now = ctx.now;
     let mut status = align(plan, recorded);
-    let mut settled = Vec::new();
+    let mut ended = Vec::new();
     // Containers for which any hook asks for readiness: Velero's rule, kept (§6.4).
     let want_ready: BTreeSet<&str> = plan
         .hooks
@@ -173,7 +173,7 @@ pub fn decide(
     loop {
         let mut changed = false;
         if let Some(failed) = fail_stop(plan, &status) {
-            changed |= skip_pending(&mut status, plan, failed, now, &mut settled);
+            changed |= skip_pending(&mut status, plan, failed, now, &mut ended);
         }
         for container in &containers {
             let Some(i) = current(&status, container) else {
@@ -200,7 +200,7 @@ pub fn decide(
             };
             if let Some(message) = ends {
                 fail(&mut status.hooks[i], message, now);
-                settled.push(i);
+                ended.push(i);
                 changed = true;
             }
         }
@@ -250,11 +250,11 @@ pub fn decide(
     // A status that only gained its Pending shape is written when the pod has to wait, so that an
     // operator sees the pending hooks; when a hook starts, the Running write carries it anyway.
     let differs = recorded != Some(&status);
-    let write = !settled.is_empty() || (differs && start.is_empty() && finished.is_none());
+    let write = !ended.is_empty() || (differs && start.is_empty() && finished.is_none());
     Decision {
         status,
         write,
-        settled,
+        ended,
         start,
         wake_at,
         finished,
@@ -362,7 +362,7 @@ fn skip_pending(
     plan: &ExecPlan,
     failed: usize,
     now: Timestamp,
-    settled: &mut Vec<usize>,
+    ended: &mut Vec<usize>,
 ) -> bool {
     let by = &plan.hooks[failed];
     let mut changed = false;
@@ -374,7 +374,7 @@ fn skip_pending(
                 by.name
             );
             entry.finished_at = Some(timestamp(now));
-            settled.push(j);
+            ended.push(j);
             changed = true;
         }
     }
@@ -604,7 +604,7 @@ mod tests {
             );
             assert_eq!(d.start, row.start, "{}", row.what);
             assert_eq!(d.finished, row.finished, "{}", row.what);
-            assert!(d.settled.is_empty(), "{}", row.what);
+            assert!(d.ended.is_empty(), "{}", row.what);
         }
     }
 
@@ -653,7 +653,7 @@ mod tests {
         assert!(d.status.hooks[0].message.contains("plain init container"));
         assert_eq!(d.start, vec![1]);
         assert!(d.write);
-        assert_eq!(d.settled, vec![0]);
+        assert_eq!(d.ended, vec![0]);
     }
 
     #[test]
@@ -677,7 +677,7 @@ mod tests {
         let d = decide(&p, None, &pod(&[]), &at(3));
         assert_eq!(d.wake_at, Some(t(10)));
         assert!(d.write, "the Pending status is written while waiting");
-        assert!(d.settled.is_empty());
+        assert!(d.ended.is_empty());
         // At the deadline, not up: expired, not started; the next hook (Continue) goes on.
         let d = decide(&p, None, &pod(&[]), &at(10));
         assert_eq!(phases(&d), vec![F, P]);
@@ -734,7 +734,7 @@ mod tests {
             &running_here(&here, 5),
         );
         assert_eq!(phases(&d), vec![F, S, R, S]);
-        assert_eq!(d.settled, vec![1, 3]);
+        assert_eq!(d.ended, vec![1, 3]);
         assert_eq!(
             d.status.hooks[1].message,
             "skipped: hook a (#0) failed with onError: Fail"
@@ -744,7 +744,7 @@ mod tests {
         // An expiry of a Fail hook skips as well.
         let d = decide(&p, None, &pod(&[]), &at(5));
         assert_eq!(phases(&d), vec![F, S, S, S]);
-        assert_eq!(d.settled, vec![0, 1, 2, 3]);
+        assert_eq!(d.ended, vec![0, 1, 2, 3]);
     }
 
     #[test]
@@ -834,7 +834,7 @@ mod tests {
                 d.status.hooks[0].message,
                 "pod was deleted before the hook ran"
             );
-            assert_eq!(d.settled, vec![0, 1]);
+            assert_eq!(d.ended, vec![0, 1]);
         }
     }
 
@@ -846,7 +846,7 @@ mod tests {
         assert!(first.write);
         let again = decide(&p, Some(&first.status), &pod(&[]), &at(2));
         assert!(!again.write);
-        assert!(again.settled.is_empty());
+        assert!(again.ended.is_empty());
         assert!(again.start.is_empty() && again.finished.is_none());
     }
 

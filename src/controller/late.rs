@@ -11,6 +11,9 @@
 //! separate streams, and a webhook replica may not have compiled an object the controller already
 //! has) is looked at when it first appears, against the objects that select it but are not in
 //! its plan yet.
+//!
+//! The module is long because both directions of the scan (a new object against the marked pods,
+//! a newly marked pod against the objects) share the plan merge, the signing and the reporting.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -10,6 +10,10 @@
 //! resourceVersion) before its exec starts; a conflicting write is never retried blindly but
 //! re-read and decided again, so a hook whose `Running` record another writer won is not started.
 //! A result is recorded on top of the latest status, only where the `Running` record is still ours.
+//!
+//! The module is long because the worker's event loop, its writes and its recovery after a
+//! conflict share one state (the latest observation of the pod); split across files, the
+//! at-most-once argument above would be too.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -568,7 +572,7 @@ impl PodWorker {
             Ok(updated) => {
                 self.backoff.reset();
                 let updated = PodState::from_slim(updated);
-                self.settled(&updated, plan, &decision.status, &decision.settled)
+                self.report_ended(&updated, plan, &decision.status, &decision.ended)
                     .await;
                 self.pod = Some(updated.clone());
                 if let Some(label) = finishing {
@@ -778,9 +782,9 @@ impl PodWorker {
                     self.running.remove(i);
                 }
                 let updated = PodState::from_slim(updated);
-                let mut settled = recorded;
-                settled.extend(decision.settled.iter().copied());
-                self.settled(&updated, &plan, &decision.status, &settled)
+                let mut ended = recorded;
+                ended.extend(decision.ended.iter().copied());
+                self.report_ended(&updated, &plan, &decision.status, &ended)
                     .await;
                 self.trusted = Some((plan.clone(), Some(decision.status.clone())));
                 self.pod = Some(updated.clone());
@@ -834,9 +838,10 @@ impl PodWorker {
                 out_of_scope: None,
             },
         );
-        warn!(pod = %self.pod_ref(), restore = %plan.restore, not_run = decision.settled.len(), "pod deleted before all hooks ran");
-        reported.extend(decision.settled.iter().copied());
-        self.settled(&pod, &plan, &decision.status, &reported).await;
+        warn!(pod = %self.pod_ref(), restore = %plan.restore, not_run = decision.ended.len(), "pod deleted before all hooks ran");
+        reported.extend(decision.ended.iter().copied());
+        self.report_ended(&pod, &plan, &decision.status, &reported)
+            .await;
         if !reported.is_empty() {
             self.completed(&pod, &plan, &decision.status, EXEC_FAILED)
                 .await;
@@ -930,7 +935,13 @@ impl PodWorker {
 
     /// Reports hooks that became terminal (after their phase was written, or the pod vanished):
     /// Events, logs, metrics.
-    async fn settled(&self, pod: &PodState, plan: &ExecPlan, status: &ExecStatus, which: &[usize]) {
+    async fn report_ended(
+        &self,
+        pod: &PodState,
+        plan: &ExecPlan,
+        status: &ExecStatus,
+        which: &[usize],
+    ) {
         for &i in which {
             let (hook, entry) = (&plan.hooks[i], &status.hooks[i]);
             let result = match entry.phase {

@@ -12,6 +12,9 @@
 //! by a write that carries the object's resourceVersion, after which the in-memory tombstone is
 //! forgotten. Lost: tombstones of pods deleted in the last moments before a crash, and pods
 //! deleted while no controller ran (they drop out of the counts; their Events remain).
+//!
+//! The module is long because one writer serves the three status kinds: they share the per-pod
+//! sums, the tombstones and the write ordering. The counting rules are in the core crate.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};

@@ -26,6 +26,9 @@
 //!   HTTP/1.1 keep-alive connections. In-flight requests are never cut: only a connection with
 //!   nothing in flight is closed, and a graceful GOAWAY lets streams the client already started
 //!   finish.
+//!
+//! The module is long because the three bounds share one guard, its statistics and the accept
+//! wrapper that enforces them; most of its length is the reasoning above.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

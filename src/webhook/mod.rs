@@ -10,6 +10,4 @@ pub mod server;
 pub mod tls;
 
 pub use limits::{LimitStats, Limits};
-pub use server::{
-    Bound, MAX_BODY_BYTES, Timeouts, WebhookError, WebhookServer, WebhookSources, noop_router,
-};
+pub use server::{Bound, MAX_BODY_BYTES, Timeouts, WebhookError, WebhookSources, noop_router};

@@ -9,6 +9,9 @@
 //! connection after its response so the API server reconnects to another replica), then stop
 //! accepting, finish in-flight requests and close idle keep-alive connections, with
 //! `--shutdown-grace` as the upper bound.
+//!
+//! The module is long because binding, TLS reload, request handling and drain share the server's
+//! lifetime; the admission decision itself is in [`review`], the bounds in [`super::limits`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -138,10 +141,7 @@ impl From<TlsError> for WebhookError {
     }
 }
 
-/// Entry point: see [`WebhookServer::bind`].
-pub struct WebhookServer;
-
-impl WebhookServer {
+impl Bound {
     /// Loads the certificate from `args.tls_dir` (failure is a startup error), binds
     /// `args.listen` (port 0 picks a free port: see [`Bound::local_addr`]) and marks the
     /// certificate loaded and the catalog tracked in `readiness`.
@@ -223,11 +223,6 @@ pub struct Bound {
 impl Bound {
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
-    }
-
-    /// The live TLS configuration (what the reloader swaps).
-    pub fn tls_config(&self) -> RustlsConfig {
-        self.tls.clone()
     }
 
     pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {

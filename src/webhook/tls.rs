@@ -227,18 +227,6 @@ pub fn cert_info(chain: &[CertificateDer<'_>]) -> CertInfo {
     info
 }
 
-/// What one poll of the directory did.
-#[derive(Debug)]
-pub enum ReloadOutcome {
-    /// Same bytes as the last poll: nothing to do.
-    Unchanged,
-    /// A new valid pair is now served.
-    Reloaded(CertInfo),
-    /// New bytes that do not make a valid pair (or could not be read): the previous
-    /// certificate stays in use.
-    Failed(TlsError),
-}
-
 /// Polls `--tls-dir` and swaps the served certificate when a new valid pair appears.
 pub struct CertReloader {
     dir: TlsDir,
@@ -273,24 +261,24 @@ impl CertReloader {
 
     /// One poll: read both files; rebuild and swap only when the bytes changed.
     /// Reading two small files is cheap enough to do on the async worker directly.
-    pub fn poll_once(&mut self) -> ReloadOutcome {
+    pub fn poll_once(&mut self) {
         let pem = match self.dir.read() {
             Ok(pem) => pem,
             Err(err) => {
                 // During a swap the kubelet never leaves the files missing, so a read error is
                 // a real problem (Secret deleted, volume unmounted): report it once.
                 if self.read_failing {
-                    return ReloadOutcome::Unchanged;
+                    return;
                 }
                 self.read_failing = true;
                 self.metrics.tls_reloads.with_label_values(&["error"]).inc();
                 tracing::error!(error = %err, "cannot reload the serving certificate; keeping the current one");
-                return ReloadOutcome::Failed(err);
+                return;
             }
         };
         self.read_failing = false;
         if pem == self.last_seen {
-            return ReloadOutcome::Unchanged;
+            return;
         }
         let result = build_config(&pem, &self.dir.cert_path(), &self.dir.key_path());
         self.last_seen = pem;
@@ -311,12 +299,10 @@ impl CertReloader {
                     chain_len = info.chain_len,
                     "serving certificate reloaded"
                 );
-                ReloadOutcome::Reloaded(info)
             }
             Err(err) => {
                 self.metrics.tls_reloads.with_label_values(&["error"]).inc();
                 tracing::error!(error = %err, "new serving certificate rejected; keeping the current one");
-                ReloadOutcome::Failed(err)
             }
         }
     }

@@ -26,9 +26,7 @@ use restore_hooks::config::EngineConfig;
 use restore_hooks::hooks::signing::PlanKeys;
 use restore_hooks::metrics::Metrics;
 use restore_hooks::plan_key::KeyRing;
-use restore_hooks::webhook::{
-    Bound, LimitStats, Limits, Timeouts, WebhookError, WebhookServer, WebhookSources,
-};
+use restore_hooks::webhook::{Bound, LimitStats, Limits, Timeouts, WebhookError, WebhookSources};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
@@ -618,7 +616,7 @@ impl TestServer {
                 .map_or_else(KeyRing::none, KeyRing::fixed),
             namespaces: None,
         };
-        let bound: Bound = WebhookServer::bind(
+        let bound: Bound = Bound::bind(
             &webhook_args(tls_dir, &options),
             sources,
             options.engine.clone(),

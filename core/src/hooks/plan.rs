@@ -7,8 +7,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::types::Annotations;
-
 /// Annotation holding the JSON [`ExecPlan`], written by the webhook.
 pub const PLAN_ANNOTATION: &str = "restore-hooks.dev/plan";
 /// Annotation holding the JSON [`ExecStatus`], written by the controller.
@@ -135,16 +133,6 @@ impl ExecPlan {
             && self.not_applicable == other.not_applicable
             && self.missed_init == other.missed_init
     }
-}
-
-/// The raw plan annotation of a pod, if any.
-pub fn plan_annotation(annotations: Option<&Annotations>) -> Option<&str> {
-    annotations?.get(PLAN_ANNOTATION).map(String::as_str)
-}
-
-/// The raw status annotation of a pod, if any.
-pub fn status_annotation(annotations: Option<&Annotations>) -> Option<&str> {
-    annotations?.get(STATUS_ANNOTATION).map(String::as_str)
 }
 
 /// `restore-hooks.dev/status`: one entry per plan hook, in plan order.

@@ -1,3 +1,10 @@
+//! A real Kubernetes control plane for tests: etcd, kube-apiserver, kube-controller-manager,
+//! kube-scheduler and kwok (a fake kubelet for pods on fake nodes), each a child process built
+//! from the pinned Go modules, with a throwaway PKI and a kubeconfig.
+//!
+//! The module is long because starting, waiting for readiness and tearing down the five
+//! processes share one set of ports, certificates and work directories.
+
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -122,6 +122,15 @@ impl ControllerHandle {
         self.metrics.exec_hooks.with_label_values(&[result]).get()
     }
 
+    /// [`Self::hooks`] once it has reached `at_least`: the counters are bumped after the status
+    /// write a test observes, so reading them right after it races the controller.
+    pub async fn hooks_reaching(&self, result: &str, at_least: u64) -> u64 {
+        crate::eventually!(format!("{at_least} {result} hook(s) counted"), {
+            let n = self.hooks(result);
+            (n >= at_least).then_some(n)
+        })
+    }
+
     pub fn is_leader(&self) -> bool {
         self.metrics.leader.get() == 1
     }

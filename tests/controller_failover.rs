@@ -192,12 +192,12 @@ async fn a_deposed_leaders_result_is_kept_and_the_next_hook_waits_for_it() {
         once(&bed, "p", "h1", "start");
         // Who did what: the deposed leader recorded h1, the new one ran h2 and failed nothing.
         assert_eq!(
-            (a.hooks("succeeded"), a.hooks("failed")),
+            (a.hooks_reaching("succeeded", 1).await, a.hooks("failed")),
             (1, 0),
             "replica-a"
         );
         assert_eq!(
-            (b.hooks("succeeded"), b.hooks("failed")),
+            (b.hooks_reaching("succeeded", 1).await, b.hooks("failed")),
             (1, 0),
             "replica-b"
         );
@@ -250,7 +250,10 @@ async fn a_killed_leaders_hook_is_interrupted_only_after_its_deadline() {
         );
         once(&bed, "p", "h1", "start"); // never run again
         assert_eq!(
-            (b.hooks("failed"), b.hooks("succeeded")),
+            (
+                b.hooks_reaching("failed", 1).await,
+                b.hooks_reaching("succeeded", 1).await,
+            ),
             (1, 1),
             "replica-b reports h1 interrupted and h2 succeeded: {st:?}"
         );

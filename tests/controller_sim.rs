@@ -170,7 +170,7 @@ async fn hooks_of_each_container_run_in_plan_order_once_it_runs() {
                 ("rehydrate", "db", 2)
             ]
         );
-        assert_eq!(ctl.hooks("succeeded"), 3);
+        assert_eq!(ctl.hooks_reaching("succeeded", 3).await, 3);
         assert!(ctl.metrics.exec_duration.get_sample_count() >= 3);
 
         wait_for("four events about p1", async || {
@@ -261,9 +261,9 @@ async fn on_error_continue_goes_on_and_fail_skips_the_rest() {
             "skipped: hook bad (#0) failed with onError: Fail"
         );
         assert!(!exists(&bed, "fail", "ran"), "a skipped hook never runs");
-        assert_eq!(ctl.hooks("failed"), 2);
-        assert_eq!(ctl.hooks("skipped"), 1);
-        assert_eq!(ctl.hooks("succeeded"), 1);
+        assert_eq!(ctl.hooks_reaching("failed", 2).await, 2);
+        assert_eq!(ctl.hooks_reaching("skipped", 1).await, 1);
+        assert_eq!(ctl.hooks_reaching("succeeded", 1).await, 1);
         wait_for("HooksCompleted on pod fail", async || {
             events(&bed, "fail")
                 .await
@@ -356,9 +356,9 @@ async fn on_error_fail_in_one_container_skips_every_container_but_running_hooks_
         );
         assert_eq!(
             (
-                ctl.hooks("failed"),
-                ctl.hooks("succeeded"),
-                ctl.hooks("skipped")
+                ctl.hooks_reaching("failed", 1).await,
+                ctl.hooks_reaching("succeeded", 1).await,
+                ctl.hooks_reaching("skipped", 2).await
             ),
             (1, 1, 2)
         );
@@ -411,7 +411,7 @@ async fn two_hooks_in_flight_in_one_pod_are_both_recorded_in_plan_order() {
             "each result in its own entry, in plan order"
         );
         assert_eq!(st.hooks[1].stderr, "e-app\n");
-        assert_eq!(ctl.hooks("succeeded"), 3);
+        assert_eq!(ctl.hooks_reaching("succeeded", 3).await, 3);
         ctl.stop().await.expect("controller stops cleanly");
         bed.stop().await;
     })
@@ -672,7 +672,7 @@ async fn pods_deleted_or_terminal_before_their_hooks_fail_them() {
         assert!(!exists(&bed, "job", "ran"));
         // Both of gone's hooks (the one whose exec broke, too) and job's: also when the pod could
         // no longer be written.
-        assert_eq!(ctl.hooks("failed"), 3);
+        assert_eq!(ctl.hooks_reaching("failed", 3).await, 3);
         ctl.stop().await.expect("controller stops cleanly");
         bed.stop().await;
     })
@@ -742,7 +742,7 @@ async fn only_the_leader_execs_and_a_successor_takes_over() {
         let (label, _) = finished(&bed, "one").await;
         assert_eq!(label, "done");
         assert_eq!(file(&bed, "one", "ran.txt"), "x\n");
-        assert_eq!(a.hooks("succeeded"), 1);
+        assert_eq!(a.hooks_reaching("succeeded", 1).await, 1);
         assert_eq!(b.hooks("succeeded"), 0);
 
         // A stops (releases the Lease); B takes over well before the Lease would expire.
@@ -768,7 +768,7 @@ async fn only_the_leader_execs_and_a_successor_takes_over() {
         .await;
         let (label, _) = finished(&bed, "two").await;
         assert_eq!(label, "done");
-        assert_eq!(b.hooks("succeeded"), 1);
+        assert_eq!(b.hooks_reaching("succeeded", 1).await, 1);
         wait_for("HooksCompleted on pod two", async || {
             events(&bed, "two")
                 .await
@@ -862,7 +862,7 @@ async fn two_hundred_pods_with_two_hooks_each() {
             "200 pods x 2 hooks: created in {created:?}, all hooks done in {:?} (from first create)",
             started.elapsed()
         );
-        assert_eq!(ctl.hooks("succeeded"), 400);
+        assert_eq!(ctl.hooks_reaching("succeeded", 400).await, 400);
         for i in 0..200 {
             let name = format!("load-{i}");
             assert_eq!(

@@ -379,7 +379,11 @@ async fn a_finished_pod_reset_to_pending_runs_nothing_again() {
         assert_ne!(label, EXEC_PENDING);
         assert_eq!(runs(&bed, NS, "reset-0", "ran.log"), 1);
         assert_eq!(runs(&bed, NS, "flipped-0", "ran.log"), 1);
-        assert_eq!(ctl.hooks("succeeded"), 2, "each hook ran once");
+        assert_eq!(
+            ctl.hooks_reaching("succeeded", 2).await,
+            2,
+            "each hook ran once"
+        );
         stop(ctl).await;
         bed.stop().await;
     })
@@ -515,19 +519,19 @@ async fn replicas_and_restarts_verify_each_others_plans() {
             }
         };
         run_pod("first").await;
-        assert_eq!(leader.hooks("succeeded"), 1);
+        assert_eq!(leader.hooks_reaching("succeeded", 1).await, 1);
 
         stop(leader).await;
         wait_leader(&follower).await;
         run_pod("second").await;
-        assert_eq!(follower.hooks("succeeded"), 1);
+        assert_eq!(follower.hooks_reaching("succeeded", 1).await, 1);
 
         // The stopped replica comes back as a new process, and takes over again.
         let restarted = bed.start_controller("replica-a", bed.controller_args(), None);
         stop(follower).await;
         wait_leader(&restarted).await;
         run_pod("third").await;
-        assert_eq!(restarted.hooks("succeeded"), 1);
+        assert_eq!(restarted.hooks_reaching("succeeded", 1).await, 1);
 
         for pod in ["first", "second", "third"] {
             assert_eq!(runs(&bed, NS, pod, "ran.log"), 1, "{pod}");

@@ -141,6 +141,22 @@ impl From<TlsError> for WebhookError {
     }
 }
 
+/// A bound, not yet serving, webhook server.
+pub struct Bound {
+    listener: std::net::TcpListener,
+    local_addr: SocketAddr,
+    tls: RustlsConfig,
+    reloader: CertReloader,
+    router: Router,
+    readiness: Readiness,
+    shutdown_delay: Duration,
+    shutdown_grace: Duration,
+    timeouts: Timeouts,
+    limits: Limits,
+    stats: LimitStats,
+    metrics: Metrics,
+}
+
 impl Bound {
     /// Loads the certificate from `args.tls_dir` (failure is a startup error), binds
     /// `args.listen` (port 0 picks a free port: see [`Bound::local_addr`]) and marks the
@@ -151,7 +167,7 @@ impl Bound {
         engine: EngineConfig,
         metrics: Metrics,
         readiness: Readiness,
-    ) -> Result<Bound, WebhookError> {
+    ) -> Result<Self, WebhookError> {
         readiness.require_certificate();
         let dir = TlsDir::new(&args.tls_dir);
         let loaded = dir.load()?;
@@ -187,7 +203,7 @@ impl Bound {
         readiness.track_index(sources.index.clone());
         readiness.track_keys(sources.keys.clone());
         let router = router(sources, engine, metrics.clone(), readiness.clone());
-        Ok(Bound {
+        Ok(Self {
             listener,
             local_addr,
             tls,
@@ -202,25 +218,7 @@ impl Bound {
             metrics,
         })
     }
-}
 
-/// A bound, not yet serving, webhook server.
-pub struct Bound {
-    listener: std::net::TcpListener,
-    local_addr: SocketAddr,
-    tls: RustlsConfig,
-    reloader: CertReloader,
-    router: Router,
-    readiness: Readiness,
-    shutdown_delay: Duration,
-    shutdown_grace: Duration,
-    timeouts: Timeouts,
-    limits: Limits,
-    stats: LimitStats,
-    metrics: Metrics,
-}
-
-impl Bound {
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }

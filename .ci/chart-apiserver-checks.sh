@@ -3,18 +3,33 @@
 # (etcd + kube-apiserver + a kube-controller-manager running only the clusterrole-aggregation,
 # validatingadmissionpolicy-status, garbage-collector and namespace controllers), all on
 # 127.0.0.1 in a temporary directory, stopped on exit. Not part of .ci/chart-checks.sh: it needs
-# the binaries e2e/realcp/build.sh builds (Kubernetes 1.37) and takes about half a minute.
+# the binaries e2e/realcp/build.sh builds (Kubernetes 1.37; the pinned kubectl among them) and
+# takes about a minute.
 #
 #   .ci/chart-apiserver-checks.sh [--emulated-version 1.34]
 #
-# Renders the chart with ci/split-values.yaml (both ServiceAccounts exist), applies everything
-# but the cert-manager and prometheus-operator objects, and checks: both policies are accepted
-# with no type-checking warnings; a RestoreHook/ClusterRestoreHook author without create
-# pods/exec (in the namespace / cluster-wide) is refused with the message naming the user and the
-# permission; spec-preserving updates, status patches and foreground deletion pass; every
-# add/remove/change of a restore-hooks.dev/* pod annotation or label by anyone but the controller
-# is refused, naming the keys; other pod metadata changes pass; the RBAC of both ServiceAccounts
-# and of view/edit (kubectl auth can-i); Secrets list/watch only with the plan-key name selector.
+# Renders the chart with ci/split-values.yaml and config.veleroHooks=own (both ServiceAccounts and
+# all three policies exist), applies everything but the cert-manager and prometheus-operator
+# objects (and then removes the MutatingWebhookConfiguration: no webhook runs here, the policies
+# are under test), and checks:
+# - the three policies are accepted with no type-checking warnings, the Velero one before Velero's
+#   Restore CRD exists and again after (re-created against the CRD's schema);
+# - hook-authors: a RestoreHook/ClusterRestoreHook author without create pods/exec (in the
+#   namespace / cluster-wide) is refused with the message naming the user and the permission;
+#   spec-preserving updates, status patches and foreground deletion pass;
+# - pod-hook-state: every add/remove/change of a restore-hooks.dev/* pod annotation or label by
+#   anyone but the controller is refused, naming the keys, through the pod and through
+#   pods/status; other pod metadata changes pass; a Binding (pods/binding or bindings) carrying a
+#   restore-hooks.dev/* annotation or label is refused, a plain one passes; a pod created with
+#   plan/status/exec-label state outside every restore scope is refused (naming the keys), inside
+#   a pod-label or a namespace-label scope it passes, and restore-hooks.dev/injected alone passes;
+# - velero-restore-hook-authors: a Velero Restore with hooks by a user without cluster-wide
+#   create pods/exec is refused, by one with it allowed; without hooks, in another namespace,
+#   and status/label-only updates pass; changing spec.hooks is checked;
+# - RBAC (kubectl auth can-i) of both ServiceAccounts (the webhook's may create
+#   SubjectAccessReviews, the split controller's may not), of view/edit, and of the single
+#   ServiceAccount of a split.enabled=false render (ci/single-process-values.yaml, RBAC objects
+#   only, as release rh-single); Secrets list/watch only with the plan-key name selector.
 # Exit 0: all passed; 1: a check failed; 2: the binaries are missing.
 set -uo pipefail
 
@@ -80,9 +95,13 @@ for _ in $(seq 120); do "$K" get --raw /readyz >/dev/null 2>&1 && break; sleep 0
 echo "==> kube-apiserver $("$K" version -o json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])')${EMULATE:+ emulating $EMULATE} on 127.0.0.1:$AP"
 
 # --- the chart -----------------------------------------------------------------------------------
+# The split render (the default mode, with ci/split-values.yaml's names) plus veleroHooks=own, which
+# adds the Velero Restore policy; and the RBAC objects of a single-process render (another release).
 "$HELM" template restore-hooks "$ROOT/charts/restore-hooks" -n restore-hooks --include-crds --kube-version 1.34.0 \
   --api-versions cert-manager.io/v1 --api-versions monitoring.coreos.com/v1 -f "$ROOT/charts/restore-hooks/ci/split-values.yaml" \
-  >"$W/render.yaml" || exit 1
+  --set config.veleroHooks=own >"$W/render.yaml" || exit 1
+"$HELM" template rh-single "$ROOT/charts/restore-hooks" -n rh-single --kube-version 1.34.0 \
+  -f "$ROOT/charts/restore-hooks/ci/single-process-values.yaml" >"$W/render-single.yaml" || exit 1
 python3 - "$W" <<'PY'
 import sys, yaml
 w = sys.argv[1]
@@ -90,12 +109,19 @@ docs = [d for d in yaml.safe_load_all(open(f"{w}/render.yaml")) if d]
 skip = {"Certificate", "Issuer", "ServiceMonitor", "PrometheusRule"}
 yaml.safe_dump_all([d for d in docs if d["kind"] == "CustomResourceDefinition"], open(f"{w}/crds.yaml", "w"))
 yaml.safe_dump_all([d for d in docs if d["kind"] not in skip | {"CustomResourceDefinition"}], open(f"{w}/rest.yaml", "w"))
+rbac = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+single = [d for d in yaml.safe_load_all(open(f"{w}/render-single.yaml")) if d]
+yaml.safe_dump_all([d for d in single if d["kind"] in rbac], open(f"{w}/single-rbac.yaml", "w"))
 PY
-"$K" create namespace restore-hooks >/dev/null
+"$K" create namespace restore-hooks >/dev/null; "$K" create namespace rh-single >/dev/null
 "$K" apply --server-side -f "$W/crds.yaml" >/dev/null && "$K" wait --for=condition=Established crd --all --timeout=30s >/dev/null \
   && "$K" apply --server-side -f "$W/rest.yaml" >"$W/apply.log" 2>&1 \
+  && "$K" apply --server-side -f "$W/single-rbac.yaml" >>"$W/apply.log" 2>&1 \
   || { echo "  FAIL  the API server refused the chart's objects:" >&2; sed 's/^/        /' "$W/apply.log" >&2; exit 1; }
-echo "  ok    the API server accepts every object of the split render"
+echo "  ok    the API server accepts every object of the split render (veleroHooks=own) and the single-process RBAC"
+# No webhook server runs here: with failurePolicy Fail its configuration would refuse every pod
+# created in a restore scope. The policies, not the webhook, are under test.
+"$K" delete mutatingwebhookconfiguration restore-hooks >/dev/null
 
 # The names ci/split-values.yaml gives.
 CTRL=system:serviceaccount:restore-hooks:restore-hooks
@@ -112,20 +138,26 @@ expect_deny() { # what wanted-message command...
 }
 can() { local who="$1" want="$2"; shift 2; got=$($K auth can-i --as="$who" "$@" 2>/dev/null); [ "$got" = "$want" ] && ok "can-i $who $* = $want" || no "can-i $who $* = $got, want $want"; }
 
-echo "== the policies compile and type-check"
-for _ in $(seq 60); do
-  n=$($K get validatingadmissionpolicies -o json | python3 -c 'import json,sys; print(sum(1 for i in json.load(sys.stdin)["items"] if (i.get("status") or {}).get("observedGeneration")))')
-  [ "$n" = 2 ] && break; sleep 0.5
-done
-$K get validatingadmissionpolicies -o json | python3 -c '
+typecheck() { # NOTE policies...: each must have been type-checked (status.observedGeneration) with no warnings
+  local note="$1"; shift
+  for _ in $(seq 60); do
+    n=$($K get validatingadmissionpolicies "$@" -o json | python3 -c 'import json,sys; d=json.load(sys.stdin); items=d.get("items", [d]); print(sum(1 for i in items if (i.get("status") or {}).get("observedGeneration") == i["metadata"]["generation"]))')
+    [ "$n" = $# ] && break; sleep 0.5
+  done
+  $K get validatingadmissionpolicies "$@" -o json | python3 -c '
 import json, sys
-for i in json.load(sys.stdin)["items"]:
+d = json.load(sys.stdin)
+for i in d.get("items", [d]):
     st = i.get("status") or {}
     warn = (st.get("typeChecking") or {}).get("expressionWarnings") or []
-    ok = st.get("observedGeneration") and not warn and not st.get("conditions", [])
-    print(("  ok    " if ok else "  FAIL  ") + i["metadata"]["name"] + (": type-checked, no warnings" if ok else f": {st}"))
-' | tee "$W/tc.log"
-PASS=$((PASS + $(grep -c '^  ok' "$W/tc.log"))); FAIL=$((FAIL + $(grep -c '^  FAIL' "$W/tc.log")))
+    ok = st.get("observedGeneration") == i["metadata"]["generation"] and not warn and not st.get("conditions", [])
+    print(("  ok    " if ok else "  FAIL  ") + i["metadata"]["name"] + (": type-checked, no warnings" if ok else f": {st}") + sys.argv[1])
+' "$note" | tee "$W/tc.log"
+  PASS=$((PASS + $(grep -c '^  ok' "$W/tc.log"))); FAIL=$((FAIL + $(grep -c '^  FAIL' "$W/tc.log")))
+}
+POLICIES=(restore-hooks-hook-authors restore-hooks-pod-hook-state restore-hooks-velero-restore-hook-authors)
+echo "== the policies compile and type-check"
+typecheck " (Velero's CRDs not installed)" "${POLICIES[@]}"
 
 $K create namespace shop >/dev/null 2>&1; $K create namespace other >/dev/null 2>&1
 for ns in shop other; do $K -n $ns create serviceaccount default >/dev/null 2>&1; done
@@ -244,13 +276,14 @@ expect_ok "kubectl delete --cascade=foreground (the garbage collector removes th
 
 echo "== pod hook state"
 $K -n shop delete pod db --ignore-not-found --grace-period=0 --force >/dev/null 2>&1
-$K apply -f - >/dev/null <<'Y'
+# In a restore scope (the pod label): created with hook state, as the webhook would leave it.
+expect_ok "admin creates pod shop/db with hook state in a pod-label scope" $K apply -f - <<'Y'
 apiVersion: v1
 kind: Pod
 metadata:
   name: db
   namespace: shop
-  labels: {app: db, restore-hooks.dev/exec: done, restore-hooks.dev/restore-run: r1}
+  labels: {app: db, velero.io/restore-name: r1, restore-hooks.dev/exec: done, restore-hooks.dev/restore-run: r1}
   annotations: {restore-hooks.dev/plan: '{"hooks":[]}', restore-hooks.dev/status: '{"hooks":[{"phase":"Succeeded"}]}', other/note: x}
 spec:
   containers: [{name: db, image: busybox}]
@@ -272,10 +305,173 @@ expect_ok "controller merge-patches a pod's exec label" rawpatch $CTRL /api/v1/n
 expect_deny "webhook SA merge-patches a pod (RBAC)" "failed" rawpatch $WH /api/v1/namespaces/shop/pods/db '{"metadata":{"labels":{"x":"1"}}}'
 expect_ok "controller changes the status annotation" $K --as=$CTRL -n shop annotate pod db restore-hooks.dev/status='{"hooks":[]}' --overwrite
 expect_deny "the webhook SA may not patch pods at all (RBAC)" "forbidden" $K --as=$WH -n shop label pod db x=1
-# Known limit: the policy does not match pods/status (the kubelet's), and a status write can
-# change labels; whoever may write pods/status (nodes, cluster admins) is not stopped here.
-$K -n shop patch pod db --subresource=status --type=merge -p '{"metadata":{"labels":{"restore-hooks.dev/exec":"pending"}}}' >/dev/null 2>&1 \
-  && echo "  note  pods/status (not matched) still changes labels: restore-hooks.dev/exec=$($K -n shop get pod db -o jsonpath='{.metadata.labels.restore-hooks\.dev/exec}')"
+
+echo "== pod hook state through pods/status (it accepts label and annotation changes too)"
+expect_deny "admin resets the exec label through pods/status" "pod shop/db (status subresource): label restore-hooks.dev/exec: only the restore-hooks controller" \
+  $K -n shop patch pod db --subresource=status --type=merge -p '{"metadata":{"labels":{"restore-hooks.dev/exec":"pending"}}}'
+expect_deny "admin removes the status annotation through pods/status" "annotation restore-hooks.dev/status" \
+  $K -n shop patch pod db --subresource=status --type=merge -p '{"metadata":{"annotations":{"restore-hooks.dev/status":null}}}'
+expect_ok "admin changes another label through pods/status" \
+  $K -n shop patch pod db --subresource=status --type=merge -p '{"metadata":{"labels":{"app":"db3"}}}'
+expect_ok "a status-only write (as the kubelet's) passes" \
+  $K -n shop patch pod db --subresource=status --type=merge -p '{"status":{"message":"restored"}}'
+# The chart grants the controller no pods/status: system:masters supplies the RBAC, the username is
+# the controller's, and the policy's exemption is by username.
+expect_ok "the controller's username changes the exec label through pods/status" \
+  $K --as=$CTRL --as-group=system:masters -n shop patch pod db --subresource=status --type=merge -p '{"metadata":{"labels":{"restore-hooks.dev/exec":"done"}}}'
+expect_ok "  ... and it took effect (restore-hooks.dev/exec=done)" \
+  test "$($K -n shop get pod db -o jsonpath='{.metadata.labels.restore-hooks\.dev/exec}')" = done
+
+echo "== Bindings (the API server copies a Binding's annotations and labels onto the pod)"
+$K -n shop delete pod unbound --ignore-not-found --grace-period=0 --force >/dev/null 2>&1
+expect_ok "admin creates pod shop/unbound (no node, no hook state)" \
+  $K -n shop run unbound --image=busybox --restart=Never
+binding() { # name annotations-json labels-json
+  printf '{"apiVersion":"v1","kind":"Binding","metadata":{"name":"%s","namespace":"shop","annotations":%s,"labels":%s},"target":{"apiVersion":"v1","kind":"Node","name":"n1"}}' "$1" "$2" "$3"
+}
+expect_deny "admin binds it with a restore-hooks.dev annotation (pods/binding)" \
+  "binding pod shop/unbound: annotation restore-hooks.dev/status: a Binding copies its annotations and labels onto the pod" \
+  $K create --raw /api/v1/namespaces/shop/pods/unbound/binding -f - <<<"$(binding unbound '{"restore-hooks.dev/status":"{}"}' '{}')"
+expect_deny "admin binds it with a restore-hooks.dev label (pods/binding)" "label restore-hooks.dev/exec" \
+  $K create --raw /api/v1/namespaces/shop/pods/unbound/binding -f - <<<"$(binding unbound '{}' '{"restore-hooks.dev/exec":"pending"}')"
+expect_deny "admin binds it with a restore-hooks.dev annotation (legacy bindings resource)" "binding pod shop/unbound: annotation restore-hooks.dev/plan" \
+  $K create -f - <<<"$(binding unbound '{"restore-hooks.dev/plan":"{}"}' '{}')"
+expect_ok "admin binds it with other annotations (pods/binding)" \
+  $K create --raw /api/v1/namespaces/shop/pods/unbound/binding -f - <<<"$(binding unbound '{"example.com/x":"1"}' '{}')"
+expect_ok "  ... and it is bound (spec.nodeName=n1)" test "$($K -n shop get pod unbound -o jsonpath='{.spec.nodeName}')" = n1
+
+echo "== pods created with hook state: only in a restore scope"
+$K create namespace restored >/dev/null 2>&1; $K -n restored create serviceaccount default >/dev/null 2>&1
+$K label namespace restored restore-hooks.dev/restore=r1 --overwrite >/dev/null
+pod() { # namespace name-field labels-json annotations-json
+  printf '{"apiVersion":"v1","kind":"Pod","metadata":{"namespace":"%s",%s,"labels":%s,"annotations":%s},"spec":{"containers":[{"name":"c","image":"busybox"}]}}' "$@"
+}
+expect_deny "admin creates other/copied with a plan and the exec label, outside every scope" \
+  "pod other/copied is created with annotation restore-hooks.dev/plan, label restore-hooks.dev/exec outside every restore scope" \
+  $K create -f - <<<"$(pod other '"name":"copied"' '{"restore-hooks.dev/exec":"pending"}' '{"restore-hooks.dev/plan":"{}"}')"
+expect_deny "  ... the message names every key and the fix" \
+  "annotation restore-hooks.dev/plan, annotation restore-hooks.dev/plan-signature, annotation restore-hooks.dev/status, annotation restore-hooks.dev/status-signature outside every restore scope (it has no pod label velero.io/restore-name with a value, and namespace other has no label restore-hooks.dev/restore with a value): restore-hooks never admitted it, so that state is copied (e.g. a pod template copied from a restored pod) or forged; remove these keys from the manifest or pod template, or create the pod in a restore scope; requested by admin" \
+  $K create -f - <<<"$(pod other '"name":"copied"' '{}' '{"restore-hooks.dev/plan":"{}","restore-hooks.dev/plan-signature":"v1.x.y","restore-hooks.dev/status":"{}","restore-hooks.dev/status-signature":"v1.x.y"}')"
+expect_deny "admin creates one with generateName, outside every scope" "annotation restore-hooks.dev/status-signature outside every restore scope" \
+  $K create -f - <<<"$(pod other '"generateName":"copied-"' '{}' '{"restore-hooks.dev/status-signature":"v1.x.y"}')"
+expect_deny "an empty restore pod label is no scope" "label restore-hooks.dev/exec outside every restore scope" \
+  $K create -f - <<<"$(pod other '"name":"empty-label"' '{"velero.io/restore-name":"","restore-hooks.dev/exec":"pending"}' '{}')"
+expect_ok "admin creates other/in-pod-scope with a plan and the restore pod label" \
+  $K create -f - <<<"$(pod other '"name":"in-pod-scope"' '{"velero.io/restore-name":"r1","restore-hooks.dev/exec":"pending"}' '{"restore-hooks.dev/plan":"{}","restore-hooks.dev/plan-signature":"v1.x.y"}')"
+expect_ok "admin creates restored/in-ns-scope with a plan in a labelled restore namespace" \
+  $K create -f - <<<"$(pod restored '"name":"in-ns-scope"' '{"restore-hooks.dev/exec":"pending"}' '{"restore-hooks.dev/plan":"{}","restore-hooks.dev/status":"{}"}')"
+expect_ok "admin creates other/injected-only with only restore-hooks.dev/injected, outside every scope" \
+  $K create -f - <<<"$(pod other '"name":"injected-only"' '{}' '{"restore-hooks.dev/injected":"restore-hooks-init"}')"
+expect_ok "admin creates other/plain (no hook state), outside every scope" \
+  $K create -f - <<<"$(pod other '"name":"plain"' '{"app":"plain"}' '{}')"
+
+echo "== Velero Restore hook authors (config.veleroHooks=own)"
+# Velero's own Restore CRD when the realcp cache has the velero binary; otherwise a minimal one of
+# the same shape for what the policy reads (no status subresource, spec.hooks.resources[]).
+if [ -x "$BIN/velero" ] && "$BIN/velero" install --crds-only --dry-run -o yaml 2>/dev/null \
+     | python3 -c 'import sys, yaml; d=[x for x in yaml.safe_load_all(sys.stdin) if x]; d=[i for x in d for i in (x.get("items") or [x])]; r=[x for x in d if x["metadata"]["name"]=="restores.velero.io"]; assert r; yaml.safe_dump(r[0], sys.stdout)' \
+       >"$W/velero-crd.yaml" 2>/dev/null; then
+  VELERO_CRD="Velero $("$BIN/velero" version --client-only 2>/dev/null | sed -n 's/.*Version: //p' | head -1)'s Restore CRD"
+else
+  VELERO_CRD="a minimal Restore CRD (no velero binary in $BIN)"
+  cat >"$W/velero-crd.yaml" <<'Y'
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: restores.velero.io}
+spec:
+  group: velero.io
+  names: {kind: Restore, listKind: RestoreList, plural: restores, singular: restore}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-preserve-unknown-fields: true
+            properties:
+              backupName: {type: string}
+              hooks:
+                type: object
+                properties:
+                  resources:
+                    type: array
+                    items:
+                      type: object
+                      required: [name]
+                      x-kubernetes-preserve-unknown-fields: true
+                      properties:
+                        name: {type: string}
+          status:
+            type: object
+            x-kubernetes-preserve-unknown-fields: true
+Y
+fi
+expect_ok "install $VELERO_CRD" \
+  sh -c "'$K' apply --server-side -f '$W/velero-crd.yaml' && '$K' wait --for=condition=Established crd/restores.velero.io --timeout=30s"
+# Type-checking ran when the policy was created, without the CRD: re-create it so that it is
+# checked against the CRD's schema too.
+VP=restore-hooks-velero-restore-hook-authors
+$K get validatingadmissionpolicy $VP -o json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+d["metadata"] = {k: v for k, v in d["metadata"].items() if k in ("name", "labels")}
+d.pop("status", None)
+json.dump(d, sys.stdout)' >"$W/velero-policy.json"
+$K delete validatingadmissionpolicy $VP >/dev/null && $K create -f "$W/velero-policy.json" >/dev/null
+typecheck " (re-created with $VELERO_CRD installed)" $VP
+$K create namespace velero >/dev/null 2>&1; $K create namespace elsewhere >/dev/null 2>&1
+$K apply -f - >/dev/null <<'Y'
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: restore-writer}
+rules:
+- {apiGroups: [velero.io], resources: [restores], verbs: [get, list, create, update, patch, delete]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: restore-writers}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: restore-writer}
+subjects: [{kind: User, name: rita}, {kind: User, name: carol}, {kind: User, name: dave}]
+Y
+restore() { # namespace name spec-json
+  printf '{"apiVersion":"velero.io/v1","kind":"Restore","metadata":{"name":"%s","namespace":"%s"},"spec":%s}' "$2" "$1" "$3"
+}
+HOOKS='{"backupName":"b1","hooks":{"resources":[{"name":"pg","includedNamespaces":["*"],"postHooks":[{"exec":{"container":"db","command":["/bin/sh","-c","id"]}}]}]}}'
+# The policy was just re-created: wait until the API server enforces it (a dry run is admitted
+# like a real request).
+for _ in $(seq 40); do
+  $K --as=rita create --dry-run=server -f - >/dev/null 2>&1 <<<"$(restore velero r-hooks "$HOOKS")" || break; sleep 0.25
+done
+expect_deny "rita (no pods/exec) creates Restore velero/r-hooks with hooks" \
+  "creating Velero Restore velero/r-hooks with spec.hooks needs permission to create pods/exec cluster-wide" \
+  $K --as=rita create -f - <<<"$(restore velero r-hooks "$HOOKS")"
+expect_deny "  ... the message names the user" "namespace mappings included); user rita lacks it" \
+  $K --as=rita create -f - <<<"$(restore velero r-hooks "$HOOKS")"
+expect_deny "carol (pods/exec in shop only) creates it" "user carol lacks it" \
+  $K --as=carol create -f - <<<"$(restore velero r-hooks "$HOOKS")"
+expect_ok "dave (pods/exec cluster-wide) creates it" $K --as=dave create -f - <<<"$(restore velero r-hooks "$HOOKS")"
+expect_ok "rita creates Restore velero/r-plain without hooks" $K --as=rita create -f - <<<"$(restore velero r-plain '{"backupName":"b1"}')"
+expect_ok "rita creates Restore velero/r-empty with an empty hooks list" \
+  $K --as=rita create -f - <<<"$(restore velero r-empty '{"backupName":"b1","hooks":{"resources":[]}}')"
+expect_ok "rita creates a Restore with hooks outside the Velero namespace (not read by restore-hooks)" \
+  $K --as=rita create -f - <<<"$(restore elsewhere r-hooks "$HOOKS")"
+expect_ok "rita labels velero/r-hooks (spec.hooks unchanged)" $K --as=rita -n velero label restore r-hooks velero.io/backup-name=b1
+expect_ok "rita writes its status and phase through the main resource, as Velero does" \
+  $K --as=rita -n velero patch restore r-hooks --type=merge -p '{"status":{"phase":"InProgress","warnings":1}}'
+expect_ok "rita adds a finalizer" $K --as=rita -n velero patch restore r-hooks --type=merge -p '{"metadata":{"finalizers":["restores.velero.io/external-resources-finalizer"]}}'
+expect_ok "rita changes another spec field (spec.hooks unchanged)" \
+  $K --as=rita -n velero patch restore r-hooks --type=merge -p '{"spec":{"includedNamespaces":["shop"]}}'
+expect_deny "rita changes its spec.hooks" "updating Velero Restore velero/r-hooks with spec.hooks needs permission" \
+  $K --as=rita -n velero patch restore r-hooks --type=json -p '[{"op":"replace","path":"/spec/hooks/resources/0/name","value":"pg2"}]'
+expect_deny "rita adds hooks to velero/r-plain" "updating Velero Restore velero/r-plain with spec.hooks" \
+  $K --as=rita -n velero patch restore r-plain --type=merge -p "{\"spec\":$HOOKS}"
+expect_ok "rita removes the hooks of velero/r-hooks" \
+  $K --as=rita -n velero patch restore r-hooks --type=merge -p '{"spec":{"hooks":{"resources":[]}}}'
 
 echo "== Secrets: list and watch only with the plan-key name selector"
 for who in $CTRL $WH; do
@@ -314,6 +510,17 @@ can $WH yes patch clusterrestorehooks.restore-hooks.dev --subresource=status
 can $WH no create events -n shop
 can $WH no create restoreruns.restore-hooks.dev
 can $WH no get leases.coordination.k8s.io/rh-split-leader -n restore-hooks
+can $WH yes create subjectaccessreviews.authorization.k8s.io
+can $CTRL no create subjectaccessreviews.authorization.k8s.io
+# split.enabled=false (ci/single-process-values.yaml, release rh-single): one ServiceAccount holds both.
+SINGLE=system:serviceaccount:rh-single:rh-single-restore-hooks
+can $SINGLE yes create subjectaccessreviews.authorization.k8s.io
+can $SINGLE yes create pods --subresource=exec -n shop
+can $SINGLE yes patch pods -n shop
+can $SINGLE yes get secrets/rh-single-restore-hooks-plan-key -n rh-single
+can $SINGLE yes create secrets -n rh-single
+can $SINGLE yes update leases.coordination.k8s.io/rh-single-restore-hooks-controller -n rh-single
+can $SINGLE no get secrets/restore-hooks-plan-key -n restore-hooks
 can vic yes list restorehooks.restore-hooks.dev -n other
 can vic no create restorehooks.restore-hooks.dev -n other
 can vic no list clusterrestorehooks.restore-hooks.dev

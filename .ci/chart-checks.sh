@@ -8,10 +8,12 @@
 #
 # 1. crds/ holds exactly what `restore-hooks crd` prints, one file per CRD (.ci/gen-crds.sh --check).
 # 2. helm lint --strict (Helm 4 and Helm 3) with the default values and every ci/*-values.yaml.
-# 3. Renders (helm template --include-crds; Helm 3 must give the same objects) with: defaults; every optional part on
-#    (ci/all-on-values.yaml); an own cert-manager issuer (ci/byo-issuer-values.yaml); split webhook
-#    and controller Deployments (ci/split-values.yaml); everything optional off (minimal); and
-#    certManager.enabled=false with tls.existingSecret + a real caBundle from certs/make-certs.sh.
+# 3. Renders (helm template --include-crds; Helm 3 must give the same objects) with: defaults (split
+#    webhook and controller Deployments); every optional part on (ci/all-on-values.yaml); an own
+#    cert-manager issuer (ci/byo-issuer-values.yaml); split with non-default settings
+#    (ci/split-values.yaml); one Deployment running serve (ci/single-process-values.yaml,
+#    split.enabled=false); everything optional off (minimal); and certManager.enabled=false with
+#    tls.existingSecret + a real caBundle from certs/make-certs.sh.
 #    The binary serves those certificates (webhook --no-cluster) and a TLS client verifying the
 #    chain and the <svc>.<ns>.svc name gets an AdmissionReview answer (.ci/tls_smoke.py).
 # 4. Negative renders: certManager off without caBundle/existingSecret, bad enum, unknown value,
@@ -154,15 +156,17 @@ render default
 render all-on -f "$CHART/ci/all-on-values.yaml"
 render byo-issuer -f "$CHART/ci/byo-issuer-values.yaml"
 render split -f "$CHART/ci/split-values.yaml"
+render single-process -f "$CHART/ci/single-process-values.yaml"
 # Everything optional off (chart_assertions.py uses the same values).
 render minimal --set rbac.create=false --set rbac.aggregateToDefaultRoles=false \
   --set admissionPolicies.hookAuthorsNeedExec.enabled=false --set admissionPolicies.podHookStateControllerOnly.enabled=false \
+  --set admissionPolicies.veleroRestoreHookAuthorsNeedExec.enabled=false \
   --set webhook.excludeMirrorPods=false --set podDisruptionBudget.enabled=false --set priorityClassName= \
   --set podAntiAffinity=soft --set terminationGracePeriodSeconds=40
 render no-cert-manager --set certManager.enabled=false --set tls.existingSecret=restore-hooks-tls-manual \
   --set "tls.caBundle=$CABUNDLE"
 # Helm 3 must render the same objects (it orders kinds differently, so compare as sets).
-"$PY" - "$OUT" default all-on byo-issuer split minimal no-cert-manager <<'PY' || FAILED=$((FAILED + 1))
+"$PY" - "$OUT" default all-on byo-issuer split single-process minimal no-cert-manager <<'PY' || FAILED=$((FAILED + 1))
 import os, sys, yaml
 out, labels = sys.argv[1], sys.argv[2:]
 failed = 0
@@ -200,11 +204,12 @@ refuse "failurePolicy enum" "value must be one of 'Fail', 'Ignore'" --set webhoo
 refuse "timeoutSeconds > 30" "timeoutSeconds" --set webhook.timeoutSeconds=31
 refuse "unknown value" "additional properties 'replicaCount' not allowed" --set replicaCount=3
 refuse "veleroHooks enum" "value must be one of 'defer', 'own'" --set config.veleroHooks=mine
+refuse "veleroServiceAccount not a name" "veleroServiceAccount" --set config.veleroServiceAccount=Velero_SA
 refuse "Go duration" "leaseDuration" --set config.leaseDuration=15
 refuse "grace period too short" "must be greater than shutdown.delaySeconds + shutdown.graceSeconds" \
   --set terminationGracePeriodSeconds=20
-refuse "grace period too short (split)" "must be greater than shutdown.delaySeconds + shutdown.graceSeconds" \
-  --set split.enabled=true --set terminationGracePeriodSeconds=25
+refuse "grace period too short (single-process)" "must be greater than shutdown.delaySeconds + shutdown.graceSeconds" \
+  --set split.enabled=false --set terminationGracePeriodSeconds=25
 refuse "PDB blocks all evictions" "must be lower than replicas" --set replicas=1
 refuse "removed value" "config.maxConcurrentPods was renamed to config.maxConcurrentExecs" --set config.maxConcurrentPods=8
 refuse "longestExecTimeout not h/m/s" "longestExecTimeout" --set controller.longestExecTimeout=1.5h
@@ -212,8 +217,8 @@ refuse "maxExecTimeout not h/m/s" "maxExecTimeout" --set config.maxExecTimeout=9
 refuse "lateHookWindow not a duration" "lateHookWindow" --set config.lateHookWindow=soon
 refuse "matchCondition name clash" "exclude-mirror-pods is the chart's own condition" \
   --set 'webhook.matchConditions[0].name=exclude-mirror-pods' --set-string 'webhook.matchConditions[0].expression=true'
-refuse "split, no webhook ServiceAccount" "serviceAccount.webhookName is required" \
-  --set split.enabled=true --set serviceAccount.create=false --set serviceAccount.name=existing
+refuse "split (default), no webhook ServiceAccount" "serviceAccount.webhookName is required" \
+  --set serviceAccount.create=false --set serviceAccount.name=existing
 refuse "split, one ServiceAccount for both" "must run under different ServiceAccounts" \
   --set split.enabled=true --set serviceAccount.name=rh --set serviceAccount.webhookName=rh
 refuse "maxConcurrentExecsPerNamespace < 1" "maxConcurrentExecsPerNamespace" --set config.maxConcurrentExecsPerNamespace=0
@@ -230,11 +235,12 @@ notes() {
 }
 notes default
 notes split -f "$CHART/ci/split-values.yaml"
+notes single-process -f "$CHART/ci/single-process-values.yaml"
 notes no-cert-manager --set certManager.enabled=false --set tls.existingSecret=restore-hooks-tls-manual \
   --set "tls.caBundle=$CABUNDLE"
 
 step "kubernetes-validate --strict ($K8S_VERSIONS)"
-RENDERS="default all-on byo-issuer split minimal no-cert-manager"
+RENDERS="default all-on byo-issuer split single-process minimal no-cert-manager"
 # One process per render and version, run side by side (each spends most of its time loading schemas).
 for label in $RENDERS; do
   for v in $K8S_VERSIONS; do

@@ -5,11 +5,13 @@ Usage:
   chart_assertions.py --rendered DIR (--binary PATH | --crds FILE) [--chart DIR] [--release NAME] [--namespace NS]
 
 DIR holds the `helm template --include-crds` output of the chart for these value sets:
-  default.yaml          chart defaults
+  default.yaml          chart defaults (split mode: webhook and controller Deployments)
   all-on.yaml           charts/restore-hooks/ci/all-on-values.yaml (every optional part on)
   byo-issuer.yaml       charts/restore-hooks/ci/byo-issuer-values.yaml (own cert-manager issuer)
-  split.yaml            charts/restore-hooks/ci/split-values.yaml (webhook and controller Deployments)
-  minimal.yaml          rbac.create, rbac.aggregateToDefaultRoles, both admission policies and
+  split.yaml            charts/restore-hooks/ci/split-values.yaml (split with non-default settings)
+  single-process.yaml   charts/restore-hooks/ci/single-process-values.yaml (split.enabled=false: one
+                        Deployment running serve under one ServiceAccount)
+  minimal.yaml          rbac.create, rbac.aggregateToDefaultRoles, the admission policies and
                         webhook.excludeMirrorPods off
   no-cert-manager.yaml  certManager.enabled=false, tls.existingSecret and tls.caBundle set;
                         the caBundle used is in no-cert-manager.cabundle
@@ -158,8 +160,10 @@ def expected_objects(ctx: Ctx) -> set:
                      ("Role", f"{fn}-webhook-plan-key"), ("RoleBinding", f"{fn}-webhook-plan-key")}
         if v["rbac"]["aggregateToDefaultRoles"]:
             objs |= {("ClusterRole", f"{fn}-view"), ("ClusterRole", f"{fn}-edit")}
-    for key, name in (("hookAuthorsNeedExec", "hook-authors"), ("podHookStateControllerOnly", "pod-hook-state")):
-        if v["admissionPolicies"][key]["enabled"]:
+    for key, name in (("hookAuthorsNeedExec", "hook-authors"), ("podHookStateControllerOnly", "pod-hook-state"),
+                      ("veleroRestoreHookAuthorsNeedExec", "velero-restore-hook-authors")):
+        if v["admissionPolicies"][key]["enabled"] and (key != "veleroRestoreHookAuthorsNeedExec"
+                                                       or v["config"]["veleroHooks"] == "own"):
             objs |= {("ValidatingAdmissionPolicy", f"{fn}-{name}"), ("ValidatingAdmissionPolicyBinding", f"{fn}-{name}")}
     if v["priorityClassQuota"]["enabled"] and v["priorityClassName"]:
         objs.add(("ResourceQuota", f"{fn}-priority-class"))
@@ -275,6 +279,7 @@ def expected_args(ctx: Ctx, role: str) -> list[str]:
             f"--restore-label={cfg['restoreLabel']}",
             f"--restore-namespace-label={cfg['restoreNamespaceLabel']}",
             f"--velero-namespace={cfg['veleroNamespace']}",
+            f"--velero-service-account={cfg['veleroServiceAccount']}",
             f"--velero-hooks={cfg['veleroHooks']}",
             f"--on-invalid={cfg['onInvalid']}",
             f"--max-exec-timeout={cfg['maxExecTimeout']}"]
@@ -609,12 +614,16 @@ CONTROLLER_CLUSTER_RULES = [
     ((R,), ("restoreruns/status",), ("patch",)),
     (("velero.io",), ("restores",), ("get", "list", "watch")),
 ]
+# The webhook asks whether a restored pod's creator may create pods/exec (a SubjectAccessReview):
+# the webhook's role in split mode, the one ServiceAccount's in single-process mode.
+SAR_RULE = (("authorization.k8s.io",), ("subjectaccessreviews",), ("create",))
 WEBHOOK_CLUSTER_RULES = [
     ((""), ("namespaces",), ("list", "watch")),
     ((""), ("namespaces",), ("get",)),
     ((R,), HOOKS, ("get", "list", "watch")),
     ((R,), HOOK_STATUS, ("patch",)),
     (("velero.io",), ("restores",), ("get", "list", "watch")),
+    SAR_RULE,
 ]
 # The union the brief lists, per (group, resource): what the controller's ServiceAccount may do.
 CONTROLLER_VERBS = {
@@ -631,6 +640,7 @@ CONTROLLER_VERBS = {
     (R, "restoreruns/status"): {"patch"},
     ("velero.io", "restores"): {"get", "list", "watch"},
 }
+SAR_VERBS = {("authorization.k8s.io", "subjectaccessreviews"): {"create"}}
 WEBHOOK_VERBS = {
     ("", "namespaces"): {"get", "list", "watch"},
     (R, "restorehooks"): {"get", "list", "watch"},
@@ -638,6 +648,7 @@ WEBHOOK_VERBS = {
     (R, "restorehooks/status"): {"patch"},
     (R, "clusterrestorehooks/status"): {"patch"},
     ("velero.io", "restores"): {"get", "list", "watch"},
+    **SAR_VERBS,
 }
 DANGEROUS_VERBS = {"*", "escalate", "bind", "impersonate", "deletecollection"}
 
@@ -698,7 +709,7 @@ def check_rbac(ctx: Ctx) -> None:
     cr = ctx.get("ClusterRole", fn)
     if cr:
         got = norm_rules(cr.get("rules") or [])
-        want = want_rules(CONTROLLER_CLUSTER_RULES)
+        want = want_rules(CONTROLLER_CLUSTER_RULES + ([] if ctx.split else [SAR_RULE]))
         ctx.c(got == want, f"ClusterRole {fn} must be exactly one rule per code path:\n      want {want}\n      got  {got}")
         ctx.c(cr["metadata"].get("labels", {}).get("rbac.authorization.k8s.io/aggregate-to-view") is None,
               f"ClusterRole {fn} must not be aggregated anywhere")
@@ -750,7 +761,11 @@ def check_rbac(ctx: Ctx) -> None:
         ctx.c(not any((b.get("roleRef") or {}).get("name") == agg for b in bindings), f"ClusterRole {agg} must not be bound")
     # Cluster-wide rights of each ServiceAccount, exactly.
     got = effective[ctx.controller_sa]
-    ctx.c(got == CONTROLLER_VERBS, f"controller ServiceAccount's cluster-wide rights:\n      want {fmt(CONTROLLER_VERBS)}\n      got  {fmt(got)}")
+    want_ctl = CONTROLLER_VERBS if ctx.split else {**CONTROLLER_VERBS, **SAR_VERBS}
+    ctx.c(got == want_ctl, f"controller ServiceAccount's cluster-wide rights:\n      want {fmt(want_ctl)}\n      got  {fmt(got)}")
+    if ctx.split:
+        ctx.c(("authorization.k8s.io", "subjectaccessreviews") not in got,
+              "split: the controller's ServiceAccount needs no SubjectAccessReviews (the webhook asks them)")
     ctx.c(namespaced[ctx.controller_sa] == {("coordination.k8s.io", "leases"): {"create", "get", "update", "patch"},
                                              ("", "secrets"): {"get", "list", "watch", "create"}},
           f"controller ServiceAccount's release-namespace rights: {fmt(namespaced[ctx.controller_sa])}")
@@ -822,7 +837,7 @@ def cel_balanced(e: str) -> bool:
     return depth == 0 and quote is None
 
 
-def check_policy_common(ctx: Ctx, name: str, rules: list[dict]) -> dict | None:
+def check_policy_common(ctx: Ctx, name: str, rules: list[dict], subresources: tuple[str, ...] = ()) -> dict | None:
     pol = ctx.get("ValidatingAdmissionPolicy", name)
     b = ctx.get("ValidatingAdmissionPolicyBinding", name)
     if not pol:
@@ -835,8 +850,8 @@ def check_policy_common(ctx: Ctx, name: str, rules: list[dict]) -> dict | None:
     ctx.c(mc.get("matchPolicy") == "Equivalent", f"{w}: matchPolicy Equivalent")
     ctx.c(mc.get("resourceRules") == rules, f"{w}: resourceRules {mc.get('resourceRules')}, want {rules}")
     for r in mc.get("resourceRules") or []:
-        ctx.c(not any("/" in x or x == "*" for x in r.get("resources") or []),
-              f"{w}: rules must name main resources only (no subresources, no wildcard)")
+        ctx.c(not any(("/" in x and x not in subresources) or "*" in x for x in r.get("resources") or []),
+              f"{w}: rules must name main resources only (no wildcard; subresources only {list(subresources)})")
     ctx.c(not mc.get("namespaceSelector") and not mc.get("objectSelector") and not mc.get("excludeResourceRules"),
           f"{w}: no selectors or exclusions (the policy applies everywhere)")
     ctx.c("paramKind" not in s, f"{w}: no params")
@@ -885,13 +900,16 @@ def check_policies(ctx: Ctx) -> None:
         ctx.c(("ValidatingAdmissionPolicy", f"{fn}-hook-authors") not in ctx.objs, "hook-authors policy rendered although disabled")
     if pols["podHookStateControllerOnly"]["enabled"]:
         s = check_policy_common(ctx, f"{fn}-pod-hook-state", [
-            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods"]}])
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods", "pods/status"]},
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods", "pods/binding", "bindings"]}],
+            subresources=("pods/status", "pods/binding"))
         if s:
             w = "policy pod-hook-state"
             conds = s.get("matchConditions") or []
-            want = f"request.userInfo.username != '{ctx.controller_user}'"
+            want = f"request.operation == 'CREATE' || request.userInfo.username != '{ctx.controller_user}'"
             ctx.c(conds == [{"name": "not-the-controller", "expression": want}],
-                  f"{w}: the controller's ServiceAccount ({ctx.controller_user}) is exempt, nobody else: {conds}")
+                  f"{w}: the controller's ServiceAccount ({ctx.controller_user}) is exempt from the UPDATE check, nobody else"
+                  f" and nobody at CREATE: {conds}")
             var = {x["name"]: x["expression"] for x in s.get("variables") or []}
             ch = var.get("changed", "")
             for m in ("Annotations", "Labels"):
@@ -902,12 +920,64 @@ def check_policies(ctx: Ctx) -> None:
                       f"{w}: {m.lower()} may be absent")
             ctx.c(ch.count("k.startsWith('restore-hooks.dev/')") == 4, f"{w}: every comparison limited to restore-hooks.dev/ keys")
             ctx.c(" in variables.old" in ch and " in variables.new" in ch, f"{w}: set membership, not iteration order")
-            ctx.c([x["expression"] for x in s.get("validations") or []] == ["size(variables.changed) == 0"],
-                  f"{w}: one validation, no changed key")
-            me = (s.get("validations") or [{}])[0].get("messageExpression", "")
-            ctx.c("variables.changed" in me and ctx.controller_user in me, f"{w}: the message names the keys and the controller")
+            # Binding: every restore-hooks.dev/ annotation and label; bindings and pods/binding alike.
+            bk = var.get("bindingKeys", "")
+            ctx.c(bk.count("k.startsWith('restore-hooks.dev/')") == 2 and "variables.newAnnotations.filter(" in bk
+                  and "variables.newLabels.filter(" in bk, f"{w}: a Binding's annotations and labels are both checked: {bk!r}")
+            ctx.c("request.resource.resource == 'bindings'" in var.get("binding", "") and "'binding'" in var.get("binding", ""),
+                  f"{w}: the legacy bindings resource and pods/binding are both Bindings")
+            ctx.c(var.get("subResource") == "has(request.subResource) ? request.subResource : ''",
+                  f"{w}: request.subResource is absent on main-resource requests")
+            # Pod CREATE: exactly these keys, and the two scopes with a non-empty value.
+            cs = var.get("createdState", "")
+            for key in ("plan", "plan-signature", "status", "status-signature"):
+                ctx.c(f"'restore-hooks.dev/{key}'" in cs, f"{w}: CREATE checks annotation restore-hooks.dev/{key}")
+            ctx.c("'restore-hooks.dev/exec' in variables.newLabels" in cs, f"{w}: CREATE checks label restore-hooks.dev/exec")
+            ctx.c("injected" not in cs and "restore-run" not in cs and ".filter(k, k in variables.newAnnotations)" in cs,
+                  f"{w}: CREATE checks a fixed list of keys, not other restore-hooks.dev/ keys: {cs!r}")
+            rl, nl = v["config"]["restoreLabel"], v["config"]["restoreNamespaceLabel"]
+            sc = var.get("inScope", "")
+            ctx.c(f"'{rl}' in variables.newLabels" in sc and f"variables.newLabels['{rl}'] != ''" in sc,
+                  f"{w}: in scope by a non-empty pod label {rl}: {sc!r}")
+            ctx.c(f"'{nl}' in namespaceObject.metadata.labels" in sc and f"namespaceObject.metadata.labels['{nl}'] != ''" in sc,
+                  f"{w}: in scope by a non-empty namespace label {nl}: {sc!r}")
+            ctx.c([x["expression"] for x in s.get("validations") or []] == [
+                "request.operation != 'UPDATE' || size(variables.changed) == 0",
+                "!variables.binding || size(variables.bindingKeys) == 0",
+                "!variables.podCreate || size(variables.createdState) == 0 || variables.inScope"],
+                f"{w}: three validations (UPDATE, Binding, pod CREATE), got {[x['expression'] for x in s.get('validations') or []]}")
+            mes = [x.get("messageExpression", "") for x in s.get("validations") or []] + ["", "", ""]
+            ctx.c("variables.changed" in mes[0] and ctx.controller_user in mes[0] and "variables.subResource" in mes[0],
+                  f"{w}: the UPDATE message names the keys, the subresource and the controller")
+            ctx.c("variables.bindingKeys" in mes[1] and "request.name" in mes[1], f"{w}: the Binding message names the pod and the keys")
+            ctx.c("variables.createdState" in mes[2] and "variables.podName" in mes[2] and "request.namespace" in mes[2]
+                  and rl in mes[2] and nl in mes[2] and "remove these keys" in mes[2] and "restore scope" in mes[2],
+                  f"{w}: the CREATE message names the pod, the keys, both scopes and the fix")
     else:
         ctx.c(("ValidatingAdmissionPolicy", f"{fn}-pod-hook-state") not in ctx.objs, "pod-hook-state policy rendered although disabled")
+    vname = f"{fn}-velero-restore-hook-authors"
+    if pols["veleroRestoreHookAuthorsNeedExec"]["enabled"] and v["config"]["veleroHooks"] == "own":
+        s = check_policy_common(ctx, vname, [
+            {"apiGroups": ["velero.io"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": ["restores"]}])
+        if s:
+            w = "policy velero-restore-hook-authors"
+            conds = {c_["name"]: c_["expression"] for c_ in s.get("matchConditions") or []}
+            ctx.c(list(conds) == ["in-velero-namespace", "writes-hooks"], f"{w}: matchConditions {list(conds)}")
+            ctx.c(conds.get("in-velero-namespace") == f"request.namespace == '{v['config']['veleroNamespace']}'",
+                  f"{w}: only Restores in config.veleroNamespace: {conds.get('in-velero-namespace')!r}")
+            wh = conds.get("writes-hooks", "")
+            for frag in ("size(object.spec.hooks.resources) > 0", "request.operation == 'CREATE'",
+                         "object.spec.hooks != oldObject.spec.hooks", "has(object.spec.hooks.resources)"):
+                ctx.c(frag in wh, f"{w}: writes-hooks must contain {frag!r}: {wh!r}")
+            exec_all = "authorizer.group('').resource('pods').subresource('exec').check('create').allowed()"
+            ctx.c([x["expression"] for x in s.get("validations") or []] == [exec_all],
+                  f"{w}: one validation, create pods/exec cluster-wide")
+            me = (s.get("validations") or [{}])[0].get("messageExpression", "")
+            for frag in ("Velero Restore ", "request.namespace", "object.metadata.name", "cluster-wide", "lacks it"):
+                ctx.c(frag in me, f"{w}: messageExpression must mention {frag!r}")
+    else:
+        ctx.c(("ValidatingAdmissionPolicy", vname) not in ctx.objs,
+              "velero-restore-hook-authors policy rendered although disabled or veleroHooks is not own")
 
 
 # --------------------------------------------------------------------------------------------
@@ -986,7 +1056,8 @@ def check_cert_manager(ctx: Ctx) -> None:
 ALERTS = {"RestoreHooksWebhookDown", "RestoreHooksNoLeader", "RestoreHooksAdmissionErrors",
           "RestoreHooksAdmissionDenied", "RestoreHooksExecHookFailures", "RestoreHooksTLSReloadFailures",
           "RestoreHooksAdmissionSlow", "RestoreHooksWebhookFailOpen", "RestoreHooksCertificateExpiringSoon",
-          "RestoreHooksCertificateExpiringCritical", "RestoreHooksWatchUnhealthy", "RestoreHooksPlansRejected"}
+          "RestoreHooksCertificateExpiringCritical", "RestoreHooksWatchUnhealthy", "RestoreHooksPlansRejected",
+          "RestoreHooksApiForbidden", "RestoreHooksStatusRolledBack"}
 # metric -> the alert that uses it, and which pods export it (job selector): webhook, controller or any.
 METRICS = {
     "restore_hooks_admission_requests_total": ("RestoreHooksAdmissionDenied", "webhook"),
@@ -997,6 +1068,8 @@ METRICS = {
     "restore_hooks_leader": ("RestoreHooksNoLeader", "controller"),
     "restore_hooks_plans_rejected_total": ("RestoreHooksPlansRejected", "controller"),
     "restore_hooks_watch_healthy": ("RestoreHooksWatchUnhealthy", "any"),
+    "restore_hooks_api_forbidden_total": ("RestoreHooksApiForbidden", "any"),
+    "restore_hooks_status_rollbacks_total": ("RestoreHooksStatusRolledBack", "controller"),
 }
 
 
@@ -1048,6 +1121,18 @@ def check_optional(ctx: Ctx) -> None:
         r = by_name.get("RestoreHooksPlansRejected")
         if r:
             ctx.c("increase(" in str(r["expr"]) and str(r["expr"]).endswith("> 0"), "RestoreHooksPlansRejected: on any increase")
+        r = by_name.get("RestoreHooksApiForbidden")
+        if r:
+            e = str(r["expr"])
+            ctx.c(e.startswith("sum by (job, verb, resource) (increase(") and "[10m]" in e and e.endswith("> 0") and "for" not in r,
+                  f"RestoreHooksApiForbidden: any increase in 10m, per job, verb and resource: {e}")
+            ctx.c("$labels.verb" in str(r["annotations"]) and "$labels.resource" in str(r["annotations"]),
+                  "RestoreHooksApiForbidden: the annotations name the verb and the resource")
+            ctx.c(r["labels"]["severity"] == v["metrics"]["prometheusRule"]["warningSeverity"], "RestoreHooksApiForbidden: severity")
+        r = by_name.get("RestoreHooksStatusRolledBack")
+        if r:
+            e = str(r["expr"])
+            ctx.c("increase(" in e and e.endswith("> 0") and "for" not in r, f"RestoreHooksStatusRolledBack: on any increase: {e}")
         for r in rules:
             w = f"alert {r.get('alert')}"
             e = str(r.get("expr", ""))
@@ -1137,7 +1222,8 @@ def help_flags(binary: str, sub: str) -> set[str]:
 
 
 # Object counts of each render: a changed count is a deliberate change of this file.
-COUNTS = {"default": 24, "all-on": 28, "byo-issuer": 21, "split": 34, "minimal": 11, "no-cert-manager": 20}
+COUNTS = {"default": 31, "all-on": 37, "byo-issuer": 28, "split": 34, "single-process": 29, "minimal": 14,
+          "no-cert-manager": 27}
 
 
 def main() -> int:
@@ -1157,9 +1243,11 @@ def main() -> int:
             return 2
         role_flags = {r: help_flags(a.binary, r) for r in ROLES}
         for r, need in (("serve", {"listen", "tls-dir", "admin-listen", "lease-namespace", "identity", "exclude-namespace",
-                                   "plan-key-secret", "max-concurrent-execs"}),
-                        ("webhook", {"listen", "tls-dir", "exclude-namespace", "plan-key-secret", "identity"}),
-                        ("controller", {"lease-name", "exclude-namespace", "plan-key-secret", "identity", "max-concurrent-execs"})):
+                                   "plan-key-secret", "max-concurrent-execs", "velero-service-account"}),
+                        ("webhook", {"listen", "tls-dir", "exclude-namespace", "plan-key-secret", "identity",
+                                     "velero-service-account"}),
+                        ("controller", {"lease-name", "exclude-namespace", "plan-key-secret", "identity", "max-concurrent-execs",
+                                        "velero-service-account"})):
             check(need <= role_flags[r], f"`{a.binary} {r} --help` lacks {sorted(need - role_flags[r])}")
         stream, source = subprocess.run([a.binary, "crd"], check=True, capture_output=True, text=True).stdout, "`restore-hooks crd`"
     elif a.crds:
@@ -1174,7 +1262,8 @@ def main() -> int:
     ca_bundle = (rd / "no-cert-manager.cabundle").read_text().strip()
     ci = a.chart / "ci"
     off = {"rbac": {"create": False, "aggregateToDefaultRoles": False},
-           "admissionPolicies": {"hookAuthorsNeedExec": {"enabled": False}, "podHookStateControllerOnly": {"enabled": False}},
+           "admissionPolicies": {"hookAuthorsNeedExec": {"enabled": False}, "podHookStateControllerOnly": {"enabled": False},
+                                 "veleroRestoreHookAuthorsNeedExec": {"enabled": False}},
            "webhook": {"excludeMirrorPods": False}, "podDisruptionBudget": {"enabled": False}, "priorityClassName": "",
            "podAntiAffinity": "soft", "terminationGracePeriodSeconds": 40}
     variants = [
@@ -1182,6 +1271,7 @@ def main() -> int:
         ("all-on", values_for(a.chart, ci / "all-on-values.yaml"), None),
         ("byo-issuer", values_for(a.chart, ci / "byo-issuer-values.yaml"), None),
         ("split", values_for(a.chart, ci / "split-values.yaml"), None),
+        ("single-process", values_for(a.chart, ci / "single-process-values.yaml"), None),
         ("minimal", values_for(a.chart, overrides=off), None),
         ("no-cert-manager", values_for(a.chart, overrides={"certManager": {"enabled": False},
                                                             "tls": {"existingSecret": "restore-hooks-tls-manual", "caBundle": ca_bundle}}),

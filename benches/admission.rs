@@ -48,7 +48,9 @@ fn review(
             issuer: Issuer {
                 keys: Some(keys),
                 now: jiff::Timestamp::now(),
+                plan_id: "AAECAwQFBgcICQoL",
             },
+            exec_right: Some(restore_hooks::inject::ExecRight::Granted),
             extra_warnings: Vec::new(),
         },
     )

@@ -183,6 +183,11 @@ fn serve_noop(args: &[String]) -> ExitCode {
             index: SharedIndex::new(Default::default()),
             keys: KeyRing::fixed(test_plan_keys()),
             namespaces: None,
+            exec_rights: std::sync::Arc::new(
+                restore_hooks::webhook::exec_rights::ExecRights::fixed(
+                    restore_hooks::inject::ExecRight::Granted,
+                ),
+            ),
         };
         let bound = Bound::bind(
             &args,

@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::{
-    DEFAULT_RESTORE_LABEL, DEFAULT_RESTORE_NAMESPACE_LABEL, DEFAULT_VELERO_NAMESPACE, EngineConfig,
-    OnInvalid, VeleroHooksMode,
+    DEFAULT_RESTORE_LABEL, DEFAULT_RESTORE_NAMESPACE_LABEL, DEFAULT_VELERO_NAMESPACE,
+    DEFAULT_VELERO_SERVICE_ACCOUNT, EngineConfig, OnInvalid, VeleroHooksMode,
 };
 use crate::hooks::duration::parse_flag as duration;
 
@@ -59,6 +59,12 @@ pub struct EngineArgs {
     /// Namespace holding Velero Restore objects.
     #[arg(long, env = "RESTORE_HOOKS_VELERO_NAMESPACE", default_value = DEFAULT_VELERO_NAMESPACE)]
     pub velero_namespace: String,
+    /// The ServiceAccount (in --velero-namespace) Velero runs as. Under `--velero-hooks own` the
+    /// annotation exec hooks of pods it creates run, as Velero would run them. Any other pod's
+    /// annotation exec hook runs only if its creator may create pods/exec in the pod's
+    /// namespace, or a RestoreHook/ClusterRestoreHook with `podAnnotationHooks: Allow` selects it.
+    #[arg(long, env = "RESTORE_HOOKS_VELERO_SERVICE_ACCOUNT", value_name = "NAME", default_value = DEFAULT_VELERO_SERVICE_ACCOUNT)]
+    pub velero_service_account: String,
     /// Who runs hooks from Velero pod annotations and Restore objects: `defer` leaves them to
     /// Velero on pods Velero created; `own` runs them everywhere.
     #[arg(long, env = "RESTORE_HOOKS_VELERO_HOOKS", value_enum, default_value_t = VeleroHooksArg::Defer)]
@@ -85,11 +91,11 @@ pub struct EngineArgs {
 /// `--velero-hooks`: the command-line face of [`VeleroHooksMode`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum VeleroHooksArg {
-    /// Pods Velero created (restore pod label) keep Velero's own hooks; only RestoreHook hooks
-    /// apply to them. Every other in-scope pod gets all three sources.
+    /// Pods Velero created (restore pod label) keep Velero's own hooks; only RestoreHook and
+    /// ClusterRestoreHook hooks apply to them. Every other in-scope pod gets all four sources.
     #[default]
     Defer,
-    /// All three sources for every in-scope pod: Velero without a hook engine, or another tool.
+    /// All four sources for every in-scope pod: Velero without a hook engine, or another tool.
     Own,
 }
 
@@ -127,6 +133,7 @@ impl EngineArgs {
             restore_label: self.restore_label.clone(),
             restore_namespace_label: self.restore_namespace_label.clone(),
             velero_namespace: self.velero_namespace.clone(),
+            velero_service_account: self.velero_service_account.clone(),
             velero_hooks: self.velero_hooks.into(),
             on_invalid: self.on_invalid.into(),
             max_exec_timeout_ms: u64::try_from(self.max_exec_timeout.as_millis())
@@ -359,6 +366,16 @@ pub struct InjectArgs {
     /// controller runs it. Without it the plan is unsigned: a preview only.
     #[arg(long, value_name = "FILE")]
     pub plan_key_file: Option<PathBuf>,
+    /// The username that creates the pod (the webhook reads it from the admission request), e.g.
+    /// system:serviceaccount:velero:velero for a pod Velero restores.
+    #[arg(long, value_name = "USER", default_value = "")]
+    pub creator: String,
+    /// Preview as if the creator may NOT create pods/exec in the pod's namespace (the webhook
+    /// asks the API server): the pod's annotation exec hook is then refused unless Velero created
+    /// it under `--velero-hooks own` or a hook object with `podAnnotationHooks: Allow` selects it.
+    /// Without this flag the creator is taken to have that right.
+    #[arg(long)]
+    pub creator_cannot_exec: bool,
 }
 
 #[derive(Clone, Debug, Args)]

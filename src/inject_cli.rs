@@ -10,7 +10,7 @@ use crate::catalog::static_files::{DocumentDefaults, load_with_defaults};
 use crate::cli::{InjectArgs, OutputFormat};
 use crate::hooks::pod::AdmittedPod;
 use crate::hooks::resolve::PodContext;
-use crate::inject::{Decision, Issuer, evaluate};
+use crate::inject::{Decision, ExecRight, Issuer, Requester, evaluate};
 
 /// Exit codes: 0 admitted, 1 denied (the webhook's message on stderr), 2 unusable input.
 pub fn run(args: &InjectArgs) -> ExitCode {
@@ -94,11 +94,22 @@ pub fn preview(args: &InjectArgs) -> anyhow::Result<Preview> {
         namespace: &namespace,
         namespace_labels: index.namespace_labels(&namespace),
     };
+    let plan_id = crate::plan_key::new_plan_id()?;
     let issuer = Issuer {
         keys: keys.as_ref(),
         now: jiff::Timestamp::now(),
+        plan_id: &plan_id,
     };
-    let decision = evaluate(&ctx, &index, &config, &issuer);
+    let exec_right = if args.creator_cannot_exec {
+        ExecRight::Denied
+    } else {
+        ExecRight::Granted
+    };
+    let requester = Requester {
+        username: &args.creator,
+        exec_right: &exec_right,
+    };
+    let decision = evaluate(&ctx, &index, &config, &issuer, &requester);
     let (patch, warnings) = match decision {
         Decision::Deny { message } => {
             return Ok(Preview {

@@ -1,7 +1,7 @@
 //! restore-hooks: Velero-style restore hooks for any Kubernetes restore.
 #![forbid(unsafe_code)]
 
-pub use restore_hooks_core::{config, hooks, index, inject};
+pub use restore_hooks_core::{config, hooks, index, inject, ledger};
 
 pub mod admin;
 pub mod catalog;
@@ -11,6 +11,7 @@ pub mod crd;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod inject_cli;
+pub mod kube_client;
 pub mod metrics;
 pub mod plan_key;
 pub mod runtime;

@@ -38,6 +38,14 @@ pub struct Metrics {
     pub namespace_lookups: IntCounterVec,
     /// Restored pods found without the webhook's mark: admitted while it was unavailable.
     pub unmutated_pods: IntCounter,
+    /// `verb`, `resource`: API requests the API server refused with 403 (the RBAC lacks a rule).
+    pub api_forbidden: IntCounterVec,
+    /// `reason`: annotation exec hooks the webhook refused (`creator_may_not_exec`,
+    /// `exec_check_failed`): nobody entitled to exec into the pod authored them.
+    pub annotation_hooks_refused: IntCounterVec,
+    /// Pods whose status was found behind the controller's own record of what ran (rolled back or
+    /// removed): the record won, nothing re-ran.
+    pub status_rollbacks: IntCounter,
 }
 
 impl Metrics {
@@ -155,6 +163,27 @@ impl Metrics {
             "Restored pods found admitted without the webhook (failurePolicy Ignore while it was unavailable): their hooks were not applied",
         )
         .expect("valid metric");
+        let api_forbidden = IntCounterVec::new(
+            Opts::new(
+                "restore_hooks_api_forbidden_total",
+                "API requests the API server refused with 403 Forbidden: the ServiceAccount's RBAC lacks this verb on this resource",
+            ),
+            &["verb", "resource"],
+        )
+        .expect("valid metric");
+        let annotation_hooks_refused = IntCounterVec::new(
+            Opts::new(
+                "restore_hooks_annotation_hooks_refused_total",
+                "Annotation exec hooks refused at admission: the pod's creator may not create pods/exec and no hook object allows them",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
+        let status_rollbacks = IntCounter::new(
+            "restore_hooks_status_rollbacks_total",
+            "Pods whose restore-hooks.dev/status was found behind the controller's record of what ran (rolled back or removed); nothing re-ran",
+        )
+        .expect("valid metric");
         for c in [
             Box::new(admission_requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(admission_duration.clone()),
@@ -172,6 +201,9 @@ impl Metrics {
             Box::new(exec_slots_in_use.clone()),
             Box::new(namespace_lookups.clone()),
             Box::new(unmutated_pods.clone()),
+            Box::new(api_forbidden.clone()),
+            Box::new(annotation_hooks_refused.clone()),
+            Box::new(status_rollbacks.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
         }
@@ -193,6 +225,9 @@ impl Metrics {
             exec_slots_in_use,
             namespace_lookups,
             unmutated_pods,
+            api_forbidden,
+            annotation_hooks_refused,
+            status_rollbacks,
         }
     }
 

@@ -112,6 +112,18 @@ pub fn from_secret(secret: &Secret) -> anyhow::Result<PlanKeys> {
     })
 }
 
+/// A new plan id (docs/behaviour.md §5.2): 96 random bits, base64url without padding (16
+/// characters). The controller holds each id for the first pod that carries it, so ids must never
+/// repeat: random, never derived from anything a caller of the webhook controls.
+pub fn new_plan_id() -> anyhow::Result<String> {
+    use base64::Engine;
+    let mut id = [0u8; 12];
+    SystemRandom::new()
+        .fill(&mut id)
+        .map_err(|_| anyhow::anyhow!("the system random number generator failed"))?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id))
+}
+
 /// Keys from a Secret, kept up to date. `create`: make the Secret with a random key when it is
 /// missing (the controller and `serve`; a split webhook only reads it and waits).
 pub struct SecretKeys {
@@ -147,7 +159,15 @@ impl SecretKeys {
         let secret = Secret {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
-                labels: Some([("app.kubernetes.io/component".to_string(), "plan-key".to_string())].into()),
+                // A backup must not carry the key (whoever restores it could sign plans for
+                // this installation): Velero skips objects with this label.
+                labels: Some(
+                    [
+                        ("app.kubernetes.io/component".to_string(), "plan-key".to_string()),
+                        ("velero.io/exclude-from-backup".to_string(), "true".to_string()),
+                    ]
+                    .into(),
+                ),
                 annotations: Some(
                     [(
                         "restore-hooks.dev/description".to_string(),

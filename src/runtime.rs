@@ -72,7 +72,7 @@ async fn run(
     let client = if runtime.no_cluster {
         None
     } else {
-        Some(kube::Client::try_default().await.context(
+        Some(crate::kube_client::infer(metrics.api_forbidden.clone()).await.context(
             "cannot configure a Kubernetes client (in-cluster service account or KUBECONFIG); \
              to run the webhook on --hooks files alone, pass --no-cluster",
         )?)
@@ -114,6 +114,10 @@ async fn run(
             index: index.clone(),
             keys: keys.clone(),
             namespaces: client.clone().map(kube::Api::all),
+            exec_rights: std::sync::Arc::new(match client.clone() {
+                Some(client) => crate::webhook::exec_rights::ExecRights::api(client),
+                None => crate::webhook::exec_rights::ExecRights::unavailable(),
+            }),
         };
         let bound = Bound::bind(
             &args,

@@ -43,6 +43,7 @@ use crate::controller::exec::Exec;
 use crate::controller::{self, ControllerDeps};
 use crate::metrics::Metrics;
 use crate::plan_key::KeyRing;
+use crate::webhook::exec_rights::ExecRights;
 use crate::webhook::{Bound, WebhookSources};
 
 /// Namespaces the chart never sends to the webhook (besides its own).
@@ -234,6 +235,7 @@ impl Testbed {
             index: self.index.clone(),
             keys: self.key_ring(),
             namespaces: Some(Api::all(self.client.clone())),
+            exec_rights: Arc::new(ExecRights::api(self.client.clone())),
         };
         let bound = Bound::bind(
             &args,
@@ -344,6 +346,7 @@ impl Testbed {
         extra: Value,
     ) -> Pod {
         let plan = ExecPlan {
+            id: crate::plan_key::new_plan_id().expect("random plan id"),
             restore: RESTORE.into(),
             issued_at: Some(restore_hooks_core::state::timestamp(jiff::Timestamp::now())),
             hooks,
@@ -479,6 +482,8 @@ pub fn sh_hook(name: &str, container: &str, script: &str) -> PlannedHook {
         exec_timeout_ms: 10_000,
         wait_timeout_ms: None,
         wait_for_ready: false,
+        allowed_by: None,
+        refused: None,
     }
 }
 

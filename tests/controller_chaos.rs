@@ -138,6 +138,8 @@ fn make_pods(bed: &Testbed, rng: &mut Rng) -> (Vec<Pod>, BTreeMap<String, Vec<Pl
                 exec_timeout_ms: EXEC_TIMEOUT_MS,
                 wait_timeout_ms: None,
                 wait_for_ready: false,
+                allowed_by: None,
+                refused: None,
             });
             mine.push(Planned {
                 id,
@@ -579,6 +581,8 @@ async fn controller_json_logs_have_one_message_per_line() {
                 exec_timeout_ms: 20_000,
                 wait_timeout_ms: None,
                 wait_for_ready: false,
+                allowed_by: None,
+                refused: None,
             });
         }
         // A second pod whose plan signature is not the installation's: refused, with its own

@@ -11,7 +11,7 @@ use restore_hooks::hooks::plan::{ExecPlan, OnError};
 use restore_hooks::hooks::pod::AdmittedPod;
 use restore_hooks::hooks::resolve::PodContext;
 use restore_hooks::hooks::restore_name::velero_label_value;
-use restore_hooks::inject::{Decision, Issuer, evaluate as decide};
+use restore_hooks::inject::{Decision, ExecRight, Issuer, Requester, evaluate as decide};
 use serde_json::{Value, json};
 
 /// The engine on a pod's JSON, as the webhook and `inject` run it (no plan key: unsigned plans).
@@ -29,14 +29,23 @@ fn evaluate(
         namespace,
         namespace_labels: index.namespace_labels(namespace),
     };
+    // One issuance (time and id) for every call: re-running on the output is then a fixed
+    // point. A real second admission issues a new plan (see
+    // `a_pod_that_brings_a_plan_gets_a_new_one`).
     let issuer = Issuer {
         keys: None,
-        now: jiff::Timestamp::now(),
+        now: "2026-12-04T10:00:00Z".parse().unwrap(),
+        plan_id: PLAN_ID,
     };
-    Ok(decide(&ctx, &index, config, &issuer))
+    let requester = Requester {
+        username: "alice",
+        exec_right: &ExecRight::Granted,
+    };
+    Ok(decide(&ctx, &index, config, &issuer, &requester))
 }
 
 const NS: &str = "shop";
+const PLAN_ID: &str = "AAECAwQFBgcICQoL";
 
 fn catalog(docs: &str) -> StaticCatalog {
     let mut c = StaticCatalog::default();
@@ -126,6 +135,7 @@ fn admit(pod: &Value, catalog: &StaticCatalog, config: &EngineConfig) -> Admitte
             patch,
             warnings,
             injected,
+            ..
         } => {
             let mut patched = pod.clone();
             json_patch::patch(&mut patched, &patch.0).expect("the patch applies to the pod");

@@ -25,6 +25,7 @@ use restore_hooks::hooks::signing::{
     PLAN_SIGNATURE_ANNOTATION, PlanKeys, PodBinding, STATUS_SIGNATURE_ANNOTATION,
 };
 use restore_hooks::hooks::types::RestoreRun;
+use restore_hooks::ledger::RESTORED_FROM_RECORD;
 use restore_hooks::metrics::Metrics;
 use restore_hooks::plan_key::{CURRENT, KeyRing, PREVIOUS, SecretKeys};
 use restore_hooks::testbed::{ControllerHandle, GUARD, RESTORE, Testbed, TestbedOptions, bounded};
@@ -40,6 +41,7 @@ const KEY_SECRET: &str = "restore-hooks-plan-key";
 
 /// No webhook: the pods under test carry exactly the plans the tests write.
 async fn testbed() -> Testbed {
+    restore_hooks::testbed::log_from_env();
     let bed = Testbed::start(TestbedOptions::default())
         .await
         .expect("the testbed starts");
@@ -94,6 +96,8 @@ fn hook(name: &str, container: &str, script: &str) -> PlannedHook {
         exec_timeout_ms: 10_000,
         wait_timeout_ms: None,
         wait_for_ready: false,
+        allowed_by: None,
+        refused: None,
     }
 }
 
@@ -108,6 +112,7 @@ fn signed_pod(
     hooks: Vec<PlannedHook>,
 ) -> Pod {
     let plan = ExecPlan {
+        id: restore_hooks::plan_key::new_plan_id().unwrap(),
         restore: RESTORE.into(),
         issued_at: Some(restore_hooks::controller::state::timestamp(issued_at)),
         hooks,
@@ -336,13 +341,15 @@ async fn a_plan_edited_on_a_running_pod_is_not_executed() {
 }
 
 /// A pod whose hooks ran, reset afterwards (status removed and label back to `pending`, or only
-/// the label flipped back), does not run them again.
+/// the label flipped back), does not run them again: the controller's record in the RestoreRun
+/// wins (docs/behaviour.md §9.5), also for a controller that never saw the hooks run (a new
+/// leader after the old one was killed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_pod_reset_to_pending_runs_nothing_again() {
     bounded(LIMIT, async {
         let bed = testbed().await;
-        let ctl = leading(&bed, "ctl").await;
-        for name in ["reset-0", "flipped-0"] {
+        let first = leading(&bed, "first").await;
+        for name in ["reset-0", "flipped-0", "reset-after-failover-0"] {
             let pod = bed.planned_pod(
                 NS,
                 name,
@@ -354,16 +361,11 @@ async fn a_finished_pod_reset_to_pending_runs_nothing_again() {
             assert_eq!(label, "done");
             assert_eq!(runs(&bed, NS, name, "ran.log"), 1);
         }
-        patch_pod(
-            &bed,
-            NS,
-            "reset-0",
-            json!({"metadata": {
-                "annotations": {STATUS_ANNOTATION: null, STATUS_SIGNATURE_ANNOTATION: null},
-                "labels": {EXEC_LABEL: EXEC_PENDING},
-            }}),
-        )
-        .await;
+        let reset = json!({"metadata": {
+            "annotations": {STATUS_ANNOTATION: null, STATUS_SIGNATURE_ANNOTATION: null},
+            "labels": {EXEC_LABEL: EXEC_PENDING},
+        }});
+        patch_pod(&bed, NS, "reset-0", reset.clone()).await;
         patch_pod(
             &bed,
             NS,
@@ -371,23 +373,82 @@ async fn a_finished_pod_reset_to_pending_runs_nothing_again() {
             json!({"metadata": {"labels": {EXEC_LABEL: EXEC_PENDING}}}),
         )
         .await;
-
-        let message = rejected(&bed, NS, "reset-0").await;
-        assert!(message.contains("at most once"), "{message}");
-        // The label leaves `pending` once the controller has decided about the flipped pod.
+        let restored = |(label, status): (String, Option<ExecStatus>)| {
+            assert_eq!(
+                label, "done",
+                "the record says the hook succeeded: {status:?}"
+            );
+            status.expect("the status is written back")
+        };
+        let status = restored(finished(&bed, NS, "reset-0").await);
+        assert_eq!(status.hooks[0].phase, HookPhase::Succeeded);
+        assert_eq!(status.hooks[0].message, RESTORED_FROM_RECORD);
+        rolled_back_event(&bed, "reset-0").await;
         let (label, _) = finished(&bed, NS, "flipped-0").await;
         assert_ne!(label, EXEC_PENDING);
-        assert_eq!(runs(&bed, NS, "reset-0", "ran.log"), 1);
-        assert_eq!(runs(&bed, NS, "flipped-0", "ran.log"), 1);
         assert_eq!(
-            ctl.hooks_reaching("succeeded", 2).await,
-            2,
-            "each hook ran once"
+            first.metrics.status_rollbacks.get(),
+            1,
+            "only the removed status is a roll-back; a flipped label is not"
         );
-        stop(ctl).await;
+
+        // The leader is killed (its memory is gone) once its record holds the hook's result; the
+        // status of a pod it finished is removed before a new leader starts. The new leader reads
+        // the record before anything runs.
+        let uid = get_pod(&bed, NS, "reset-after-failover-0")
+            .await
+            .metadata
+            .uid
+            .unwrap();
+        let runs_api: Api<RestoreRun> = Api::all(bed.client.clone());
+        eventually!("the hook's result in the RestoreRun's record", {
+            runs_api
+                .get_opt(RESTORE)
+                .await
+                .unwrap()
+                .and_then(|r| r.status)
+                .and_then(|s| s.executions.get(&uid).cloned())
+                .filter(|e| e.mark(0) == Some(restore_hooks::ledger::Mark::Succeeded))
+        });
+        first.kill();
+        patch_pod(&bed, NS, "reset-after-failover-0", reset).await;
+        let second = leading(&bed, "second").await;
+        let status = restored(finished(&bed, NS, "reset-after-failover-0").await);
+        assert_eq!(status.hooks[0].phase, HookPhase::Succeeded);
+        rolled_back_event(&bed, "reset-after-failover-0").await;
+        assert_eq!(second.metrics.status_rollbacks.get(), 1);
+
+        for name in ["reset-0", "flipped-0", "reset-after-failover-0"] {
+            assert_eq!(runs(&bed, NS, name, "ran.log"), 1, "{name} ran once");
+        }
+        assert_eq!(second.hooks("succeeded"), 0, "the new leader ran nothing");
+        stop(second).await;
         bed.stop().await;
     })
     .await;
+}
+
+/// The Warning `StatusRolledBack` Event on `pod`, naming the hook that is not run again.
+async fn rolled_back_event(bed: &Testbed, pod: &str) {
+    let events: Api<Event> = Api::namespaced(bed.client.clone(), NS);
+    let event = eventually!(format!("a StatusRolledBack Event on {pod}"), {
+        events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| {
+                e.involved_object.name.as_deref() == Some(pod)
+                    && e.reason.as_deref() == Some("StatusRolledBack")
+            })
+    });
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    let message = event.message.unwrap_or_default();
+    assert!(
+        message.contains("count (#0)") && message.contains("not run again"),
+        "{message}"
+    );
 }
 
 /// Stale plans are refused: one signed with another installation's key (or a key rotated out),

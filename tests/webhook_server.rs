@@ -171,6 +171,9 @@ async fn startup_fails_naming_the_file_and_stays_unready() {
             index: restore_hooks::catalog::SharedIndex::new(Default::default()),
             keys: restore_hooks::plan_key::KeyRing::fixed(test_plan_keys()),
             namespaces: None,
+            exec_rights: std::sync::Arc::new(
+                restore_hooks::webhook::exec_rights::ExecRights::unavailable(),
+            ),
         },
         Default::default(),
         restore_hooks::metrics::Metrics::new(),

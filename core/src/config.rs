@@ -31,6 +31,10 @@ pub struct EngineConfig {
     pub restore_namespace_label: String,
     /// Namespace holding Velero `Restore` objects.
     pub velero_namespace: String,
+    /// `--velero-service-account`: the ServiceAccount (in `velero_namespace`) Velero runs as. Under
+    /// `--velero-hooks own`, annotation exec hooks of pods it creates are honoured
+    /// (docs/behaviour.md §9.7).
+    pub velero_service_account: String,
     /// `--velero-hooks defer|own`: who runs annotation and Velero Restore hooks (docs/behaviour.md
     /// §3.3).
     pub velero_hooks: VeleroHooksMode,
@@ -56,6 +60,18 @@ pub const DEFAULT_RESTORE_NAMESPACE_LABEL: &str = "restore-hooks.dev/restore";
 /// Default `--velero-namespace`: where Velero `Restore` objects are read from (docs/behaviour.md
 /// §2.4).
 pub const DEFAULT_VELERO_NAMESPACE: &str = "velero";
+/// Default `--velero-service-account`: the ServiceAccount Velero's install creates.
+pub const DEFAULT_VELERO_SERVICE_ACCOUNT: &str = "velero";
+
+impl EngineConfig {
+    /// The username Velero's ServiceAccount authenticates as (`request.userInfo.username`).
+    pub fn velero_username(&self) -> String {
+        format!(
+            "system:serviceaccount:{}:{}",
+            self.velero_namespace, self.velero_service_account
+        )
+    }
+}
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -63,6 +79,7 @@ impl Default for EngineConfig {
             restore_label: DEFAULT_RESTORE_LABEL.to_string(),
             restore_namespace_label: DEFAULT_RESTORE_NAMESPACE_LABEL.to_string(),
             velero_namespace: DEFAULT_VELERO_NAMESPACE.to_string(),
+            velero_service_account: DEFAULT_VELERO_SERVICE_ACCOUNT.to_string(),
             velero_hooks: VeleroHooksMode::Defer,
             on_invalid: OnInvalid::Deny,
             max_exec_timeout_ms: DEFAULT_MAX_EXEC_TIMEOUT_MS,

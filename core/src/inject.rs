@@ -29,17 +29,21 @@ use crate::state::timestamp;
 /// the last of them, because they need the restored volume data (docs/behaviour.md §4.2).
 pub const RESTORE_WAIT_CONTAINERS: [&str; 2] = ["restore-wait", "restic-wait"];
 
-/// How plans are issued: the installation's keys (none: unsigned, `inject` without a key) and the
-/// time to stamp into `issuedAt`.
+/// How plans are issued: the installation's keys (none: unsigned, `inject` without a key), the
+/// time to stamp into `issuedAt` and the plan's id.
 #[derive(Clone, Copy, Debug)]
 pub struct Issuer<'a> {
     /// Signs the plan (`restore-hooks.dev/plan-signature`, docs/behaviour.md §9.1); `None`: the
     /// plan is written unsigned, which the controller refuses (§4.9, §9.3).
     pub keys: Option<&'a PlanKeys>,
-    /// The plan's `issuedAt`, and the clock an existing plan's age is measured against on
-    /// reinvocation (kept when under 5 minutes old, §4.6).
+    /// The plan's `issuedAt`.
     pub now: Timestamp,
+    /// The plan's `id`: random, never issued before (the shell draws it; §5.2, §9.3).
+    pub plan_id: &'a str,
 }
+
+/// Who sent the pod's CREATE (docs/behaviour.md §9.7); re-exported for the shells.
+pub use crate::hooks::authority::{ExecRight, Requester};
 
 /// The admission answer for one pod (docs/behaviour.md §3.6, §4.5), as the webhook returns it and
 /// `restore-hooks inject` prints it.
@@ -60,6 +64,8 @@ pub enum Decision {
         warnings: Vec<String>,
         /// Names of the init containers the patch adds or replaces, in order.
         injected: Vec<String>,
+        /// The plan holds the pod's annotation exec hook, refused (§9.7).
+        refused_annotation_hook: bool,
     },
     /// Deny with this message (invalid hooks under `--on-invalid deny`, or a plan too large).
     Deny {
@@ -69,12 +75,13 @@ pub enum Decision {
     },
 }
 
-/// Decides what happens to the pod.
+/// Decides what happens to the pod, created by `requester`.
 pub fn evaluate(
     ctx: &PodContext<'_>,
     index: &HookIndex,
     config: &EngineConfig,
     issuer: &Issuer<'_>,
+    requester: &Requester<'_>,
 ) -> Decision {
     let Some(scope) = restore_scope(
         ctx.namespace,
@@ -84,7 +91,7 @@ pub fn evaluate(
     ) else {
         return Decision::Unchanged { warnings: vec![] };
     };
-    let resolution = resolve_hooks(ctx, &scope, index, config);
+    let resolution = resolve_hooks(ctx, &scope, index, config, requester);
     decide(ctx, resolution, config, issuer)
 }
 
@@ -120,6 +127,7 @@ pub fn decide(
             .map(|n| format!("restore-hooks: pod {who}: {n}")),
     );
     let restore = resolution.restore.clone();
+    let refused_annotation_hook = resolution.refused_annotation_hook;
     match build_patch(ctx, resolution, issuer) {
         Err(message) => Decision::Deny {
             message: format!("restore-hooks: pod {who} (restore {restore:?}): {message}"),
@@ -129,6 +137,7 @@ pub fn decide(
             patch: Patch(ops),
             warnings,
             injected,
+            refused_annotation_hook,
         },
     }
 }
@@ -220,8 +229,9 @@ fn build_patch(
     let labels = pod.labels().unwrap_or(&no_entries);
     let mut want_annotations: BTreeMap<&str, Option<String>> = BTreeMap::new();
     let mut want_labels: BTreeMap<&str, Option<String>> = BTreeMap::new();
-    // A pod created with our status (backed up after an earlier restore) is a new pod: its
-    // hooks run again in this restore.
+    // A pod created with our status (backed up after an earlier restore, or copied) is a new
+    // pod: its hooks run again in this restore, under a plan issued now (below), never under
+    // one it brought along.
     want_annotations.insert(STATUS_ANNOTATION, None);
     want_annotations.insert(STATUS_SIGNATURE_ANNOTATION, None);
     // Every pod admitted in a restore scope is marked, so that hook objects arriving later can
@@ -235,6 +245,7 @@ fn build_patch(
     } else {
         let any_exec = !exec.is_empty();
         let plan = ExecPlan {
+            id: issuer.plan_id.to_string(),
             restore,
             issued_at: Some(timestamp(issuer.now)),
             hooks: exec,
@@ -246,14 +257,10 @@ fn build_patch(
             name: pod.name().unwrap_or_default(),
             generate_name: pod.generate_name().unwrap_or_default(),
         };
-        let (text, signature) = match kept_plan(annotations, &plan, binding, issuer) {
-            Some(kept) => kept,
-            None => {
-                let text = plan.to_annotation();
-                let signature = issuer.keys.map(|k| k.sign_plan(binding, &text));
-                (text, signature)
-            }
-        };
+        // Always a new plan, even when the pod brings one that verifies (a reinvocation on our
+        // own output, or a copy of a fresh plan): a plan's id must be carried by one pod only.
+        let text = plan.to_annotation();
+        let signature = issuer.keys.map(|k| k.sign_plan(binding, &text));
         if text.len() > MAX_PLAN_BYTES {
             return Err(format!(
                 "its exec plan would be {} bytes, over the {} KiB restore-hooks allows (Kubernetes \
@@ -335,38 +342,6 @@ fn build_patch(
     }
     Ok((ops, injected))
 }
-
-/// The plan the pod already carries, when it is this very plan (a reinvocation of the webhook on
-/// its own output, or `inject` on its own output): keeping it, `issuedAt` and signature included,
-/// keeps the second admission patch-free.
-fn kept_plan(
-    annotations: &BTreeMap<String, String>,
-    plan: &ExecPlan,
-    binding: PodBinding<'_>,
-    issuer: &Issuer<'_>,
-) -> Option<(String, Option<String>)> {
-    let text = annotations.get(PLAN_ANNOTATION)?;
-    let existing = ExecPlan::from_annotation(text).ok()?;
-    if !existing.same_content(plan) {
-        return None;
-    }
-    let signature = annotations.get(PLAN_SIGNATURE_ANNOTATION);
-    match issuer.keys {
-        None => signature.is_none().then(|| (text.clone(), None)),
-        Some(keys) => {
-            let signature = signature?;
-            keys.verify_plan(binding, text, Some(signature)).ok()?;
-            // A plan from a much earlier admission (a backed-up pod) is issued again.
-            let issued: Timestamp = existing.issued_at.as_deref()?.parse().ok()?;
-            let age = issuer.now.duration_since(issued).abs();
-            (age <= PLAN_REISSUE_AFTER).then(|| (text.clone(), Some(signature.clone())))
-        }
-    }
-}
-
-/// A reinvocation happens within the same API request, so seconds apart; a plan older than this
-/// came from another admission and gets a fresh `issuedAt`.
-const PLAN_REISSUE_AFTER: jiff::SignedDuration = jiff::SignedDuration::from_secs(5 * 60);
 
 /// Kubernetes rejects a pod whose annotations exceed 256 KiB in total, with an error that does
 /// not say which webhook grew them: check before answering, keeping room for the status the

@@ -11,6 +11,7 @@ pub mod config;
 pub mod hooks;
 pub mod index;
 pub mod inject;
+pub mod ledger;
 pub mod state;
 pub mod tally;
 pub mod trust;

@@ -189,13 +189,15 @@ pub fn decide(
                     (pod.presence == Presence::Gone || deadline.is_none_or(|d| now >= d))
                         .then(|| INTERRUPTED.to_string())
                 }
-                HookPhase::Pending => ctx
-                    .out_of_scope
-                    .filter(|_| pod.presence == Presence::Present)
-                    .map(str::to_string)
-                    .or_else(|| {
-                        cannot_run(hook, pod, now, up(hook), ctx.awaiting_slot.contains(&i))
-                    }),
+                // A hook refused at admission ends at once, with the refusal (§9.7).
+                HookPhase::Pending => hook.refused.clone().or_else(|| {
+                    ctx.out_of_scope
+                        .filter(|_| pod.presence == Presence::Present)
+                        .map(str::to_string)
+                        .or_else(|| {
+                            cannot_run(hook, pod, now, up(hook), ctx.awaiting_slot.contains(&i))
+                        })
+                }),
                 _ => None,
             };
             if let Some(message) = ends {
@@ -442,6 +444,8 @@ mod tests {
             exec_timeout_ms: 30_000,
             wait_timeout_ms: None,
             wait_for_ready: false,
+            allowed_by: None,
+            refused: None,
         }
     }
 
@@ -809,6 +813,35 @@ mod tests {
             "namespace kube-system is excluded"
         );
         assert!(d.start.is_empty());
+        assert_eq!(d.finished, Some(EXEC_FAILED));
+    }
+
+    #[test]
+    fn a_refused_hook_fails_at_once_and_its_container_moves_on() {
+        let mut refused = hook("annotation", "db");
+        refused.refused = Some("refused: the pod was created by mallory".to_string());
+        let p = plan(vec![refused.clone(), hook("b", "db"), hook("c", "app")]);
+        // Whether its container is up or not: it never waits and never starts.
+        for up in [vec![], vec![("db", true, true), ("app", true, true)]] {
+            let d = decide(&p, None, &pod(&up), &at(1));
+            assert_eq!(phases(&d)[0], F, "{up:?}");
+            assert_eq!(d.status.hooks[0].message, refused.refused.clone().unwrap());
+            assert!(!d.start.contains(&0), "{up:?}");
+            assert!(d.ended.contains(&0) && d.write, "{up:?}");
+        }
+        let d = decide(&p, None, &pod(&[("db", true, true)]), &at(1));
+        assert_eq!(d.start, vec![1], "the next hook of its container runs");
+        // With onError: Fail it stops the pod's other hooks, as a failure would.
+        let mut fail = refused;
+        fail.on_error = OnError::Fail;
+        let p = plan(vec![fail, hook("b", "db"), hook("c", "app")]);
+        let d = decide(
+            &p,
+            None,
+            &pod(&[("db", true, true), ("app", true, true)]),
+            &at(1),
+        );
+        assert_eq!(phases(&d), vec![F, S, S]);
         assert_eq!(d.finished, Some(EXEC_FAILED));
     }
 

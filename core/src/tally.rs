@@ -81,6 +81,9 @@ pub fn tally_pod(
                 HookPhase::Skipped => c.counts.failed += 1,
                 HookPhase::Pending | HookPhase::Running => c.counts.pending += 1,
             }
+            if hook.refused.is_some() {
+                c.counts.refused += 1;
+            }
             if entry.phase == HookPhase::Failed && c.first_failure.is_none() {
                 c.first_failure = Some((hook.name.clone(), entry.message.clone()));
             }
@@ -173,6 +176,8 @@ mod tests {
             exec_timeout_ms: 30_000,
             wait_timeout_ms: None,
             wait_for_ready: false,
+            allowed_by: None,
+            refused: None,
         }
     }
 

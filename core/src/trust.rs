@@ -15,6 +15,10 @@ use crate::hooks::signing::{PlanKeys, PodBinding, SignatureError};
 /// create request, so this only covers clock skew between API server and webhook replicas.
 pub const ISSUED_AT_TOLERANCE: SignedDuration = SignedDuration::from_secs(5 * 60);
 
+const MISSING_ID: &str = "the plan's id";
+const MISSING_ISSUED_AT: &str = "the plan's issuedAt";
+const MISSING_CREATED: &str = "the pod's creationTimestamp";
+
 /// What the controller knows of a pod, for these checks.
 #[derive(Clone, Copy, Debug)]
 pub struct PodFacts<'a> {
@@ -69,6 +73,50 @@ pub enum Rejection {
         created: String,
     },
     #[error(
+        "{0} is missing, so its exec plan cannot be tied to this one pod (a plan written by hand, or \
+         issued by a restore-hooks older than 0.3: recreate the pod to have it planned again); \
+         nothing is run"
+    )]
+    /// The plan lacks `issuedAt` or `id`, or the pod has no `creationTimestamp`: what binds a plan
+    /// to one pod cannot be checked, so it is not run (the payload names what is missing).
+    Unbound(&'static str),
+    #[error(
+        "its exec plan {plan} was issued for another pod (uid {holder}), which carried it first: \
+         a copied plan; nothing is run"
+    )]
+    /// The controller's record says another pod carried this plan id first (docs/behaviour.md
+    /// §9.3, §9.5).
+    ClaimedByOtherPod {
+        /// The plan's id.
+        plan: String,
+        /// The uid of the pod the record holds it for.
+        holder: String,
+    },
+    #[error(
+        "its exec plan {plan} replaced plan {recorded}, which the controller recorded for this pod: \
+         a plan is never replaced after admission; nothing more is run"
+    )]
+    /// The pod carries another plan than the one the controller recorded for its uid.
+    PlanReplaced {
+        /// The id of the plan the pod carries now.
+        plan: String,
+        /// The id the record holds for the pod.
+        recorded: String,
+    },
+    #[error(
+        "RestoreRun {run} already records {pods} pods, the most one restore may hold; this pod's \
+         hooks are not run (split the restore, or delete finished pods' RestoreRun entries by \
+         deleting the RestoreRun once its pods are gone)"
+    )]
+    /// The restore's record is full (docs/behaviour.md §10): no new pod can be recorded, so none
+    /// is run.
+    RecordFull {
+        /// The RestoreRun's name.
+        run: String,
+        /// How many pods it records.
+        pods: usize,
+    },
+    #[error(
         "its restore-hooks.dev/status was not written by this installation's controller ({0}): \
          hook progress cannot be trusted, so nothing is run (hooks run at most once)"
     )]
@@ -79,6 +127,23 @@ pub enum Rejection {
     )]
     /// The status verified but is not a valid status document (the JSON error).
     UnreadableStatus(String),
+}
+
+impl Rejection {
+    /// The `reason` label of `restore_hooks_plans_rejected_total` (docs/operations.md).
+    pub fn metric_reason(&self) -> &'static str {
+        match self {
+            Rejection::NoPlan | Rejection::UnreadablePlan(_) => "unreadable_plan",
+            Rejection::Unsigned(_) => "unsigned_plan",
+            Rejection::OtherPod { .. } => "other_pod",
+            Rejection::Unbound(MISSING_ISSUED_AT) => "no_issued_at",
+            Rejection::Unbound(_) => "unbound_plan",
+            Rejection::ClaimedByOtherPod { .. } => "claimed_by_other_pod",
+            Rejection::PlanReplaced { .. } => "plan_replaced",
+            Rejection::RecordFull { .. } => "record_full",
+            Rejection::ForgedStatus(_) | Rejection::UnreadableStatus(_) => "forged_status",
+        }
+    }
 }
 
 /// The plan and status the controller may act on.
@@ -99,15 +164,22 @@ pub fn verify(facts: &PodFacts<'_>, keys: Option<&PlanKeys>) -> Result<Trusted, 
     verify_signature(facts, keys, text).map_err(Rejection::Unsigned)?;
     let plan =
         ExecPlan::from_annotation(text).map_err(|e| Rejection::UnreadablePlan(e.to_string()))?;
-    if let (Some(created), Some(issued)) = (facts.created, plan.issued_at.as_deref()) {
-        let issued_at: Option<Timestamp> = issued.parse().ok();
-        let off = issued_at.is_none_or(|i| i.duration_since(created).abs() > ISSUED_AT_TOLERANCE);
-        if off {
-            return Err(Rejection::OtherPod {
-                issued: issued.to_string(),
-                created: crate::state::timestamp(created),
-            });
-        }
+    // What ties a plan to one pod: its id (recorded per pod uid by the controller), and an
+    // issuedAt at the pod's creation. Without them that cannot be checked, so nothing runs.
+    if plan.id.is_empty() {
+        return Err(Rejection::Unbound(MISSING_ID));
+    }
+    let issued = plan
+        .issued_at
+        .as_deref()
+        .ok_or(Rejection::Unbound(MISSING_ISSUED_AT))?;
+    let created = facts.created.ok_or(Rejection::Unbound(MISSING_CREATED))?;
+    let issued_at: Option<Timestamp> = issued.parse().ok();
+    if issued_at.is_none_or(|i| i.duration_since(created).abs() > ISSUED_AT_TOLERANCE) {
+        return Err(Rejection::OtherPod {
+            issued: issued.to_string(),
+            created: crate::state::timestamp(created),
+        });
     }
     let status = match facts.status {
         None => None,
@@ -159,6 +231,7 @@ mod tests {
 
     fn plan_text(issued: &str) -> String {
         ExecPlan {
+            id: "AAECAwQFBgcICQoL".into(),
             restore: "r".into(),
             issued_at: Some(issued.into()),
             ..Default::default()
@@ -223,6 +296,53 @@ mod tests {
             verify(&facts(&old, Some(&old_sig)), Some(&keys)),
             Err(Rejection::OtherPod { .. })
         ));
+    }
+
+    #[test]
+    fn a_plan_that_cannot_be_tied_to_one_pod_is_refused() {
+        let keys = PlanKeys::new(KEY, None).unwrap();
+        let binding = PodBinding {
+            namespace: "shop",
+            name: "",
+            generate_name: "web-",
+        };
+        let signed = |plan: ExecPlan| {
+            let text = plan.to_annotation();
+            let sig = keys.sign_plan(binding, &text);
+            (text, sig)
+        };
+        let full = ExecPlan::from_annotation(&plan_text("2026-12-03T10:00:01Z")).unwrap();
+        let rows: [(ExecPlan, bool, &str); 3] = [
+            (
+                ExecPlan {
+                    id: String::new(),
+                    ..full.clone()
+                },
+                true,
+                "unbound_plan",
+            ),
+            (
+                ExecPlan {
+                    issued_at: None,
+                    ..full.clone()
+                },
+                true,
+                "no_issued_at",
+            ),
+            (full.clone(), false, "unbound_plan"),
+        ];
+        for (plan, pod_has_creation, want) in rows {
+            let (text, sig) = signed(plan);
+            let mut f = facts(&text, Some(&sig));
+            if !pod_has_creation {
+                f.created = None;
+            }
+            let got = verify(&f, Some(&keys)).unwrap_err();
+            assert_eq!(got.metric_reason(), want, "{got}");
+            assert!(got.to_string().contains("is missing"), "{got}");
+        }
+        let (text, sig) = signed(full);
+        assert!(verify(&facts(&text, Some(&sig)), Some(&keys)).is_ok());
     }
 
     #[test]

@@ -128,13 +128,17 @@ fn matching_hooks(sim: &Sim, rt: &ResourceType, version: &str, obj: &Value) -> V
     out
 }
 
-/// Runs mutating admission for a CREATE; returns the warnings to send back.
+/// Who requests when nobody is impersonated.
+pub(crate) const ADMIN: &str = "kube-sim:admin";
+
+/// Runs mutating admission for a CREATE by `user`; returns the warnings to send back.
 pub(crate) async fn admit(
     sim: &Sim,
     rt: &ResourceType,
     version: &str,
     obj: &mut Value,
     dry_run: bool,
+    user: &str,
 ) -> ApiResult<Vec<String>> {
     // The apiserver never sends admission configuration objects through webhooks.
     if rt.group == "admissionregistration.k8s.io" {
@@ -145,9 +149,15 @@ pub(crate) async fn admit(
     if hooks.is_empty() {
         return Ok(warnings);
     }
+    let request = Request {
+        rt,
+        version,
+        dry_run,
+        user,
+    };
     let mut last_mutator: Option<usize> = None;
     for (i, h) in hooks.iter().enumerate() {
-        if call_one(sim, rt, version, h, obj, dry_run, &mut warnings).await? {
+        if call_one(sim, &request, h, obj, &mut warnings).await? {
             last_mutator = Some(i);
         }
     }
@@ -155,7 +165,7 @@ pub(crate) async fn admit(
     // is called once more.
     if let Some(j) = last_mutator {
         for h in hooks.iter().take(j).filter(|h| h.reinvoke) {
-            call_one(sim, rt, version, h, obj, dry_run, &mut warnings).await?;
+            call_one(sim, &request, h, obj, &mut warnings).await?;
         }
     }
     Ok(warnings)
@@ -170,16 +180,28 @@ fn display_name(obj: &Value) -> String {
     }
 }
 
+/// What every webhook call of one CREATE shares.
+struct Request<'a> {
+    rt: &'a ResourceType,
+    version: &'a str,
+    dry_run: bool,
+    user: &'a str,
+}
+
 /// Calls one webhook and applies its patch; `Ok(true)` when the object changed.
 async fn call_one(
     sim: &Sim,
-    rt: &ResourceType,
-    version: &str,
+    request: &Request<'_>,
     h: &Hook,
     obj: &mut Value,
-    dry_run: bool,
     warnings: &mut Vec<String>,
 ) -> ApiResult<bool> {
+    let Request {
+        rt,
+        version,
+        dry_run,
+        user,
+    } = *request;
     let ns = meta_str(obj, "namespace").to_string();
     let pod = display_name(obj);
     let uid = util::new_uid();
@@ -195,7 +217,11 @@ async fn call_one(
             "name": meta_str(obj, "name"),
             "namespace": ns,
             "operation": "CREATE",
-            "userInfo": {"username": "kube-sim:admin", "groups": ["system:masters", "system:authenticated"]},
+            "userInfo": if user == ADMIN {
+                json!({"username": ADMIN, "groups": ["system:masters", "system:authenticated"]})
+            } else {
+                json!({"username": user, "groups": ["system:authenticated"]})
+            },
             "object": obj.clone(),
             "oldObject": null,
             "dryRun": dry_run,

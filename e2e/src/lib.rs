@@ -15,7 +15,10 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Known gaps (deliberate, to stay small): no authentication or authorization; no protobuf;
+//! Known gaps (deliberate, to stay small): no authentication or authorization (requests act as
+//! `kube-sim:admin`, or as the user of an `Impersonate-User` header, which admission webhooks
+//! see in `userInfo`; a SubjectAccessReview allows everything but what [`SimHandle::deny_exec`]
+//! denies); no protobuf;
 //! no pagination (`limit` is ignored, lists are complete); no field validation; pod spec
 //! immutability is not enforced; deletions are immediate (no finalizers or grace periods);
 //! admission webhooks are called for CREATE only, by `clientConfig.url` only (no `service`),
@@ -144,6 +147,8 @@ pub(crate) struct Sim {
     pub workdir: PathBuf,
     pub kubelet_on: tokio::sync::watch::Sender<bool>,
     pub shutdown: CancellationToken,
+    /// Users a SubjectAccessReview says may not `create pods/exec` (everyone else may).
+    pub no_exec: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl Sim {
@@ -187,6 +192,7 @@ pub async fn start(opts: SimOptions) -> anyhow::Result<SimHandle> {
         workdir: opts.workdir.clone(),
         kubelet_on: tokio::sync::watch::channel(opts.kubelet).0,
         shutdown: CancellationToken::new(),
+        no_exec: Default::default(),
     });
     {
         let weak = Arc::downgrade(&sim);
@@ -270,6 +276,16 @@ impl SimHandle {
 
     pub fn faults(&self) -> &Faults {
         &self.sim.faults
+    }
+
+    /// From now on, SubjectAccessReviews answer that `user` may not `create pods/exec`
+    /// (without this, every user may: the simulator has no authorization).
+    pub fn deny_exec(&self, user: &str) {
+        self.sim
+            .no_exec
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(user.to_string());
     }
 
     /// The step log. Subscribe before acting; the channel keeps the last 4096 entries.

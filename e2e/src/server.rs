@@ -29,8 +29,44 @@ pub(crate) fn router(sim: Arc<Sim>) -> Router {
             "/api/v1/namespaces/{ns}/pods/{name}/exec",
             any(exec::handler),
         )
+        .route(
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            axum::routing::post(subject_access_review),
+        )
         .fallback(handle)
         .with_state(sim)
+}
+
+/// The requester: `Impersonate-User` (kubectl --as) or the simulator's admin.
+fn requester(headers: &HeaderMap) -> String {
+    headers
+        .get("impersonate-user")
+        .and_then(|v| v.to_str().ok())
+        .filter(|u| !u.is_empty())
+        .unwrap_or(admission::ADMIN)
+        .to_string()
+}
+
+/// `POST .../subjectaccessreviews`: allowed, except `create pods/exec` for the users
+/// [`crate::SimHandle::deny_exec`] named.
+async fn subject_access_review(State(sim): State<Arc<Sim>>, body: Bytes) -> Response {
+    let review: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return ApiError::bad_request(format!("reading body: {e}")).into_response(),
+    };
+    let spec = &review["spec"];
+    let attrs = &spec["resourceAttributes"];
+    let exec = attrs["resource"] == "pods" && attrs["subresource"] == "exec";
+    let user = spec["user"].as_str().unwrap_or_default();
+    let denied = exec
+        && sim
+            .no_exec
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(user);
+    let mut out = review.clone();
+    out["status"] = json!({"allowed": !denied});
+    json_response(StatusCode::CREATED, out.to_string())
 }
 
 pub(crate) fn json_response(code: StatusCode, body: String) -> Response {
@@ -190,7 +226,8 @@ async fn handle_inner(sim: Arc<Sim>, req: Request) -> ApiResult<Response> {
         "watch" => watch::serve(sim.clone(), target, &q, table::shape(&parts.headers)),
         "create" => {
             let obj = parse_body(&body)?;
-            create(&sim, &target, obj, q.get("dryRun").is_some()).await
+            let user = requester(&parts.headers);
+            create(&sim, &target, obj, q.get("dryRun").is_some(), &user).await
         }
         "update" => update(&sim, &target, parse_body(&body)?, q.get("dryRun").is_some()),
         "patch" => patch(&sim, &target, &body, &ctype, &q).await,
@@ -416,6 +453,7 @@ pub(crate) async fn create(
     t: &Target,
     mut obj: Value,
     dry_run: bool,
+    user: &str,
 ) -> ApiResult<Response> {
     let id = t.rt.id();
     if !obj.is_object() {
@@ -459,7 +497,7 @@ pub(crate) async fn create(
         default_pod(&mut obj);
     }
     // Mutating admission runs before the name is generated, as in the apiserver.
-    let warnings = admission::admit(sim, &t.rt, &t.version, &mut obj, dry_run).await?;
+    let warnings = admission::admit(sim, &t.rt, &t.version, &mut obj, dry_run, user).await?;
     if meta_str(&obj, "name").is_empty() {
         let name = format!(
             "{}{}",
@@ -757,7 +795,7 @@ async fn patch(sim: &Sim, t: &Target, body: &Bytes, ctype: &str, q: &Query) -> A
         if ctype == "application/apply-patch+yaml" && t.sub.is_none() {
             let mut obj = parse_body(body)?;
             set_meta(&mut obj, "name", name.into());
-            return create(sim, t, obj, dry_run).await;
+            return create(sim, t, obj, dry_run, admission::ADMIN).await;
         }
         return Err(ApiError::not_found(&id, name));
     }

@@ -1,19 +1,26 @@
-//! Kubernetes Events on pods (`HookSucceeded`, `HookFailed`, `HooksCompleted`, `PlanRejected`)
-//! and on hook objects (`InitHooksMissed`): what an operator sees in `kubectl describe`. Best
-//! effort: a failed Event is logged, never retried at the expense of the hooks.
+//! Kubernetes Events on pods (`HookSucceeded`, `HookFailed`, `HookRefused`, `HooksCompleted`,
+//! `PlanRejected`, `StatusRolledBack`) and on hook objects (`InitHooksMissed`,
+//! `LateHooksAdded`): what an operator sees in `kubectl describe`. Best effort: a failed Event is
+//! logged, never retried at the expense of the hooks.
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kube::api::{Api, PostParams};
-use tracing::debug;
+use tracing::warn;
 
 pub const HOOK_SUCCEEDED: &str = "HookSucceeded";
 pub const HOOK_FAILED: &str = "HookFailed";
+/// An annotation exec hook nobody entitled to exec into the pod authored: recorded `Failed`,
+/// never run.
+pub const HOOK_REFUSED: &str = "HookRefused";
 pub const HOOKS_COMPLETED: &str = "HooksCompleted";
 /// A pod's plan or status failed verification: nothing of it ran.
 pub const PLAN_REJECTED: &str = "PlanRejected";
+/// A pod's status no longer showed hooks the controller's record says started: it was restored
+/// from the record, nothing re-ran.
+pub const STATUS_ROLLED_BACK: &str = "StatusRolledBack";
 /// On a RestoreHook or ClusterRestoreHook: pods it selected were created before it, so its init
 /// hooks could not apply to them.
 pub const INIT_HOOKS_MISSED: &str = "InitHooksMissed";
@@ -98,9 +105,9 @@ impl EventSink {
         {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
-                debug!(pod = %name, namespace = %ns, reason, error = %e, "could not create Event")
+                warn!(pod = %name, namespace = %ns, reason, error = %e, "could not create Event")
             }
-            Err(_) => debug!(pod = %name, namespace = %ns, reason, "creating an Event timed out"),
+            Err(_) => warn!(pod = %name, namespace = %ns, reason, "creating an Event timed out"),
         }
     }
 }

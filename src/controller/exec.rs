@@ -47,7 +47,7 @@ impl ExecOutcome {
         }
     }
 
-    fn failed(error: impl Into<String>) -> Self {
+    pub fn failed(error: impl Into<String>) -> Self {
         ExecOutcome {
             error: Some(error.into()),
             ..Default::default()

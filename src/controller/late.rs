@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::events::{EventSink, EventType, INIT_HOOKS_MISSED, LATE_HOOKS_ADDED, Regarding};
-use super::finished::FinishedPods;
+use super::ledger::Ledger;
 use super::tally::{LateOutcome, MarkedPod, MarkedPods, Tally};
 use crate::catalog::{HookIndex, SharedIndex};
 use crate::metrics::Metrics;
@@ -54,7 +54,8 @@ pub struct LateHooks {
     pub events: EventSink,
     pub metrics: Metrics,
     pub tally: Tally,
-    pub finished: Arc<FinishedPods>,
+    /// Which pod holds which plan: only a plan held for this very pod is extended.
+    pub ledger: Ledger,
 }
 
 /// What happened to one pod.
@@ -80,7 +81,7 @@ impl LateHooks {
         // an empty set and never added to the pods admitted before them.
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = self.marked.listed() => {}
+            _ = async { tokio::join!(self.marked.listed(), self.ledger.loaded()) } => {}
         }
         for object in known {
             self.scan(&object).await;
@@ -335,10 +336,16 @@ impl LateHooks {
                         status: None,
                         status_signature: None,
                     };
-                    match verify(&facts, Some(&keys)) {
-                        Ok(t) => Some(t.plan),
+                    // Issued by this installation, for this very pod: signed, bound to its
+                    // creation, and held for its uid (a copy carried by a second pod is not).
+                    let held = verify(&facts, Some(&keys)).and_then(|t| {
+                        self.ledger.claim(&t.plan.restore, uid, &t.plan.id)?;
+                        Ok(t.plan)
+                    });
+                    match held {
+                        Ok(plan) => Some(plan),
                         Err(e) => {
-                            debug!(pod = %format!("{namespace}/{name}"), reason = %e, "not extending a plan that does not verify");
+                            debug!(pod = %format!("{namespace}/{name}"), reason = %e, "not extending a plan that is not this pod's own");
                             return Ok(PodResult::Nothing);
                         }
                     }
@@ -392,12 +399,21 @@ impl LateHooks {
             let Some((restore, late)) = resolved else {
                 return Ok(PodResult::Nothing);
             };
-            let mut plan = existing.clone().unwrap_or_else(|| ExecPlan {
-                restore: restore.clone(),
-                // A plan the controller issues is bound to this pod's creation.
-                issued_at: created.map(timestamp),
-                ..ExecPlan::default()
-            });
+            let mut plan = match existing.clone() {
+                Some(plan) => plan,
+                // A plan the controller issues is bound to this pod's creation, and held for its
+                // uid before it is written.
+                None => ExecPlan {
+                    // The id an earlier attempt recorded for this pod, if its write failed.
+                    id: match self.ledger.entry(uid) {
+                        Some(recorded) => recorded.plan,
+                        None => crate::plan_key::new_plan_id()?,
+                    },
+                    restore: restore.clone(),
+                    issued_at: created.map(timestamp),
+                    ..ExecPlan::default()
+                },
+            };
             let known = |p: &ExecPlan, source: &str, index: usize| {
                 p.hooks
                     .iter()
@@ -454,6 +470,7 @@ impl LateHooks {
             if !young && !new_exec.is_empty() {
                 return Ok(PodResult::TooOld);
             }
+            self.ledger.claim(&plan.restore, uid, &plan.id)?;
             let (exec, missed_init) = (new_exec.len(), new_missed.len());
             plan.hooks.extend(new_exec);
             plan.missed_init.extend(new_missed);
@@ -479,20 +496,9 @@ impl LateHooks {
             if exec > 0 {
                 body["metadata"]["labels"] = json!({ EXEC_LABEL: EXEC_PENDING });
             }
-            // The pod has hooks to run again: it is not finished any more. Forgotten before the
-            // write, not after: the pending label reaches a worker through the watch, possibly
-            // before this task runs on, and a worker that still found the pod finished would
-            // refuse it as a re-run.
-            let was_finished = exec > 0 && self.finished.contains(uid);
-            if was_finished {
-                self.finished.remove(uid);
-            }
             let written = api
                 .patch(name, &PatchParams::default(), &Patch::Merge(&body))
                 .await;
-            if written.is_err() && was_finished {
-                self.finished.insert(uid);
-            }
             match written {
                 Ok(_) => {
                     if exec > 0 {

@@ -5,15 +5,16 @@
 //! - [`reconcile`]: the pending-pod watch and one worker per pending pod;
 //! - [`slots`]: exec slots shared fairly across namespaces;
 //! - [`status`], [`events`]: what the controller writes on pods;
+//! - [`ledger`]: the controller's own record of what ran, in the RestoreRuns;
 //! - [`tally`]: RestoreHook / ClusterRestoreHook / RestoreRun status;
 //! - [`late`]: exec hooks of hook objects that arrive after their pods;
 //! - [`lease`]: leader election, so that only one replica execs.
 
 pub mod events;
 pub mod exec;
-pub mod finished;
 pub mod late;
 pub mod lease;
+pub mod ledger;
 pub mod pod;
 pub mod reconcile;
 pub mod slots;
@@ -37,15 +38,12 @@ use crate::plan_key::KeyRing;
 
 use self::events::EventSink;
 use self::exec::{Exec, KubeExec};
-use self::finished::FinishedPods;
 use self::late::LateHooks;
 use self::lease::LeaseConfig;
+use self::ledger::Ledger;
 use self::reconcile::Workers;
 use self::slots::ExecSlots;
 use self::tally::TallyConfig;
-
-/// How many finished pods the controller remembers (a few MiB at most).
-const FINISHED_PODS: usize = 100_000;
 
 /// Everything the controller needs from the process that hosts it.
 pub struct ControllerDeps {
@@ -111,7 +109,6 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
         args.per_namespace_execs(),
         metrics.exec_slots_in_use.clone(),
     );
-    let finished = Arc::new(FinishedPods::new(FINISHED_PODS));
     let events = EventSink::new(client.clone(), identity.clone());
     let inherited_grace = jiff::SignedDuration::try_from(args.inherited_exec_grace)
         .unwrap_or(jiff::SignedDuration::from_secs(30));
@@ -137,6 +134,9 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
         // Leading: watch and run hooks until shutdown or until the Lease is lost. A lost Lease
         // cancels `term` at once, so no new exec starts; running execs finish and are recorded.
         let term = shutdown.child_token();
+        // What earlier leaders ran is read before anything runs.
+        let (ledger, ledger_task) = Ledger::spawn(client.clone(), term.clone());
+        let ledger_task = AbortOnDrop(ledger_task);
         let (tally, marked, tally_task) = tally::spawn(
             client.clone(),
             keys.clone(),
@@ -159,7 +159,7 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
                 events: events.clone(),
                 metrics: metrics.clone(),
                 tally: tally.clone(),
-                finished: finished.clone(),
+                ledger: ledger.clone(),
             }
             .run(term.clone()),
         ));
@@ -184,7 +184,7 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
             keys: keys.clone(),
             index: index.clone(),
             engine: engine.clone(),
-            finished: finished.clone(),
+            ledger: ledger.clone(),
             inherited_grace,
         });
         let mut pods = AbortOnDrop(tokio::spawn(reconcile::serve_pods(workers, term.clone())));
@@ -215,6 +215,7 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
         let _ = late.join().await;
         let _ = unmutated.join().await;
         let _ = tally_task.join().await;
+        let _ = ledger_task.join().await;
         if let Some(ended) = watch_ended {
             match ended {
                 Err(e) => warn!(error = %e, "the pod watch task failed; restarting it"),

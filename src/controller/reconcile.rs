@@ -29,6 +29,7 @@ use restore_hooks_core::hooks::plan::{
     EXEC_FAILED, EXEC_LABEL, EXEC_PENDING, ExecPlan, ExecStatus, HookPhase, HookStatus,
 };
 use restore_hooks_core::hooks::scope::restore_scope;
+use restore_hooks_core::ledger::reconcile;
 use restore_hooks_core::state::{Context, Decision, Presence, align, decide, timestamp};
 use restore_hooks_core::trust::{Rejection, verify};
 use tokio::sync::watch;
@@ -42,10 +43,11 @@ use crate::metrics::Metrics;
 use crate::plan_key::KeyRing;
 
 use super::events::{
-    EventSink, EventType, HOOK_FAILED, HOOK_SUCCEEDED, HOOKS_COMPLETED, PLAN_REJECTED, Regarding,
+    EventSink, EventType, HOOK_FAILED, HOOK_REFUSED, HOOK_SUCCEEDED, HOOKS_COMPLETED,
+    PLAN_REJECTED, Regarding, STATUS_ROLLED_BACK,
 };
 use super::exec::{Exec, ExecOutcome};
-use super::finished::FinishedPods;
+use super::ledger::Ledger;
 use super::pod::{PodState, SlimPod};
 use super::slots::{ExecSlots, SlotPermit};
 use super::status::{WriteError, set_exec_label, write_status};
@@ -63,7 +65,8 @@ pub struct Workers {
     /// Namespace labels, for the scope check before every exec.
     pub index: Arc<SharedIndex>,
     pub engine: EngineConfig,
-    pub finished: Arc<FinishedPods>,
+    /// The controller's record of what ran: consulted before, and written at, every start.
+    pub ledger: Ledger,
     pub inherited_grace: SignedDuration,
 }
 
@@ -87,6 +90,11 @@ struct Handle {
 /// leadership); then stops starting execs, lets running ones finish and record their result, and
 /// returns.
 pub async fn serve_pods(shared: Arc<Workers>, term: CancellationToken) {
+    // Nothing runs before the record of what earlier leaders ran has been read.
+    tokio::select! {
+        _ = term.cancelled() => return,
+        _ = shared.ledger.loaded() => {}
+    }
     let api: Api<SlimPod> = Api::all(shared.client.clone());
     let selector = format!("{EXEC_LABEL}={EXEC_PENDING}");
     let mut stream = watch_pods(api, watcher::Config::default().labels(&selector))
@@ -214,6 +222,8 @@ struct Finished {
     index: usize,
     outcome: ExecOutcome,
     elapsed: Duration,
+    /// Its start is in the controller's record (so is its result, then).
+    recorded: bool,
 }
 
 struct PodWorker {
@@ -247,6 +257,9 @@ struct PodWorker {
     /// The `Running` record this worker wrote for each hook it runs: the result is recorded
     /// against it, whatever view of the pod the worker has when the exec ends.
     started: std::collections::BTreeMap<usize, HookStatus>,
+    /// When this worker first acted on the pod: the start time it assumes for a hook the record
+    /// says started but the pod's status no longer shows (docs/behaviour.md §9.5).
+    noticed: Option<Timestamp>,
 }
 
 /// How an action ended.
@@ -290,6 +303,7 @@ impl PodWorker {
             maybe_gone: false,
             fresh: false,
             started: Default::default(),
+            noticed: None,
         }
     }
 
@@ -413,24 +427,25 @@ impl PodWorker {
                 return Flow::Wait;
             }
         };
-        // A finished pod whose (verified) status still shows every hook ended only had its label
-        // flipped back: deciding puts the label right again and runs nothing. Anything less than
-        // a complete status on a finished pod is a reset.
-        let complete = status.as_ref().is_some_and(|s| {
-            align(&plan, Some(s))
-                .hooks
-                .iter()
-                .all(|h| h.phase.is_terminal())
-        });
-        if self.running.is_empty() && !complete && self.shared.finished.contains(&self.uid) {
+        // The plan must be held for this very pod (the first pod that carried it), and what the
+        // record says started wins over the pod's status (docs/behaviour.md §9.3, §9.5).
+        if let Err(rejection) = self.shared.ledger.claim(&plan.restore, &self.uid, &plan.id) {
+            if self.running.is_empty() {
+                return self.reject(&pod, rejection).await;
+            }
+            warn!(pod = %self.pod_ref(), reason = %rejection, "the pod's plan is not held for it any more; no new hook starts");
+            return Flow::Wait;
+        }
+        let noticed = *self.noticed.get_or_insert_with(Timestamp::now);
+        let record = self.shared.ledger.entry(&self.uid);
+        let reconciled = reconcile(&plan, status.as_ref(), record.as_ref(), noticed);
+        if !reconciled.rolled_back.is_empty() || !reconciled.recovered.is_empty() {
             if !self.fresh {
-                // Most likely a watch event from before this controller finished the pod (a new
-                // worker starts on it): read the pod before calling it a reset.
+                // The watch may lag this worker's own writes: read the pod before calling its
+                // status rolled back.
                 return self.refresh();
             }
-            let rejection = "its hooks already ran to completion under this controller; a reset \
-                 status or label does not run them again (hooks run at most once)";
-            return self.reject_with(&pod, "rerun", rejection.to_string()).await;
+            return self.restore_status(&pod, &plan, reconciled).await;
         }
         self.trusted = Some((plan.clone(), status.clone()));
         let out_of_scope = self.out_of_scope(&pod);
@@ -478,6 +493,70 @@ impl PodWorker {
             }
         }
         Flow::Wait
+    }
+
+    /// The pod's status lost hooks the record says started (rolled back or removed), or lacks a
+    /// result only the record has: writes the record's view back, so the pod tells the truth and
+    /// nothing starts twice (docs/behaviour.md §9.5).
+    async fn restore_status(
+        &mut self,
+        pod: &Arc<PodState>,
+        plan: &ExecPlan,
+        reconciled: restore_hooks_core::ledger::Reconciled,
+    ) -> Flow {
+        let Some(keys) = self.shared.keys.current() else {
+            return Flow::Wait;
+        };
+        let written = write_status(
+            &self.api,
+            &self.name,
+            &self.uid,
+            &pod.resource_version,
+            &reconciled.status,
+            &keys,
+            None,
+        )
+        .await;
+        match written {
+            Ok(updated) => {
+                self.backoff.reset();
+                self.pod = Some(PodState::from_slim(updated));
+                let names = |which: &[usize]| {
+                    which
+                        .iter()
+                        .map(|&i| format!("{} (#{i})", plan.hooks[i].name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                if !reconciled.recovered.is_empty() {
+                    info!(pod = %self.pod_ref(), restore = %plan.restore, hooks = %names(&reconciled.recovered),
+                          "results taken from the controller's record (the controller that ran them stopped before writing them on the pod)");
+                }
+                if !reconciled.rolled_back.is_empty() {
+                    self.shared.metrics.status_rollbacks.inc();
+                    let message = format!(
+                        "the pod's restore-hooks.dev/status no longer showed hooks that had started: \
+                         {}; it was rolled back or removed. The controller's record in RestoreRun {} \
+                         wins: they are not run again",
+                        names(&reconciled.rolled_back),
+                        restore_hooks_core::tally::restore_run_name(&plan.restore)
+                    );
+                    warn!(pod = %self.pod_ref(), restore = %plan.restore, hooks = %names(&reconciled.rolled_back),
+                          "hook status rolled back; restored from the controller's record, nothing re-run");
+                    self.shared
+                        .events
+                        .publish(
+                            &Regarding::pod(pod),
+                            EventType::Warning,
+                            STATUS_ROLLED_BACK,
+                            &message,
+                        )
+                        .await;
+                }
+                Flow::Again
+            }
+            Err(e) => self.write_failed(e).await,
+        }
     }
 
     /// A pod whose namespace is excluded, or that is in no restore scope any more: nothing more
@@ -578,7 +657,6 @@ impl PodWorker {
                 if let Some(label) = finishing {
                     self.completed(&updated, plan, &decision.status, label)
                         .await;
-                    self.shared.finished.insert(&self.uid);
                     return Flow::Stop;
                 }
                 Flow::Again
@@ -638,6 +716,28 @@ impl PodWorker {
         self.backoff.reset();
         self.pod = Some(updated);
         self.trusted = Some((plan.clone(), Some(status.clone())));
+        self.running.insert(index);
+        self.started.insert(index, status.hooks[index].clone());
+        // The exec starts only once the record says it started: a status rolled back later, or
+        // a new leader, never starts it again (docs/behaviour.md §9.5).
+        let recorded = self
+            .shared
+            .ledger
+            .started(&plan.restore, &self.uid, &plan.id, index)
+            .await;
+        if let Err(e) = recorded {
+            drop(permit);
+            let outcome = ExecOutcome::failed(format!("not executed: {e}"));
+            self.execs.spawn(async move {
+                Finished {
+                    index,
+                    outcome,
+                    elapsed: Duration::ZERO,
+                    recorded: false,
+                }
+            });
+            return Flow::Again;
+        }
         let timeout_ms = hook
             .exec_timeout_ms
             .min(self.shared.engine.max_exec_timeout_ms);
@@ -646,8 +746,6 @@ impl PodWorker {
             source = %hook.source, container = %hook.container, command = ?hook.command,
             timeout = %format_go_duration(timeout_ms), "hook started"
         );
-        self.running.insert(index);
-        self.started.insert(index, status.hooks[index].clone());
         let exec = self.shared.exec.clone();
         let (namespace, name) = (self.namespace.clone(), self.name.clone());
         self.execs.spawn(async move {
@@ -666,6 +764,7 @@ impl PodWorker {
                 index,
                 outcome,
                 elapsed: clock.elapsed(),
+                recorded: true,
             }
         });
         Flow::Again
@@ -686,6 +785,15 @@ impl PodWorker {
             None => align(plan, status.as_ref()).hooks[f.index].clone(),
         };
         let outcome = f.outcome;
+        if f.recorded {
+            self.shared.ledger.ended(
+                &plan.restore,
+                &self.uid,
+                &plan.id,
+                f.index,
+                outcome.succeeded(),
+            );
+        }
         result.phase = if outcome.succeeded() {
             HookPhase::Succeeded
         } else {
@@ -791,7 +899,6 @@ impl PodWorker {
                 if let Some(label) = finishing {
                     self.completed(&updated, &plan, &decision.status, label)
                         .await;
-                    self.shared.finished.insert(&self.uid);
                     return Flow::Stop;
                 }
                 Flow::Again
@@ -853,13 +960,8 @@ impl PodWorker {
 
     /// Nothing of this pod runs: a Warning Event, the `failed` label, a status naming why.
     async fn reject(&mut self, pod: &Arc<PodState>, rejection: Rejection) -> Flow {
-        let reason = match &rejection {
-            Rejection::NoPlan | Rejection::UnreadablePlan(_) => "unreadable_plan",
-            Rejection::Unsigned(_) => "unsigned_plan",
-            Rejection::OtherPod { .. } => "other_pod",
-            Rejection::ForgedStatus(_) | Rejection::UnreadableStatus(_) => "forged_status",
-        };
-        self.reject_with(pod, reason, rejection.to_string()).await
+        self.reject_with(pod, rejection.metric_reason(), rejection.to_string())
+            .await
     }
 
     async fn reject_with(&mut self, pod: &Arc<PodState>, reason: &str, message: String) -> Flow {
@@ -976,6 +1078,16 @@ impl PodWorker {
                     self.shared
                         .events
                         .publish(&about, EventType::Normal, HOOK_SUCCEEDED, &msg)
+                        .await;
+                }
+                HookPhase::Failed if hook.refused.is_some() => {
+                    let msg = format!(
+                        "hook {} (#{i}, {}) in container {} {}",
+                        hook.name, hook.source, hook.container, entry.message
+                    );
+                    self.shared
+                        .events
+                        .publish(&about, EventType::Warning, HOOK_REFUSED, &msg)
                         .await;
                 }
                 HookPhase::Failed => {

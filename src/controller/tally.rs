@@ -25,7 +25,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -33,7 +33,6 @@ use restore_hooks_core::hooks::compiled::SourceKind;
 use restore_hooks_core::hooks::plan::{ExecPlan, ExecStatus, RESTORE_RUN_LABEL};
 use restore_hooks_core::hooks::types::{
     ClusterRestoreHook, FailedPod, HookCounts, HookObjectStatus, RestoreHook, RestoreRun,
-    RestoreRunSpec,
 };
 use restore_hooks_core::tally::{Contribution, Target, restore_run_name, run_phase, tally_pod};
 use restore_hooks_core::trust::{PodFacts, verify};
@@ -522,7 +521,16 @@ impl Writer {
             match result {
                 Ok(()) => {}
                 Err(e) => {
-                    debug!(target = ?target, error = %e, "status write failed; retrying");
+                    // A conflict is routine (the ledger and the kubelet-driven pod updates write
+                    // too); anything else an operator should see.
+                    let conflict = e
+                        .downcast_ref::<kube::Error>()
+                        .is_some_and(|k| matches!(k, kube::Error::Api(s) if s.code == 409));
+                    if conflict {
+                        debug!(target = ?target, error = %e, "status write conflicted; retrying");
+                    } else {
+                        warn!(target = ?target, error = %e, "status write failed; retrying");
+                    }
                     self.dirty.insert(target);
                 }
             }
@@ -773,22 +781,7 @@ impl Writer {
         }
         let existing = match api.get_opt(&name).await? {
             Some(run) => run,
-            None => {
-                let run = RestoreRun::new(
-                    &name,
-                    RestoreRunSpec {
-                        restore: restore.to_string(),
-                    },
-                );
-                match api.create(&PostParams::default(), &run).await {
-                    Ok(created) => {
-                        info!(restorerun = %name, restore, "tracking restore");
-                        created
-                    }
-                    Err(kube::Error::Api(s)) if s.code == 409 => api.get(&name).await?,
-                    Err(e) => return Err(e.into()),
-                }
-            }
+            None => super::ledger::create_restore_run(&api, &name, restore).await?,
         };
         let status = existing.status.clone().unwrap_or_default();
         let mut retired = status.retired;
@@ -819,8 +812,13 @@ impl Writer {
                     .unwrap_or_else(|| restore_hooks_core::state::timestamp(Timestamp::now())),
             )
         };
+        let refused = if counts.refused > 0 {
+            format!(" ({} of them refused)", counts.refused)
+        } else {
+            String::new()
+        };
         let message = format!(
-            "{planned} pod(s): {} succeeded, {} failed, {} skipped, {} pending, {} init hooks missed",
+            "{planned} pod(s): {} succeeded, {} failed{refused}, {} skipped, {} pending, {} init hooks missed",
             counts.succeeded, counts.failed, counts.skipped, counts.pending, counts.missed_init
         );
         let cond = condition(
@@ -862,8 +860,14 @@ impl Writer {
         Ok(())
     }
 
-    /// Deletes RestoreRuns completed longer ago than the retention period.
+    /// Deletes RestoreRuns completed longer ago than the retention period, once none of the pods
+    /// their record holds exists any more: the record is what keeps those pods' hooks from
+    /// running again (docs/behaviour.md §8.3, §9.5).
     async fn sweep(&mut self) {
+        if !*self.marked.listed.borrow() {
+            // Which pods exist is not known before the first list.
+            return;
+        }
         let api: Api<RestoreRun> = Api::all(self.client.clone());
         let Ok(runs) = api.list(&ListParams::default()).await else {
             return;
@@ -883,6 +887,14 @@ impl Writer {
             if status.phase == "InProgress" || now.duration_since(done) < retention {
                 continue;
             }
+            if let Some(live) = status
+                .executions
+                .keys()
+                .find(|uid| self.pods.contains_key(*uid))
+            {
+                debug!(restorerun = %run.name_any(), pod_uid = %live, "kept past its retention period: a pod it ran hooks on still exists");
+                continue;
+            }
             let name = run.name_any();
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {
@@ -893,7 +905,7 @@ impl Writer {
                     self.tombstones.remove(&target);
                 }
                 Err(e) => {
-                    debug!(restorerun = %name, error = %e, "could not delete an expired RestoreRun")
+                    warn!(restorerun = %name, error = %e, "could not delete an expired RestoreRun")
                 }
             }
         }

@@ -3,6 +3,7 @@
 
 mod body;
 mod body_deadline;
+pub mod exec_rights;
 pub mod limits;
 pub mod observed;
 pub mod review;

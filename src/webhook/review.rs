@@ -18,7 +18,8 @@ use crate::hooks::pod::AdmittedPod;
 use crate::hooks::resolve::PodContext;
 use crate::hooks::types::Labels;
 use crate::index::HookIndex;
-use crate::inject::{Decision, Issuer, evaluate};
+use crate::inject::{Decision, ExecRight, Issuer, Requester, evaluate};
+use crate::webhook::exec_rights::UserInfo;
 
 /// What the webhook answered, for metrics and logs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +64,8 @@ pub struct Reviewed {
     pub operation: String,
     /// `request.dryRun`.
     pub dry_run: bool,
+    /// The plan holds the pod's annotation exec hook, refused (docs/behaviour.md §9.7).
+    pub refused_annotation_hook: bool,
 }
 
 impl Reviewed {
@@ -146,8 +149,8 @@ pub struct BadReview(pub String);
 const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
 
 /// The parts of an AdmissionReview the webhook reads, borrowed from the body where possible.
-/// Everything else (`userInfo`, `oldObject`, `options`) is skipped without being built, and the
-/// object stays raw JSON text.
+/// Everything else (`oldObject`, `options`) is skipped without being built, and the object stays
+/// raw JSON text.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ReviewIn<'a> {
@@ -179,6 +182,9 @@ pub struct RequestIn<'a> {
     pub object: Option<&'a RawValue>,
     #[serde(default)]
     pub dry_run: Option<bool>,
+    /// Who sent the request: the pod's creator (docs/behaviour.md §9.7).
+    #[serde(default)]
+    pub user_info: UserInfo,
 }
 
 impl RequestIn<'_> {
@@ -188,6 +194,17 @@ impl RequestIn<'_> {
             && self.kind.group.is_empty()
             && self.kind.kind == "Pod"
             && self.sub_resource.as_deref().unwrap_or("").is_empty()
+    }
+
+    /// Whether the pod may carry a Velero annotation exec hook, so that its creator's exec right
+    /// must be asked first. A cheap look at the raw text: the API server sends objects as
+    /// Go's encoder writes them, so the key appears verbatim when present; an unasked creator
+    /// counts as one without the right.
+    pub fn mentions_annotation_exec_hook(&self) -> bool {
+        self.is_pod_create()
+            && self
+                .object
+                .is_some_and(|o| o.get().contains(crate::hooks::annotations::POST_COMMAND))
     }
 
     /// The namespace the object is created in.
@@ -207,6 +224,9 @@ pub struct ReviewContext<'a> {
     pub namespace_labels: Option<&'a Labels>,
     pub config: &'a EngineConfig,
     pub issuer: Issuer<'a>,
+    /// Whether the request's user may create pods/exec in the pod's namespace, when the caller
+    /// asked (see [`RequestIn::mentions_annotation_exec_hook`]); `None`: not asked.
+    pub exec_right: Option<ExecRight>,
     /// Warnings the caller adds (a namespace nobody could tell about).
     pub extra_warnings: Vec<String>,
 }
@@ -270,6 +290,7 @@ pub fn decide_request(request: &RequestIn<'_>, ctx: ReviewContext<'_>) -> Review
         message: None,
         operation: request.operation.to_string(),
         dry_run: request.dry_run.unwrap_or(false),
+        refused_annotation_hook: false,
     };
     let named = || {
         format!(
@@ -301,7 +322,12 @@ pub fn decide_request(request: &RequestIn<'_>, ctx: ReviewContext<'_>) -> Review
             .namespace_labels
             .or_else(|| ctx.index.namespace_labels(namespace)),
     };
-    let mut decision = evaluate(&pod_ctx, ctx.index, ctx.config, &ctx.issuer);
+    let exec_right = ctx.exec_right.unwrap_or(ExecRight::Denied);
+    let requester = Requester {
+        username: &request.user_info.username,
+        exec_right: &exec_right,
+    };
+    let mut decision = evaluate(&pod_ctx, ctx.index, ctx.config, &ctx.issuer, &requester);
     if !ctx.extra_warnings.is_empty() {
         match &mut decision {
             Decision::Unchanged { warnings } | Decision::Patch { warnings, .. } => {
@@ -319,12 +345,14 @@ pub fn decide_request(request: &RequestIn<'_>, ctx: ReviewContext<'_>) -> Review
             patch,
             warnings,
             injected,
+            refused_annotation_hook,
         } => match serde_json::to_vec(&patch) {
             Ok(bytes) => {
                 reviewed.outcome = with_warnings(Outcome::Patched, &warnings);
                 reviewed.response = allowed(uid, Some(&bytes), &warnings);
                 reviewed.injected = injected.len();
                 reviewed.patch_ops = patch.0.len();
+                reviewed.refused_annotation_hook = refused_annotation_hook;
             }
             Err(e) => {
                 let message = format!("restore-hooks: could not encode the patch: {e}");

@@ -39,7 +39,7 @@ use crate::catalog::SharedIndex;
 use crate::cli::WebhookArgs;
 use crate::config::EngineConfig;
 use crate::hooks::types::Labels;
-use crate::inject::Issuer;
+use crate::inject::{ExecRight, Issuer};
 use crate::metrics::Metrics;
 use crate::plan_key::KeyRing;
 
@@ -364,6 +364,8 @@ pub struct WebhookSources {
     pub keys: KeyRing,
     /// For namespaces the index does not know yet; `None` without a cluster.
     pub namespaces: Option<kube::Api<k8s_openapi::api::core::v1::Namespace>>,
+    /// Whether a pod's creator may create pods/exec (its annotation exec hook depends on it).
+    pub exec_rights: Arc<super::exec_rights::ExecRights>,
 }
 
 /// Shared by every request behind one `Arc`: axum clones the state per request, and a clone of
@@ -570,9 +572,31 @@ async fn handle(
                     ),
                 }
             };
+            let exec_right = if request.mentions_annotation_exec_hook() {
+                Some(
+                    state
+                        .sources
+                        .exec_rights
+                        .check(&request.user_info, namespace)
+                        .await,
+                )
+            } else {
+                None
+            };
+            let plan_id = match crate::plan_key::new_plan_id() {
+                Ok(id) => id,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot draw a plan id");
+                    return (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "the system random number generator failed: no plan can be issued\n",
+                    )
+                        .into_response();
+                }
+            };
             let keys = state.sources.keys.current();
             let index = state.sources.index.read();
-            decide_request(
+            let reviewed = decide_request(
                 &request,
                 ReviewContext {
                     index: &index,
@@ -581,10 +605,24 @@ async fn handle(
                     issuer: Issuer {
                         keys: keys.as_deref(),
                         now: jiff::Timestamp::now(),
+                        plan_id: &plan_id,
                     },
+                    exec_right: exec_right.clone(),
                     extra_warnings,
                 },
-            )
+            );
+            if reviewed.refused_annotation_hook {
+                let reason = match exec_right {
+                    Some(ExecRight::Unknown(_)) => "exec_check_failed",
+                    _ => "creator_may_not_exec",
+                };
+                state
+                    .metrics
+                    .annotation_hooks_refused
+                    .with_label_values(&[reason])
+                    .inc();
+            }
+            reviewed
         }
         Err(BadReview(message)) => {
             state

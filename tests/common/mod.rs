@@ -24,8 +24,10 @@ use restore_hooks::catalog::{SharedIndex, StaticCatalog};
 use restore_hooks::cli::WebhookArgs;
 use restore_hooks::config::EngineConfig;
 use restore_hooks::hooks::signing::PlanKeys;
+use restore_hooks::inject::ExecRight;
 use restore_hooks::metrics::Metrics;
 use restore_hooks::plan_key::KeyRing;
+use restore_hooks::webhook::exec_rights::ExecRights;
 use restore_hooks::webhook::{Bound, LimitStats, Limits, Timeouts, WebhookError, WebhookSources};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
@@ -558,6 +560,8 @@ pub struct ServerOptions {
     pub engine: EngineConfig,
     /// The plan keys (`None`: no key, plans unsigned, never ready).
     pub plan_keys: Option<PlanKeys>,
+    /// What the API server would answer about a pod creator's right to create pods/exec.
+    pub exec_right: ExecRight,
 }
 
 impl Default for ServerOptions {
@@ -572,6 +576,7 @@ impl Default for ServerOptions {
             catalog: StaticCatalog::default(),
             engine: EngineConfig::default(),
             plan_keys: Some(test_plan_keys()),
+            exec_right: ExecRight::Granted,
         }
     }
 }
@@ -615,6 +620,7 @@ impl TestServer {
                 .clone()
                 .map_or_else(KeyRing::none, KeyRing::fixed),
             namespaces: None,
+            exec_rights: std::sync::Arc::new(ExecRights::fixed(options.exec_right.clone())),
         };
         let bound: Bound = Bound::bind(
             &webhook_args(tls_dir, &options),

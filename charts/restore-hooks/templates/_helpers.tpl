@@ -55,7 +55,7 @@ app.kubernetes.io/component: {{ .role }}
 {{- end }}
 {{- end }}
 
-{{/* The Deployments' roles: [serve], or [webhook, controller] with split.enabled. */}}
+{{/* The Deployments' roles: [webhook, controller] with split.enabled (the default), else [serve]. */}}
 {{- define "restore-hooks.roles" -}}
 {{- if .Values.split.enabled }}["webhook", "controller"]{{ else }}["serve"]{{ end }}
 {{- end }}
@@ -72,8 +72,8 @@ app.kubernetes.io/component: {{ .role }}
 {{- end }}
 
 {{/*
-Name of the ServiceAccount that runs the controller (the one that may exec). Without split.enabled
-the single Deployment runs under it.
+Name of the ServiceAccount that runs the controller (the one that may exec). With
+split.enabled=false the single Deployment runs under it.
 */}}
 {{- define "restore-hooks.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
@@ -83,12 +83,12 @@ the single Deployment runs under it.
 {{- end }}
 {{- end }}
 
-{{/* (split.enabled) Name of the webhook's ServiceAccount: read-only rights, no exec. */}}
+{{/* (split.enabled, the default) Name of the webhook's ServiceAccount: no exec, no pod writes. */}}
 {{- define "restore-hooks.webhookServiceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (printf "%s-webhook" (include "restore-hooks.fullname" .)) .Values.serviceAccount.webhookName }}
 {{- else }}
-{{- required "serviceAccount.webhookName is required when serviceAccount.create=false and split.enabled=true" .Values.serviceAccount.webhookName }}
+{{- required "serviceAccount.webhookName is required when serviceAccount.create=false and split.enabled=true (the default; split.enabled=false runs one Deployment under serviceAccount.name)" .Values.serviceAccount.webhookName }}
 {{- end }}
 {{- end }}
 

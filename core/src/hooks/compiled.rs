@@ -17,8 +17,8 @@ use super::plan::{DEFAULT_EXEC_TIMEOUT_MS, OnError};
 use super::problem::{ExecField, ExecFieldError, Problem};
 use super::selector::Selector;
 use super::types::{
-    ClusterRestoreHook, ExecRestoreHook, Labels, RestoreHook, RestoreResourceHook,
-    RestoreResourceHookSpec, VeleroRestore,
+    ClusterRestoreHook, ExecRestoreHook, Labels, PodAnnotationHooks, RestoreHook,
+    RestoreResourceHook, RestoreResourceHookSpec, VeleroRestore,
 };
 
 /// Which kind of object a compiled source came from.
@@ -115,6 +115,9 @@ pub struct CompiledEntry {
     pub filter: Result<EntryFilter, Problem>,
     /// Its `postHooks[]`, in spec order.
     pub post_hooks: Vec<CompiledPostHook>,
+    /// `podAnnotationHooks: Allow` (hook objects only): the annotation exec hooks of the pods it
+    /// selects run whoever created them (docs/behaviour.md §9.7).
+    pub allows_pod_annotation_hooks: bool,
 }
 
 /// Which pods an entry selects.
@@ -444,6 +447,7 @@ pub fn compile_restore_hook(hook: &RestoreHook) -> CompiledObject {
         spec.restores.as_deref(),
         spec.label_selector.as_ref(),
         &spec.post_hooks,
+        spec.pod_annotation_hooks,
     )
 }
 
@@ -457,6 +461,7 @@ pub fn compile_cluster_restore_hook(hook: &ClusterRestoreHook) -> CompiledObject
         spec.restores.as_deref(),
         spec.label_selector.as_ref(),
         &spec.post_hooks,
+        spec.pod_annotation_hooks,
     )
 }
 
@@ -470,6 +475,7 @@ fn compile_hook_object(
     restores: Option<&[String]>,
     label_selector: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
     post_hooks: &[RestoreResourceHook],
+    pod_annotation_hooks: Option<PodAnnotationHooks>,
 ) -> CompiledObject {
     let name = metadata.name.clone().unwrap_or_default();
     let location = format!("{}/{name}", kind.prefix());
@@ -505,6 +511,7 @@ fn compile_hook_object(
             filter,
             post_hooks: compile_post_hooks(&location, post_hooks),
             location,
+            allows_pod_annotation_hooks: pod_annotation_hooks == Some(PodAnnotationHooks::Allow),
         }],
         name,
     }
@@ -551,6 +558,7 @@ pub fn compile_velero_restore(restore: &VeleroRestore) -> CompiledObject {
                 filter,
                 post_hooks: compile_post_hooks(&location, &entry.post_hooks),
                 location,
+                allows_pod_annotation_hooks: false,
             }
         })
         .collect();
@@ -592,6 +600,7 @@ pub fn unreadable(
             )),
             post_hooks: Vec::new(),
             location: source,
+            allows_pod_annotation_hooks: false,
         }],
     }
 }

@@ -1,6 +1,7 @@
 //! The hook engine: every rule of docs/behaviour.md §1–§5, pure (no I/O, no async).
 
 pub mod annotations;
+pub mod authority;
 pub mod command;
 pub mod compiled;
 pub mod duration;

@@ -43,10 +43,15 @@ pub const MAX_TOTAL_ANNOTATION_BYTES: usize = 256 * 1024;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecPlan {
+    /// JSON `id`: a random identifier the webhook gives each plan it issues (96 bits,
+    /// base64url). The controller records which pod first carried it and refuses it on any other
+    /// pod (docs/behaviour.md §9.3); late hooks keep it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
     /// The restore that put the pod in scope (its full name when the Velero Restore is known).
     pub restore: String,
     /// When the webhook issued the plan (RFC 3339, seconds): the controller only runs a plan
-    /// issued around the pod's creation.
+    /// issued around the pod's creation, and refuses one without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issued_at: Option<String>,
     /// JSON `hooks`: the exec hooks in plan order (§3.2), late hooks appended (§7.2); a hook is
@@ -86,6 +91,16 @@ pub struct PlannedHook {
     /// JSON `waitForReady`: the container must be Ready, not only Running, before its hooks run
     /// (§6.4).
     pub wait_for_ready: bool,
+    /// JSON `allowedBy`, annotation hooks only: why the webhook honoured it (docs/behaviour.md
+    /// §9.7): `creator` (the pod's creator may create pods/exec there), `velero` (Velero's
+    /// ServiceAccount created the pod under `--velero-hooks own`), or the source of the hook
+    /// object that allows the pod's annotation hooks (`restorehook/<name>`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_by: Option<String>,
+    /// JSON `refused`: why this hook must never run (an annotation hook nobody entitled to exec
+    /// authored, §9.7). The controller records it `Failed` with this message without running it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// A hook that is in no plan, and why it is worth counting.
@@ -123,15 +138,6 @@ impl ExecPlan {
     /// Parses a `restore-hooks.dev/plan` annotation value (verify its signature first, §9.3).
     pub fn from_annotation(value: &str) -> Result<Self, serde_json::Error> {
         serde_json::from_str(value)
-    }
-
-    /// The same hooks and counts, whenever issued: a reinvoked webhook keeps a plan that only
-    /// differs in `issuedAt`.
-    pub fn same_content(&self, other: &ExecPlan) -> bool {
-        self.restore == other.restore
-            && self.hooks == other.hooks
-            && self.not_applicable == other.not_applicable
-            && self.missed_init == other.missed_init
     }
 }
 
@@ -320,8 +326,9 @@ mod tests {
     }
 
     #[test]
-    fn plans_round_trip_and_compare_without_issued_at() {
+    fn plans_round_trip() {
         let plan = ExecPlan {
+            id: "AAECAwQFBgcICQoL".into(),
             restore: "r".into(),
             issued_at: Some("2026-12-03T10:00:00Z".into()),
             hooks: vec![],
@@ -339,11 +346,10 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("missedInit"), "{text}");
+        assert!(
+            !text.contains("allowedBy") && !text.contains("refused"),
+            "{text}"
+        );
         assert_eq!(ExecPlan::from_annotation(&text).unwrap(), plan);
-        let mut later = plan.clone();
-        later.issued_at = Some("2026-12-03T10:00:07Z".into());
-        assert!(plan.same_content(&later));
-        later.restore = "other".into();
-        assert!(!plan.same_content(&later));
     }
 }

@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 
 use super::annotations::{self as ann, ANNOTATION_HOOK_NAME, DEFAULT_INIT_CONTAINER_NAME};
+use super::authority::{Requester, annotation_exec_authority};
 use super::command::parse_command;
 use super::compiled::{
     CompiledEntry, CompiledObject, Definition, ExecFields, ExecTemplate, HookContainer,
@@ -57,6 +58,9 @@ pub struct Resolution {
     pub notes: Vec<String>,
     /// Invalid hooks (§3.4): deny the pod or warn, by `--on-invalid` (§3.6).
     pub problems: Vec<Problem>,
+    /// The pod's annotation exec hook is in `exec`, refused: nobody entitled to exec into the pod
+    /// authored it (§9.7).
+    pub refused_annotation_hook: bool,
 }
 
 impl Resolution {
@@ -97,12 +101,14 @@ pub enum Placement {
     Replace(usize),
 }
 
-/// Decides the pod's hooks.
+/// Decides the pod's hooks. `requester` is who sent the pod's CREATE: its right to exec decides
+/// whether the pod's annotation exec hook may run (§9.7).
 pub fn resolve_hooks(
     ctx: &PodContext<'_>,
     scope: &RestoreScope,
     index: &HookIndex,
     config: &EngineConfig,
+    requester: &Requester<'_>,
 ) -> Resolution {
     let velero = index.velero_restore(&config.velero_namespace, &scope.restore);
     // `restores` globs, the plan and the status use the full name once the Restore is known.
@@ -115,6 +121,7 @@ pub fn resolve_hooks(
         not_applicable: Vec::new(),
         notes: Vec::new(),
         problems: Vec::new(),
+        refused_annotation_hook: false,
     };
     // `defer`: Velero runs its own hooks on pods it created, so its sources are removed before
     // precedence is decided (their annotations then do not suppress RestoreHook hooks).
@@ -142,7 +149,19 @@ pub fn resolve_hooks(
     // Exec hooks: a non-empty command annotation means exactly one annotation hook.
     match ann::get(annotations, ann::POST_COMMAND) {
         Some(command) => match annotation_exec_hook(annotations, command, &shape) {
-            Ok(hook) => out.exec.push(hook),
+            Ok(mut hook) => {
+                // Refused, it still takes precedence over spec exec hooks, as it would if it
+                // ran: who authored it must not change which other hooks run.
+                match annotation_exec_authority(requester, ctx.namespace, &entries, config) {
+                    Ok(by) => hook.allowed_by = Some(by),
+                    Err(why) => {
+                        out.notes.push(format!("annotation exec hook {why}"));
+                        out.refused_annotation_hook = true;
+                        hook.refused = Some(why);
+                    }
+                }
+                out.exec.push(hook);
+            }
             Err(problem) => out.problems.push(problem),
         },
         None => {
@@ -172,6 +191,7 @@ pub fn resolve_late_hooks(
         not_applicable: Vec::new(),
         notes: Vec::new(),
         problems: Vec::new(),
+        refused_annotation_hook: false,
     };
     let entries = matching_entries(ctx, restore, &[object], &mut out.problems);
     let velero_sources =
@@ -576,6 +596,8 @@ fn planned(
         exec_timeout_ms: template.exec_timeout_ms,
         wait_timeout_ms: template.wait_timeout_ms,
         wait_for_ready: template.wait_for_ready,
+        allowed_by: None,
+        refused: None,
     }
 }
 

@@ -183,6 +183,11 @@ pub struct RestoreHookSpec {
     #[serde(default, deserialize_with = "null_as_default")]
     #[schemars(length(max = 64))]
     pub post_hooks: Vec<RestoreResourceHook>,
+    /// `Allow`: the Velero annotation exec hooks of the pods this object selects run even when
+    /// the pod's creator may not create pods/exec (pods created by a ReplicaSet or StatefulSet);
+    /// this object's author vouches for them. `Ignore` (default): such hooks are refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_annotation_hooks: Option<PodAnnotationHooks>,
 }
 
 /// Post-restore hooks for pods of every namespace its `namespaceSelector` selects: owned by a
@@ -223,6 +228,23 @@ pub struct ClusterRestoreHookSpec {
     #[serde(default, deserialize_with = "null_as_default")]
     #[schemars(length(max = 64))]
     pub post_hooks: Vec<RestoreResourceHook>,
+    /// `Allow`: the Velero annotation exec hooks of the pods this object selects run even when
+    /// the pod's creator may not create pods/exec (pods created by a ReplicaSet or StatefulSet);
+    /// this object's author vouches for them. `Ignore` (default): such hooks are refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_annotation_hooks: Option<PodAnnotationHooks>,
+}
+
+/// Whether a hook object lets the Velero annotation exec hooks of the pods it selects run
+/// (docs/behaviour.md §9.7).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub enum PodAnnotationHooks {
+    /// Only pods whose creator may create pods/exec (or Velero, under `--velero-hooks own`) have
+    /// their annotation exec hooks run.
+    #[default]
+    Ignore,
+    /// The annotation exec hooks of every pod this object selects run.
+    Allow,
 }
 
 /// Status of a RestoreHook or ClusterRestoreHook, written by restore-hooks.
@@ -290,6 +312,10 @@ pub struct HookCounts {
     /// Init hooks that arrived after their pod was created.
     #[serde(default)]
     pub missed_init: i64,
+    /// Annotation exec hooks refused at admission because nobody entitled to exec into the pod
+    /// authored them (docs/behaviour.md §9.7); also counted in `failed`.
+    #[serde(default)]
+    pub refused: i64,
 }
 
 impl HookCounts {
@@ -306,6 +332,7 @@ impl HookCounts {
         self.pending += other.pending;
         self.not_applicable += other.not_applicable;
         self.missed_init += other.missed_init;
+        self.refused += other.refused;
     }
 }
 
@@ -368,6 +395,11 @@ pub struct RestoreRunStatus {
     /// `False` while `InProgress`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The controller's record of what it ran, by pod uid: the plan each pod carried and the hooks
+    /// that started (docs/behaviour.md §9.5). Only the controller writes it; a hook recorded here
+    /// never starts again, whatever the pod's status says.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub executions: BTreeMap<String, crate::ledger::Execution>,
 }
 
 /// A pod of the restore with a failed exec hook: its first failure.

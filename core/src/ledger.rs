@@ -1,0 +1,401 @@
+//! The controller's own record of what it ran (docs/behaviour.md §9.5): per pod uid, the plan the
+//! pod carried when the controller first saw it and every hook that started, with its result once
+//! known. It lives in the `status.executions` of the restore's RestoreRun, which only the
+//! controller may write (the status subresource; no role but the controller's grants it).
+//!
+//! The pod's own `restore-hooks.dev/status` is signed, but an older signed status of the same pod
+//! is still a valid signature: a status rolled back, or removed, through any path that escaped
+//! the admission policy would otherwise bring a finished hook back to `Pending`. The record is
+//! what a controller (a new leader included) believes first: a hook it records as started never
+//! starts again, whatever the pod says.
+//!
+//! The record also binds a plan to one pod: a plan id recorded for one pod uid is refused on any
+//! other pod (a copy, or a pod recreated under the same name with the old plan).
+//!
+//! Entries only grow: marks are merged by rank (started < ended), so applying an older view of
+//! the record (a watch event that lags the controller's own write) never forgets anything.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::hooks::plan::{ExecPlan, ExecStatus, HookPhase};
+use crate::state::{align, timestamp};
+use crate::trust::Rejection;
+
+/// The most pods one RestoreRun records (about 90 bytes each: well inside the API server's
+/// object size limit, with room for the rest of the status). A restore with more pods that have
+/// exec hooks must be split.
+pub const MAX_RECORDED_PODS: usize = 10_000;
+
+/// One pod's entry in `status.executions` (keyed by the pod's uid).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Execution {
+    /// The id of the plan the pod carried when the controller first saw it.
+    pub plan: String,
+    /// Hooks that started, by plan position (`"0"`, `"1"`, ...): `R` started, `S` succeeded,
+    /// `F` failed after it started.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hooks: BTreeMap<String, Mark>,
+}
+
+/// How far one hook got, as recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Mark {
+    /// The exec was about to start (recorded before it starts).
+    #[serde(rename = "R")]
+    Started,
+    /// It exited with code 0.
+    #[serde(rename = "S")]
+    Succeeded,
+    /// It started and failed (non-zero exit, timeout, broken stream).
+    #[serde(rename = "F")]
+    Failed,
+}
+
+impl Mark {
+    fn rank(self) -> u8 {
+        match self {
+            Mark::Started => 1,
+            Mark::Succeeded | Mark::Failed => 2,
+        }
+    }
+}
+
+impl Execution {
+    /// A pod's first entry: its plan, nothing started.
+    pub fn claimed(plan: &str) -> Self {
+        Execution {
+            plan: plan.to_string(),
+            hooks: BTreeMap::new(),
+        }
+    }
+
+    /// The mark of the hook at plan position `index`.
+    pub fn mark(&self, index: usize) -> Option<Mark> {
+        self.hooks.get(&index.to_string()).copied()
+    }
+
+    /// Sets a mark unless the entry already holds a later one (a result never goes back to
+    /// started); true when it changed.
+    pub fn set(&mut self, index: usize, mark: Mark) -> bool {
+        match self.hooks.get(&index.to_string()) {
+            Some(m) if m.rank() >= mark.rank() => false,
+            _ => {
+                self.hooks.insert(index.to_string(), mark);
+                true
+            }
+        }
+    }
+
+    /// Takes in what `other` knows and this entry does not (the plan is the first one recorded).
+    pub fn merge(&mut self, other: &Execution) {
+        if self.plan.is_empty() {
+            self.plan = other.plan.clone();
+        }
+        for (k, &m) in &other.hooks {
+            match self.hooks.get(k) {
+                Some(mine) if mine.rank() >= m.rank() => {}
+                _ => {
+                    self.hooks.insert(k.clone(), m);
+                }
+            }
+        }
+    }
+}
+
+/// Whether a pod may act on its plan, by the record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// The record holds this plan for this pod.
+    Held,
+    /// Nobody holds the plan: record it for this pod before anything of it runs.
+    Free,
+}
+
+/// Checks a pod's plan against the record: `recorded` is the pod uid's entry, `holder` the uid
+/// the record holds `plan` for, `pods` how many pods the restore's record holds.
+pub fn claim(
+    uid: &str,
+    plan: &str,
+    recorded: Option<&Execution>,
+    holder: Option<&str>,
+    run: &str,
+    pods: usize,
+) -> Result<Claim, Rejection> {
+    if let Some(entry) = recorded {
+        return if entry.plan == plan {
+            Ok(Claim::Held)
+        } else {
+            Err(Rejection::PlanReplaced {
+                plan: plan.to_string(),
+                recorded: entry.plan.clone(),
+            })
+        };
+    }
+    match holder {
+        Some(other) if other != uid => Err(Rejection::ClaimedByOtherPod {
+            plan: plan.to_string(),
+            holder: other.to_string(),
+        }),
+        Some(_) => Ok(Claim::Held),
+        None if pods >= MAX_RECORDED_PODS => Err(Rejection::RecordFull {
+            run: run.to_string(),
+            pods,
+        }),
+        None => Ok(Claim::Free),
+    }
+}
+
+/// The pod's status with the record applied, and what that changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reconciled {
+    /// One entry per plan hook: the pod's own where it agrees with the record, else the record's.
+    pub status: ExecStatus,
+    /// Hooks the record says started, which the pod shows `Pending`: its status was rolled back or
+    /// removed. They never start again.
+    pub rolled_back: Vec<usize>,
+    /// Hooks the pod shows `Running` whose result only the record has (the controller that ran
+    /// them stopped between recording the result and writing it on the pod).
+    pub recovered: Vec<usize>,
+}
+
+/// Message of a hook whose ended phase is restored from the record.
+pub const RESTORED_FROM_RECORD: &str = "restored from the controller's record in the restore's \
+     RestoreRun: the pod's restore-hooks.dev/status did not show this hook's result (rolled back, \
+     removed, or not written before a restart); not re-run, its output was not kept";
+
+/// Applies the record to the pod's status. `noticed` stands in for the start time of a hook the
+/// record says started but the pod shows `Pending`: it counts as in flight from then (a later
+/// start than the real one, so it is never declared interrupted too early).
+pub fn reconcile(
+    plan: &ExecPlan,
+    recorded: Option<&ExecStatus>,
+    execution: Option<&Execution>,
+    noticed: Timestamp,
+) -> Reconciled {
+    let mut status = align(plan, recorded);
+    let mut rolled_back = Vec::new();
+    let mut recovered = Vec::new();
+    let Some(execution) = execution else {
+        return Reconciled {
+            status,
+            rolled_back,
+            recovered,
+        };
+    };
+    for (i, entry) in status.hooks.iter_mut().enumerate() {
+        let Some(mark) = execution.mark(i) else {
+            continue;
+        };
+        let was = entry.phase;
+        match (mark, was) {
+            (_, p) if p.is_terminal() => {}
+            (Mark::Started, HookPhase::Running) => {}
+            (Mark::Started, _) => {
+                entry.phase = HookPhase::Running;
+                entry.started_at = Some(timestamp(noticed));
+                entry.finished_at = None;
+            }
+            (ended, _) => {
+                entry.phase = if ended == Mark::Succeeded {
+                    HookPhase::Succeeded
+                } else {
+                    HookPhase::Failed
+                };
+                entry.finished_at = Some(timestamp(noticed));
+                entry.message = RESTORED_FROM_RECORD.to_string();
+            }
+        }
+        if entry.phase != was {
+            if was == HookPhase::Running {
+                recovered.push(i);
+            } else {
+                rolled_back.push(i);
+            }
+        }
+    }
+    Reconciled {
+        status,
+        rolled_back,
+        recovered,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::plan::{HookStatus, OnError, PlannedHook};
+
+    fn plan(n: usize) -> ExecPlan {
+        ExecPlan {
+            id: "p1".into(),
+            restore: "r".into(),
+            issued_at: Some("2026-12-04T10:00:00Z".into()),
+            hooks: (0..n)
+                .map(|i| PlannedHook {
+                    name: format!("h{i}"),
+                    source: "restorehook/h".into(),
+                    index: i,
+                    container: "db".into(),
+                    command: vec!["true".into()],
+                    on_error: OnError::Continue,
+                    exec_timeout_ms: 30_000,
+                    wait_timeout_ms: None,
+                    wait_for_ready: false,
+                    allowed_by: None,
+                    refused: None,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn status(plan: &ExecPlan, phases: &[HookPhase]) -> ExecStatus {
+        let mut s = align(plan, None);
+        for (entry, &p) in s.hooks.iter_mut().zip(phases) {
+            entry.phase = p;
+            if p != HookPhase::Pending {
+                entry.started_at = Some("2026-12-04T10:00:05Z".into());
+            }
+        }
+        s
+    }
+
+    fn record(marks: &[(usize, Mark)]) -> Execution {
+        let mut e = Execution::claimed("p1");
+        for &(i, m) in marks {
+            e.set(i, m);
+        }
+        e
+    }
+
+    #[test]
+    fn the_record_wins_over_a_status_that_went_back() {
+        use HookPhase::*;
+        let noticed: Timestamp = "2026-12-04T11:00:00Z".parse().unwrap();
+        let p = plan(3);
+        // (pod status, record, phases after, rolled back, recovered)
+        type Row = (
+            Option<Vec<HookPhase>>,
+            Option<Vec<(usize, Mark)>>,
+            Vec<HookPhase>,
+            Vec<usize>,
+            Vec<usize>,
+        );
+        let rows: Vec<Row> = vec![
+            // No record: the pod's status as it is.
+            (
+                Some(vec![Succeeded, Running, Pending]),
+                None,
+                vec![Succeeded, Running, Pending],
+                vec![],
+                vec![],
+            ),
+            // Agreeing record: nothing changes.
+            (
+                Some(vec![Succeeded, Running, Pending]),
+                Some(vec![(0, Mark::Succeeded), (1, Mark::Started)]),
+                vec![Succeeded, Running, Pending],
+                vec![],
+                vec![],
+            ),
+            // The status annotation removed after two hooks ran: both come back ended / in flight.
+            (
+                None,
+                Some(vec![(0, Mark::Succeeded), (1, Mark::Started)]),
+                vec![Succeeded, Running, Pending],
+                vec![0, 1],
+                vec![],
+            ),
+            // Rolled back to an older signed status in which hook 0 was still running.
+            (
+                Some(vec![Running, Pending, Pending]),
+                Some(vec![(0, Mark::Failed), (1, Mark::Succeeded)]),
+                vec![Failed, Succeeded, Pending],
+                vec![1],
+                vec![0],
+            ),
+            // A terminal phase on the pod is never replaced (it has the output).
+            (
+                Some(vec![Failed, Skipped, Pending]),
+                Some(vec![(0, Mark::Started)]),
+                vec![Failed, Skipped, Pending],
+                vec![],
+                vec![],
+            ),
+        ];
+        for (pod, marks, want, want_rolled, want_recovered) in rows {
+            let recorded = pod.map(|phases| status(&p, &phases));
+            let entry = marks.map(|m| record(&m));
+            let got = reconcile(&p, recorded.as_ref(), entry.as_ref(), noticed);
+            let phases: Vec<HookPhase> = got.status.hooks.iter().map(|h| h.phase).collect();
+            assert_eq!(phases, want, "{entry:?}");
+            assert_eq!(got.rolled_back, want_rolled, "{entry:?}");
+            assert_eq!(got.recovered, want_recovered, "{entry:?}");
+            for i in got.rolled_back.iter().chain(&got.recovered) {
+                let h: &HookStatus = &got.status.hooks[*i];
+                if h.phase == Running {
+                    // In flight from when the controller noticed, never from "no start time".
+                    assert_eq!(h.started_at.as_deref(), Some("2026-12-04T11:00:00Z"));
+                } else {
+                    assert_eq!(h.message, RESTORED_FROM_RECORD);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_plan_is_held_for_the_first_pod_that_carried_it() {
+        let held = Execution::claimed("p1");
+        let other = Execution::claimed("p0");
+        type Row<'a> = (
+            Option<&'a Execution>,
+            Option<&'a str>,
+            usize,
+            Result<Claim, &'a str>,
+        );
+        let rows: Vec<Row<'_>> = vec![
+            (None, None, 0, Ok(Claim::Free)),
+            (Some(&held), Some("u1"), 1, Ok(Claim::Held)),
+            // Copied onto another pod (a sibling, or a pod recreated under the same name).
+            (None, Some("u0"), 1, Err("claimed_by_other_pod")),
+            // This pod's plan annotation was swapped for another valid plan.
+            (Some(&other), Some("u9"), 2, Err("plan_replaced")),
+            (None, None, MAX_RECORDED_PODS, Err("record_full")),
+            // A full record still serves the pods it holds.
+            (Some(&held), Some("u1"), MAX_RECORDED_PODS, Ok(Claim::Held)),
+        ];
+        for (recorded, holder, pods, want) in rows {
+            let got = claim("u1", "p1", recorded, holder, "r", pods);
+            match (&got, want) {
+                (Ok(c), Ok(w)) => assert_eq!(*c, w),
+                (Err(r), Err(w)) => assert_eq!(r.metric_reason(), w, "{r}"),
+                _ => panic!("{recorded:?} {holder:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn entries_only_grow() {
+        let mut e = Execution::claimed("p1");
+        assert!(e.set(0, Mark::Started));
+        assert!(e.set(0, Mark::Failed));
+        assert!(
+            !e.set(0, Mark::Started),
+            "a result never goes back to started"
+        );
+        let mut stale = Execution::claimed("p1");
+        stale.set(0, Mark::Started);
+        stale.set(1, Mark::Started);
+        e.merge(&stale);
+        assert_eq!(e.mark(0), Some(Mark::Failed));
+        assert_eq!(e.mark(1), Some(Mark::Started));
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"plan":"p1","hooks":{"0":"F","1":"R"}}"#
+        );
+    }
+}

@@ -1,0 +1,399 @@
+//! The controller's record of what it ran, kept in each RestoreRun's `status.executions`
+//! (docs/behaviour.md §9.5; the rules are in `restore_hooks_core::ledger`). This module loads it
+//! when a replica starts leading and writes to it.
+//!
+//! Writes are JSON merge patches of the status subresource: each adds or raises marks of some
+//! pods' entries and never removes anything, so two writers never undo each other and no
+//! resourceVersion is needed. One write per RestoreRun is in flight at a time; whatever queued
+//! meanwhile goes in the next one, so a burst of hooks costs a few writes, not one per hook.
+//!
+//! Only a hook's start is waited for (an exec starts only once its `R` is durable): a claim goes
+//! out with the next write and is in memory at once, so no two pods of this process can hold one
+//! plan; results are written when convenient (they restore a rolled-back status faithfully, but
+//! the start mark alone keeps a hook from running twice).
+//!
+//! The record is read once per leadership (one list), not watched: only the leader writes it, and
+//! a previous leader stops starting execs before its Lease can pass on (see `lease`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use restore_hooks_core::hooks::types::{RestoreRun, RestoreRunSpec};
+use restore_hooks_core::ledger::{Claim, Execution, Mark, claim};
+use restore_hooks_core::tally::restore_run_name;
+use restore_hooks_core::trust::Rejection;
+use serde_json::json;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+/// How long claims and results wait for company before they are written on their own.
+const LAZY: Duration = Duration::from_millis(250);
+/// Attempts of one write before its waiters are told it failed (backoff 200 ms doubling).
+const ATTEMPTS: u32 = 5;
+
+/// Why a start could not be recorded: the exec does not start.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("its start could not be recorded in RestoreRun {run} ({error})")]
+pub struct NotRecorded {
+    pub run: String,
+    pub error: String,
+}
+
+/// The record as this leader knows it, and the way to write it.
+#[derive(Clone)]
+pub struct Ledger {
+    state: Arc<Mutex<State>>,
+    tx: mpsc::UnboundedSender<Write>,
+    loaded: watch::Receiver<bool>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Entries by pod uid, with the RestoreRun each is in.
+    pods: HashMap<String, (String, Execution)>,
+    /// Plan id -> the pod uid that holds it.
+    plans: HashMap<String, String>,
+    /// Pods recorded per RestoreRun (its size bound).
+    per_run: HashMap<String, usize>,
+}
+
+impl State {
+    fn absorb(&mut self, run: &str, uid: &str, entry: &Execution) {
+        let known = self.pods.contains_key(uid);
+        let slot = self
+            .pods
+            .entry(uid.to_string())
+            .or_insert_with(|| (run.to_string(), Execution::default()));
+        slot.1.merge(entry);
+        self.plans
+            .entry(slot.1.plan.clone())
+            .or_insert_with(|| uid.to_string());
+        if !known {
+            *self.per_run.entry(run.to_string()).or_default() += 1;
+        }
+    }
+}
+
+/// Tells the writer of a start how its write went.
+type Ack = oneshot::Sender<Result<(), String>>;
+
+/// One change to one pod's entry.
+struct Write {
+    run: String,
+    restore: String,
+    uid: String,
+    entry: Execution,
+    /// `Some`: written now, and the sender learns how it went.
+    ack: Option<Ack>,
+}
+
+impl Ledger {
+    /// Starts loading the record and the writer; both stop with `stop`.
+    pub fn spawn(
+        client: kube::Client,
+        stop: CancellationToken,
+    ) -> (Ledger, tokio::task::JoinHandle<()>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (loaded_tx, loaded) = watch::channel(false);
+        let ledger = Ledger {
+            state: Arc::default(),
+            tx,
+            loaded,
+        };
+        let task = tokio::spawn(
+            Writer {
+                api: Api::all(client),
+                state: ledger.state.clone(),
+            }
+            .run(rx, loaded_tx, stop),
+        );
+        (ledger, task)
+    }
+
+    /// Returns once the record has been read: nothing may run before (a new leader must know
+    /// what its predecessors ran).
+    pub async fn loaded(&self) {
+        let mut loaded = self.loaded.clone();
+        let _ = loaded.wait_for(|l| *l).await;
+    }
+
+    pub fn is_loaded(&self) -> bool {
+        *self.loaded.borrow()
+    }
+
+    /// The pod's entry, if it has one.
+    pub fn entry(&self, uid: &str) -> Option<Execution> {
+        self.lock().pods.get(uid).map(|(_, e)| e.clone())
+    }
+
+    /// Holds `plan` for pod `uid` (docs/behaviour.md §9.3), unless another pod carried it first,
+    /// the pod's recorded plan is another one, or the restore's record is full. A new claim is
+    /// held in memory at once and written with the next write (at the latest with the pod's first
+    /// start, which is waited for).
+    pub fn claim(&self, restore: &str, uid: &str, plan: &str) -> Result<(), Rejection> {
+        let run = restore_run_name(restore);
+        let mut state = self.lock();
+        let recorded = state.pods.get(uid).map(|(_, e)| e);
+        let holder = state.plans.get(plan).map(String::as_str);
+        let pods = state.per_run.get(&run).copied().unwrap_or(0);
+        match claim(uid, plan, recorded, holder, &run, pods)? {
+            Claim::Held => Ok(()),
+            Claim::Free => {
+                let entry = Execution::claimed(plan);
+                state.absorb(&run, uid, &entry);
+                drop(state);
+                self.send(Write {
+                    run,
+                    restore: restore.to_string(),
+                    uid: uid.to_string(),
+                    entry,
+                    ack: None,
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// Records that hook `index` of the pod starts; returns once that is durable.
+    pub async fn started(
+        &self,
+        restore: &str,
+        uid: &str,
+        plan: &str,
+        index: usize,
+    ) -> Result<(), NotRecorded> {
+        let run = restore_run_name(restore);
+        let entry = self.mark(&run, uid, plan, index, Mark::Started);
+        let (ack, done) = oneshot::channel();
+        self.send(Write {
+            run: run.clone(),
+            restore: restore.to_string(),
+            uid: uid.to_string(),
+            entry,
+            ack: Some(ack),
+        });
+        match done.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(NotRecorded { run, error }),
+            Err(_) => Err(NotRecorded {
+                run,
+                error: "the controller is stopping".to_string(),
+            }),
+        }
+    }
+
+    /// Records a started hook's result (written with the next write).
+    pub fn ended(&self, restore: &str, uid: &str, plan: &str, index: usize, succeeded: bool) {
+        let run = restore_run_name(restore);
+        let mark = if succeeded {
+            Mark::Succeeded
+        } else {
+            Mark::Failed
+        };
+        let entry = self.mark(&run, uid, plan, index, mark);
+        self.send(Write {
+            run,
+            restore: restore.to_string(),
+            uid: uid.to_string(),
+            entry,
+            ack: None,
+        });
+    }
+
+    fn mark(&self, run: &str, uid: &str, plan: &str, index: usize, mark: Mark) -> Execution {
+        let mut entry = Execution::claimed(plan);
+        entry.set(index, mark);
+        self.lock().absorb(run, uid, &entry);
+        entry
+    }
+
+    fn send(&self, write: Write) {
+        // The writer only stops with the leadership, and every worker with it.
+        let _ = self.tx.send(write);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// What waits to be written to one RestoreRun.
+#[derive(Default)]
+struct Batch {
+    restore: String,
+    entries: BTreeMap<String, Execution>,
+    acks: Vec<Ack>,
+    /// When a lazy batch is written at the latest.
+    due: Option<tokio::time::Instant>,
+}
+
+struct Writer {
+    api: Api<RestoreRun>,
+    state: Arc<Mutex<State>>,
+}
+
+impl Writer {
+    async fn run(
+        self,
+        mut rx: mpsc::UnboundedReceiver<Write>,
+        loaded: watch::Sender<bool>,
+        stop: CancellationToken,
+    ) {
+        self.load(&stop).await;
+        loaded.send_replace(true);
+        let mut pending: HashMap<String, Batch> = HashMap::new();
+        let mut in_flight: JoinSet<(String, Result<(), String>, Vec<Ack>)> = JoinSet::new();
+        let mut busy: std::collections::HashSet<String> = Default::default();
+        loop {
+            // Start every batch that may go: urgent ones now, lazy ones when due.
+            let now = tokio::time::Instant::now();
+            let ready: Vec<String> = pending
+                .iter()
+                .filter(|(run, b)| {
+                    !busy.contains(*run) && (!b.acks.is_empty() || b.due.is_some_and(|d| d <= now))
+                })
+                .map(|(run, _)| run.clone())
+                .collect();
+            for run in ready {
+                let batch = pending.remove(&run).expect("listed above");
+                busy.insert(run.clone());
+                let api = self.api.clone();
+                in_flight.spawn(async move {
+                    let result = write(&api, &run, &batch.restore, &batch.entries).await;
+                    (run, result, batch.acks)
+                });
+            }
+            let next_due = pending
+                .iter()
+                .filter(|(run, _)| !busy.contains(*run))
+                .filter_map(|(_, b)| b.due)
+                .min();
+            tokio::select! {
+                _ = stop.cancelled(), if in_flight.is_empty() => return,
+                write = rx.recv() => {
+                    let Some(w) = write else { return };
+                    let batch = pending.entry(w.run.clone()).or_default();
+                    batch.restore = w.restore;
+                    batch.entries.entry(w.uid).or_default().merge(&w.entry);
+                    match w.ack {
+                        Some(ack) => batch.acks.push(ack),
+                        None => {
+                            batch.due.get_or_insert(tokio::time::Instant::now() + LAZY);
+                        }
+                    }
+                }
+                Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
+                    let Ok((run, result, acks)) = done else { continue };
+                    busy.remove(&run);
+                    if let Err(e) = &result {
+                        warn!(restorerun = %run, error = %e, "could not write the record of started hooks; hooks waiting for it do not start");
+                    }
+                    for ack in acks {
+                        let _ = ack.send(result.clone());
+                    }
+                }
+                _ = sleep_until(next_due), if next_due.is_some() => {}
+            }
+        }
+    }
+
+    /// Reads every RestoreRun's record (retried until it works or the leadership ends).
+    async fn load(&self, stop: &CancellationToken) {
+        let mut backoff = Duration::from_millis(200);
+        loop {
+            match self.api.list(&ListParams::default()).await {
+                Ok(runs) => {
+                    let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut pods = 0;
+                    for run in &runs {
+                        let name = run.name_any();
+                        for (uid, entry) in run.status.iter().flat_map(|s| &s.executions) {
+                            state.absorb(&name, uid, entry);
+                            pods += 1;
+                        }
+                    }
+                    info!(
+                        restoreruns = runs.items.len(),
+                        pods, "read the record of started hooks"
+                    );
+                    return;
+                }
+                Err(e) => {
+                    warn!(error = %e, retry_in = ?backoff, "cannot read the RestoreRuns (the record of started hooks); no hook starts until it is read");
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One merge patch of the RestoreRun's status (creating the RestoreRun first if it does not
+/// exist yet), retried with backoff.
+async fn write(
+    api: &Api<RestoreRun>,
+    run: &str,
+    restore: &str,
+    entries: &BTreeMap<String, Execution>,
+) -> Result<(), String> {
+    let body = json!({"status": {"executions": entries}});
+    let mut backoff = Duration::from_millis(200);
+    let mut last = String::new();
+    for attempt in 1..=ATTEMPTS {
+        match api
+            .patch_status(run, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                if let Err(e) = create_restore_run(api, run, restore).await {
+                    last = e.to_string();
+                }
+                continue;
+            }
+            Err(e) => last = e.to_string(),
+        }
+        if attempt < ATTEMPTS {
+            tokio::time::sleep(backoff).await;
+            backoff *= 2;
+        }
+    }
+    Err(last)
+}
+
+/// Creates the RestoreRun of `restore` (named `run`) unless it exists; returns it.
+pub async fn create_restore_run(
+    api: &Api<RestoreRun>,
+    run: &str,
+    restore: &str,
+) -> kube::Result<RestoreRun> {
+    let object = RestoreRun::new(
+        run,
+        RestoreRunSpec {
+            restore: restore.to_string(),
+        },
+    );
+    match api.create(&PostParams::default(), &object).await {
+        Ok(created) => {
+            info!(restorerun = %run, restore, "tracking restore");
+            Ok(created)
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => api.get(run).await,
+        Err(e) => Err(e),
+    }
+}

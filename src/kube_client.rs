@@ -1,0 +1,283 @@
+//! The Kubernetes client every component shares, with one addition: every request the API server
+//! refuses with 403 Forbidden is logged at WARN, naming the verb and the resource the chart's RBAC
+//! lacks, and counted in `restore_hooks_api_forbidden_total{verb,resource}`.
+//!
+//! Refusals are caught here, under the client, rather than where each call handles its errors:
+//! some callers retry quietly (status writes, Events, retention deletes, the first Lease attempt)
+//! and a missing rule there would otherwise show nowhere. One place sees them all.
+
+use std::task::{Context, Poll};
+
+use futures::future::BoxFuture;
+use http::{Method, Request, Response, StatusCode, Uri};
+use prometheus::IntCounterVec;
+use tower::{Layer, Service};
+
+/// A client for the cluster of `config`, reporting refusals into `forbidden`.
+pub fn client(config: kube::Config, forbidden: IntCounterVec) -> kube::Result<kube::Client> {
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&ReportForbidden { forbidden })
+        .build())
+}
+
+/// The in-cluster ServiceAccount or `KUBECONFIG`, as `kube::Client::try_default` infers it.
+pub async fn infer(forbidden: IntCounterVec) -> anyhow::Result<kube::Client> {
+    let config = kube::Config::infer().await?;
+    Ok(client(config, forbidden)?)
+}
+
+/// The layer that wraps the client's HTTP stack.
+#[derive(Clone)]
+pub struct ReportForbidden {
+    forbidden: IntCounterVec,
+}
+
+impl<S> Layer<S> for ReportForbidden {
+    type Service = Reported<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Reported {
+            inner,
+            forbidden: self.forbidden.clone(),
+        }
+    }
+}
+
+#[doc(hidden)]
+#[derive(Clone)]
+pub struct Reported<S> {
+    inner: S,
+    forbidden: IntCounterVec,
+}
+
+impl<S, Req, Res> Service<Request<Req>> for Reported<S>
+where
+    S: Service<Request<Req>, Response = Response<Res>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Req>) -> Self::Future {
+        let target = ApiRequest::of(request.method(), request.uri());
+        let forbidden = self.forbidden.clone();
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let response = response.await?;
+            if response.status() == StatusCode::FORBIDDEN {
+                forbidden
+                    .with_label_values(&[target.verb, &target.resource])
+                    .inc();
+                tracing::warn!(
+                    verb = target.verb,
+                    resource = %target.resource,
+                    namespace = target.namespace.as_deref().unwrap_or(""),
+                    name = target.name.as_deref().unwrap_or(""),
+                    "the API server refused a request with 403 Forbidden: this ServiceAccount lacks \
+                     that verb on that resource (the chart's RBAC, docs/install.md)"
+                );
+            }
+            Ok(response)
+        })
+    }
+}
+
+/// What a request asks for, in RBAC terms: verb, `resource[/subresource]` (with its API group),
+/// and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiRequest {
+    /// The RBAC verb: `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
+    /// `deletecollection`.
+    pub verb: &'static str,
+    /// `pods`, `pods/exec`, `leases.coordination.k8s.io`, `restoreruns.restore-hooks.dev/status`.
+    pub resource: String,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+}
+
+impl ApiRequest {
+    /// Reads a Kubernetes REST path (`/api/v1/...`, `/apis/<group>/<version>/...`).
+    pub fn of(method: &Method, uri: &Uri) -> Self {
+        let segments: Vec<&str> = uri.path().split('/').filter(|s| !s.is_empty()).collect();
+        let (group, rest) = match segments.as_slice() {
+            ["api", _version, rest @ ..] => ("", rest),
+            ["apis", group, _version, rest @ ..] => (*group, rest),
+            _ => ("", &segments[..0]),
+        };
+        // `namespaces/<ns>/<resource>...` is a namespaced resource; `namespaces[/<name>]` alone
+        // is the namespaces resource itself.
+        let (namespace, rest) = match rest {
+            ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some(ns.to_string()), rest),
+            _ => (None, rest),
+        };
+        let resource = rest.first().copied().unwrap_or("");
+        let name = rest.get(1).map(|s| s.to_string());
+        let subresource = rest.get(2).copied();
+        let query = uri.query().unwrap_or("");
+        let watching = query
+            .split('&')
+            .any(|kv| kv == "watch=true" || kv == "watch=1");
+        let verb = match (method, &name, subresource) {
+            // exec, attach and portforward are WebSocket upgrades (GET), authorized as `create`
+            // too since Kubernetes 1.35: the rule the chart needs is `create`.
+            (_, Some(_), Some("exec" | "attach" | "portforward")) => "create",
+            (&Method::GET, _, _) if watching => "watch",
+            (&Method::GET, Some(_), _) => "get",
+            (&Method::GET, None, _) => "list",
+            (&Method::POST, _, _) => "create",
+            (&Method::PUT, _, _) => "update",
+            (&Method::PATCH, _, _) => "patch",
+            (&Method::DELETE, Some(_), _) => "delete",
+            (&Method::DELETE, None, _) => "deletecollection",
+            _ => "unknown",
+        };
+        let mut resource = resource.to_string();
+        if !group.is_empty() {
+            resource = format!("{resource}.{group}");
+        }
+        if let Some(sub) = subresource {
+            resource = format!("{resource}/{sub}");
+        }
+        ApiRequest {
+            verb,
+            resource,
+            namespace,
+            name,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Method, URI; verb, resource, namespace, name.
+    type Row = (
+        Method,
+        &'static str,
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+        Option<&'static str>,
+    );
+
+    #[test]
+    fn requests_are_named_as_rbac_rules_name_them() {
+        let rows: [Row; 12] = [
+            (
+                Method::GET,
+                "/api/v1/pods?labelSelector=a%3Db&watch=true&resourceVersion=5",
+                "watch",
+                "pods",
+                None,
+                None,
+            ),
+            (
+                Method::GET,
+                "/api/v1/pods?labelSelector=a",
+                "list",
+                "pods",
+                None,
+                None,
+            ),
+            (
+                Method::GET,
+                "/api/v1/namespaces/shop/pods/db-0",
+                "get",
+                "pods",
+                Some("shop"),
+                Some("db-0"),
+            ),
+            (
+                Method::PATCH,
+                "/api/v1/namespaces/shop/pods/db-0",
+                "patch",
+                "pods",
+                Some("shop"),
+                Some("db-0"),
+            ),
+            (
+                Method::GET,
+                "/api/v1/namespaces/shop/pods/db-0/exec?command=true&container=db",
+                "create",
+                "pods/exec",
+                Some("shop"),
+                Some("db-0"),
+            ),
+            (
+                Method::POST,
+                "/api/v1/namespaces/shop/events",
+                "create",
+                "events",
+                Some("shop"),
+                None,
+            ),
+            (
+                Method::GET,
+                "/api/v1/namespaces/shop",
+                "get",
+                "namespaces",
+                None,
+                Some("shop"),
+            ),
+            (
+                Method::GET,
+                "/api/v1/namespaces?watch=1",
+                "watch",
+                "namespaces",
+                None,
+                None,
+            ),
+            (
+                Method::PUT,
+                "/apis/coordination.k8s.io/v1/namespaces/rh/leases/rh-controller",
+                "update",
+                "leases.coordination.k8s.io",
+                Some("rh"),
+                Some("rh-controller"),
+            ),
+            (
+                Method::PATCH,
+                "/apis/restore-hooks.dev/v1alpha1/restoreruns/nightly/status",
+                "patch",
+                "restoreruns.restore-hooks.dev/status",
+                None,
+                Some("nightly"),
+            ),
+            (
+                Method::DELETE,
+                "/apis/restore-hooks.dev/v1alpha1/restoreruns/nightly",
+                "delete",
+                "restoreruns.restore-hooks.dev",
+                None,
+                Some("nightly"),
+            ),
+            (
+                Method::POST,
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                "create",
+                "subjectaccessreviews.authorization.k8s.io",
+                None,
+                None,
+            ),
+        ];
+        for (method, uri, verb, resource, namespace, name) in rows {
+            let got = ApiRequest::of(&method, &uri.parse().unwrap());
+            assert_eq!(
+                got,
+                ApiRequest {
+                    verb,
+                    resource: resource.to_string(),
+                    namespace: namespace.map(str::to_string),
+                    name: name.map(str::to_string),
+                },
+                "{method} {uri}"
+            );
+        }
+    }
+}

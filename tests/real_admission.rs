@@ -9,7 +9,7 @@ use real::*;
 #[test]
 fn the_admission_chain_on_kubernetes_1_37() {
     let install = Install::default_chart();
-    let serve = install.serve(ServeOptions::replica(0));
+    let serve = install.start(0);
     scenarios::admission_chain(&install, &serve);
     serve.assert_no_forbidden();
     scenarios::denials_logged_as_json(&serve);
@@ -25,7 +25,7 @@ fn while_the_webhook_is_down_fail_refuses_and_ignore_is_reported() {
 
     let install = Install::default_chart();
     let cp = &install.cp;
-    let mut first = install.serve(ServeOptions::replica(0));
+    let mut first = install.start(0);
     first.wait_leader(Duration::from_secs(60));
     namespace(cp, "down", json!({}));
     namespace(cp, "down-ns", json!({NAMESPACE_LABEL: "r-down-ns"}));
@@ -119,7 +119,7 @@ fn while_the_webhook_is_down_fail_refuses_and_ignore_is_reported() {
     }
 
     // A replica leads again (the dead one's Lease runs out first) and reports them.
-    let second = install.serve(ServeOptions::replica(1));
+    let second = install.start(1);
     second.wait_leader(Duration::from_secs(60));
     for ns in ["down", "down-ns"] {
         let event = wait_until(
@@ -132,7 +132,10 @@ fn while_the_webhook_is_down_fail_refuses_and_ignore_is_reported() {
                     .ok_or_else(|| {
                         format!(
                             "unmutated pods reported: {}",
-                            metric(&second.metrics(), "restore_hooks_unmutated_pods_total")
+                            metric(
+                                &second.controller().metrics(),
+                                "restore_hooks_unmutated_pods_total"
+                            )
                         )
                     })
             },
@@ -141,7 +144,10 @@ fn while_the_webhook_is_down_fail_refuses_and_ignore_is_reported() {
         eprintln!("{ns}/unhooked: {}", event["message"]);
     }
     assert_eq!(
-        metric(&second.metrics(), "restore_hooks_unmutated_pods_total"),
+        metric(
+            &second.controller().metrics(),
+            "restore_hooks_unmutated_pods_total"
+        ),
         2.0
     );
     second.assert_no_forbidden();

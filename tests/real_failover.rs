@@ -92,9 +92,9 @@ fn leader_stopped_mid_hook(signal: &str) {
         ..InstallOptions::default()
     });
     let cp = &install.cp;
-    let mut first = install.serve(ServeOptions::replica(0));
+    let mut first = install.start(0);
     first.wait_leader(Duration::from_secs(60));
-    let second = install.serve(ServeOptions::replica(1));
+    let second = install.start(1);
     assert!(!second.is_leader());
     namespace(cp, NS, json!({NAMESPACE_LABEL: "r-fo"}));
 
@@ -122,7 +122,10 @@ fn leader_stopped_mid_hook(signal: &str) {
         cp,
         NS,
         "fo-0",
-        &[first.identity.as_str(), second.identity.as_str()],
+        &[
+            first.webhook().identity.as_str(),
+            second.webhook().identity.as_str(),
+        ],
     );
     let watcher = Watcher::start(cp);
 
@@ -159,12 +162,12 @@ fn leader_stopped_mid_hook(signal: &str) {
     }
     eprintln!(
         "every first hook runs: {signal} to the leader {}",
-        first.identity
+        first.controller().identity
     );
     let mut exited_cleanly = false;
     match signal {
-        "KILL" => first.kill(),
-        "TERM" => exited_cleanly = first.terminate(Duration::from_secs(60)),
+        "KILL" => first.controller_mut().kill(),
+        "TERM" => exited_cleanly = first.controller_mut().terminate(Duration::from_secs(60)),
         other => panic!("{other}"),
     }
     second.wait_leader(Duration::from_secs(60));
@@ -268,7 +271,7 @@ fn leader_stopped_mid_hook(signal: &str) {
         assert!(
             exited_cleanly,
             "the leader did not exit by itself after SIGTERM:\n{}",
-            first.log_tail(30)
+            first.controller().log_tail(30)
         );
     }
     let phase = if signal == "KILL" {

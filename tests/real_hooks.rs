@@ -8,7 +8,7 @@ use real::*;
 #[test]
 fn hooks_run_through_the_apiservers_exec_on_kubernetes_1_37() {
     let install = Install::default_chart();
-    let serve = install.serve(ServeOptions::replica(0));
+    let serve = install.start(0);
     scenarios::hooks_through_exec(&install, &serve);
     serve.assert_no_forbidden();
 }
@@ -55,7 +55,7 @@ fn statefulset_and_deployment_pods_in_a_restore_namespace_get_their_hooks_once()
     use std::time::Duration;
 
     let install = Install::default_chart();
-    let serve = install.serve(ServeOptions::replica(0));
+    let serve = install.start(0);
     let cp = &install.cp;
     let ns = "workloads";
     namespace(cp, ns, json!({NAMESPACE_LABEL: "r-workloads"}));

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 #[test]
 fn the_chart_as_rendered_runs_the_product_under_its_service_account() {
     let install = Install::default_chart();
-    let serve = install.serve(ServeOptions::replica(0));
+    let serve = install.start(0);
     scenarios::chart_as_installed(&install, &serve);
     serve.assert_no_forbidden();
 }
@@ -360,9 +360,9 @@ fn split_mode_runs_webhook_and_controller_under_their_own_accounts() {
 
     // Both roles for real: the controller first (it creates the plan key; until then the
     // webhook is not ready), then the webhook; a restored pod's hook runs; no 403 in either.
-    let controller = install.serve(ServeOptions::of("restore-hooks-controller", 0));
+    let replica = install.start(0);
+    let (controller, webhook) = (replica.controller(), replica.webhook());
     assert_eq!(controller.role, "controller");
-    let webhook = install.serve(ServeOptions::of("restore-hooks-webhook", 0));
     assert_eq!(webhook.role, "webhook");
     assert_eq!(webhook.service_account, webhook_sa);
     let mark = install.mark("split");
@@ -397,8 +397,8 @@ fn split_mode_runs_webhook_and_controller_under_their_own_accounts() {
     // reported Ready (docs/behaviour.md §8.2: "Ready=True once every webhook replica has
     // compiled the object's current generation"; a script waiting for it then creates pods
     // the webhook would admit without the hook).
-    let mut webhook = webhook;
-    webhook.kill();
+    let mut replica = replica;
+    replica.webhook_mut().kill();
     install
         .cp
         .apply(
@@ -468,7 +468,8 @@ fn without_create_on_pods_exec_hooks_fail_visibly() {
         RELEASE,
         &["create", "pods", "--subresource=exec", "-n", "default"]
     ));
-    let serve = install.serve(ServeOptions::replica(0));
+    let mut serve = install.start(0);
+    serve.controller_mut().expect_forbidden();
     namespace(&install.cp, "shop", json!({NAMESPACE_LABEL: "r-broken"}));
     let mark = install.mark("broken-exec");
     create(
@@ -515,10 +516,12 @@ fn without_the_plan_key_rule_the_server_is_not_ready_and_says_why() {
         })),
         ..InstallOptions::default()
     });
+    // The controller (it reads the key with this Role); no webhook replica runs.
     let mut serve = install.serve(ServeOptions {
         no_wait: true,
-        ..ServeOptions::replica(0)
+        ..ServeOptions::of("restore-hooks-controller", 0)
     });
+    serve.expect_forbidden();
     let lines = wait_until("a 403 in the log", Duration::from_secs(60), || {
         if let Some(status) = serve.exited() {
             return Ok(vec![format!("exited: {status}")]);

@@ -15,7 +15,7 @@ fn install_admission_and_hooks_on_kubernetes_1_34() {
     let version = install.cp.kubectl_ok(["get", "--raw", "/version"]).unwrap();
     let version: serde_json::Value = serde_json::from_str(&version).unwrap();
     assert_eq!(version["emulationMinor"], "34", "{version}");
-    let serve = install.serve(ServeOptions::replica(0));
+    let serve = install.start(0);
     scenarios::chart_as_installed(&install, &serve);
     scenarios::hooks_through_exec(&install, &serve);
     scenarios::admission_chain(&install, &serve);

@@ -42,7 +42,7 @@ fn running_to_first_hook_over_many_pods() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
     let install = Install::default_chart();
-    let serve = install.serve(ServeOptions::replica(0));
+    let serve = install.start(0);
     let cp = &install.cp;
     namespace(cp, NS, json!({NAMESPACE_LABEL: "r-latency"}));
     let dir = install.mark("latency");
@@ -146,7 +146,7 @@ fn running_to_first_hook_over_many_pods() {
         deltas_ms.push((started as f64 - up as f64) / 1e6);
     }
     deltas_ms.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let metrics = serve.metrics();
+    let metrics = serve.controller().metrics();
     eprintln!(
         "REAL LATENCY: {n} restored pods created in {:.1} s (one kubectl create, each through the \
          webhook); all first hooks started within {:.1} s of the first create.\n\
@@ -162,6 +162,7 @@ fn running_to_first_hook_over_many_pods() {
         deltas_ms[0],
         deltas_ms[deltas_ms.len() - 1],
         serve
+            .controller()
             .args
             .iter()
             .find_map(|a| a.strip_prefix("--max-concurrent-execs="))

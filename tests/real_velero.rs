@@ -78,7 +78,7 @@ fn velero_backup_and_restores_run_every_hook_once() {
     let cp = &install.cp;
     let velero = Velero::start(cp).unwrap_or_else(|e| panic!("{e:#}"));
     // Started after Velero's CRDs exist, like an installation next to Velero.
-    let serve = install.serve(ServeOptions::replica(0));
+    let serve = install.start(0);
 
     let velero_mark = install.mark("velero-annotation-hook");
     let rh_mark = install.mark("restorehook");

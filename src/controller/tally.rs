@@ -321,7 +321,12 @@ impl Writer {
                         for p in listed {
                             self.apply(p);
                         }
+                        let first = !*self.marked.listed.borrow();
                         self.marked.set_listed();
+                        if first {
+                            // Retention is only decided once the live pods are known.
+                            self.sweep().await;
+                        }
                     }
                     Some(Ok(Event::Apply(p))) => self.apply(p),
                     Some(Ok(Event::Delete(p))) => {

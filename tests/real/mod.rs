@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 pub use realcp::{ControlPlane, NODE, Options};
 use serde_json::{Value, json};
 
-pub use serve::{Serve, ServeOptions};
+pub use serve::{Replica, Serve, ServeOptions};
 #[allow(unused_imports)]
 pub use tls::{Certs, MeshWebhook};
 
@@ -357,9 +357,15 @@ impl Install {
         }
     }
 
-    /// Starts `restore-hooks` as the chart's Deployment would run it (see [`Serve`]).
+    /// Starts one `restore-hooks` process as a Deployment of the chart would run it (see
+    /// [`Serve`]).
     pub fn serve(&self, opts: ServeOptions) -> Serve {
         Serve::start(self, opts)
+    }
+
+    /// Starts replica `replica` of every Deployment (see [`Replica`]).
+    pub fn start(&self, replica: usize) -> Replica {
+        Replica::start(self, replica, &ServeOptions::default())
     }
 
     /// A token kubeconfig for ServiceAccount `sa` of the release namespace.

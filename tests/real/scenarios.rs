@@ -11,7 +11,7 @@ use super::*;
 /// render holds is on the API server as applied, the webhooks as the chart wrote them (only the
 /// Service replaced by a URL), the policies type-checked, the aggregated roles aggregated, and
 /// the server created its plan key, holds the Lease, compiled a hook object and ran a hook.
-pub fn chart_as_installed(install: &Install, serve: &Serve) {
+pub fn chart_as_installed(install: &Install, serve: &Replica) {
     let cp = &install.cp;
 
     // Every rendered object exists (kubectl get -f reads the manifests and fetches each).
@@ -127,6 +127,7 @@ pub fn chart_as_installed(install: &Install, serve: &Serve) {
 
     // It holds the Lease the chart names, as its pod.
     let lease_name = serve
+        .controller()
         .args
         .iter()
         .find_map(|a| a.strip_prefix("--lease-name="))
@@ -135,7 +136,7 @@ pub fn chart_as_installed(install: &Install, serve: &Serve) {
     wait_until("the Lease holder", Duration::from_secs(60), || {
         let lease =
             get_json(cp, &["get", "lease", &lease_name, "-n", NAMESPACE]).ok_or("no Lease")?;
-        if lease["spec"]["holderIdentity"] == serve.identity.as_str() {
+        if lease["spec"]["holderIdentity"] == serve.controller().identity.as_str() {
             Ok(())
         } else {
             Err(format!("{}", lease["spec"]))
@@ -165,7 +166,7 @@ pub fn chart_as_installed(install: &Install, serve: &Serve) {
         "--timeout=60s",
     ])
     .unwrap();
-    wait_compiled(cp, "smoke", "smoke", &[serve.identity.as_str()]);
+    wait_compiled(cp, "smoke", "smoke", &[serve.webhook().identity.as_str()]);
     create(cp, &pod("smoke", "app", &["app"], json!({}), json!({})));
     let done = wait_hooks_ended(cp, "smoke", "app", Duration::from_secs(90));
     assert_eq!(done["metadata"]["labels"][EXEC_LABEL], "done", "{done}");
@@ -249,11 +250,17 @@ pub fn apply_hooks(cp: &ControlPlane, hooks: &[Value]) {
     }
 }
 
-fn admission_outcomes(serve: &Serve, object: &str) -> Vec<String> {
+fn admission_outcomes(serve: &Replica, object: &str) -> Vec<String> {
     let mut out: Vec<String> = serve
+        .webhook()
         .lines_about("admission reviewed", object)
         .iter()
-        .chain(serve.lines_about("admission denied", object).iter())
+        .chain(
+            serve
+                .webhook()
+                .lines_about("admission denied", object)
+                .iter(),
+        )
         .map(|l| l["outcome"].as_str().unwrap_or_default().to_string())
         .collect();
     out.sort();
@@ -261,7 +268,7 @@ fn admission_outcomes(serve: &Serve, object: &str) -> Vec<String> {
 }
 
 /// Scenario 3: the admission chain on the real API server, the chart's webhooks as rendered.
-pub fn admission_chain(install: &Install, serve: &Serve) {
+pub fn admission_chain(install: &Install, serve: &Replica) {
     let cp = &install.cp;
     let url =
         install.applied("MutatingWebhookConfiguration")[0]["webhooks"][0]["clientConfig"]["url"]
@@ -499,8 +506,9 @@ pub fn admission_chain(install: &Install, serve: &Serve) {
     assert!(admission_outcomes(serve, "plain/control").is_empty());
 
     // (e) Reinvocation: a second mutating webhook (after ours, by configuration name) adds an
-    // init container in front; the API server calls ours again (reinvocationPolicy IfNeeded),
-    // which must change nothing: each init container once, the plan as signed the first time.
+    // init container in front; the API server calls ours again (reinvocationPolicy IfNeeded).
+    // Each init container stays once; the plan is issued anew (an id is never carried over from
+    // what a pod brings: docs/behaviour.md §4.6), so only the plan and its signature change.
     let mesh = MeshWebhook::start(&install.certs);
     apply_list(cp, &[mesh.configuration(&install.certs)]);
     namespace(
@@ -546,17 +554,23 @@ pub fn admission_chain(install: &Install, serve: &Serve) {
         "{created}"
     );
     assert!(mesh.calls() >= 1);
-    let lines = serve.lines_about("admission reviewed", &format!("mesh-ns/{name}"));
+    let lines = serve
+        .webhook()
+        .lines_about("admission reviewed", &format!("mesh-ns/{name}"));
     let outcomes: Vec<&str> = lines
         .iter()
         .map(|l| l["outcome"].as_str().unwrap())
         .collect();
     assert_eq!(
         outcomes,
-        ["patched", "unchanged"],
+        ["patched", "patched"],
         "first call, then the reinvocation"
     );
-    assert_eq!(lines[1]["patch_ops"], 0, "{}", lines[1]);
+    assert_eq!(
+        lines[1]["patch_ops"], 2,
+        "the reinvocation replaces the plan and its signature, nothing else: {}",
+        lines[1]
+    );
     let done = wait_hooks_ended(cp, "mesh-ns", &name, Duration::from_secs(90));
     assert_eq!(done["metadata"]["labels"][EXEC_LABEL], "done", "{done}");
     assert_eq!(mark_lines(&mesh_mark).len(), 1);
@@ -598,9 +612,10 @@ pub fn admission_chain(install: &Install, serve: &Serve) {
 
 /// After [`admission_chain`]: the server logged each denial as one JSON object an operator can grep: message
 /// "admission denied", the pod, and the reason, each key once.
-pub fn denials_logged_as_json(serve: &Serve) {
+pub fn denials_logged_as_json(serve: &Replica) {
     for object in ["restore-ns/bad", "app/clash-0"] {
         let lines: Vec<String> = serve
+            .webhook()
             .log()
             .lines()
             .filter(|l| {
@@ -720,7 +735,7 @@ fn timed(path: &std::path::Path, body: &str) -> Value {
 /// Scenario 4: hooks exec'd through the API server's pods/exec into kwok pods: order per
 /// container, onError Continue and Fail, execTimeout, waitTimeout, exit codes (kwok's
 /// InternalError), the status annotation, Events, hook-object and RestoreRun status.
-pub fn hooks_through_exec(install: &Install, serve: &Serve) {
+pub fn hooks_through_exec(install: &Install, serve: &Replica) {
     let cp = &install.cp;
     let ns = "hooks";
     namespace(cp, ns, json!({NAMESPACE_LABEL: "r-hooks"}));
@@ -1031,6 +1046,7 @@ pub fn hooks_through_exec(install: &Install, serve: &Serve) {
     // The server's log: one start per executed hook (expired and skipped ones never start).
     for (pod, executed) in [("order", 4), ("errors", 4), ("timeouts", 2)] {
         let started = serve
+            .controller()
             .log_json()
             .iter()
             .filter(|l| l["message"] == "hook started" && l["pod"] == format!("{ns}/{pod}"))

@@ -17,6 +17,9 @@ use super::{Install, NAMESPACE, RELEASE, wait_until};
 /// Which replica of which rendered Deployment to run.
 #[derive(Clone, Debug, Default)]
 pub struct ServeOptions {
+    /// Flags whose chart value this process runs with another (`--restore-run-retention=1s`):
+    /// each replaces the chart's flag of the same name, or is added.
+    pub args: Vec<String>,
     /// The rendered Deployment whose container arguments, environment and ServiceAccount are
     /// used. Default: the chart's main one, [`RELEASE`].
     pub deployment: Option<String>,
@@ -47,9 +50,12 @@ impl ServeOptions {
 }
 
 /// A running `restore-hooks` under the chart's ServiceAccount. Killed (SIGKILL) when dropped;
-/// on a panic its log's end is printed first.
+/// on a panic its log's end is printed first. Dropped without a panic, it fails the test if the
+/// API server refused it anything (403: the chart's RBAC lacks a rule), unless
+/// [`Serve::expect_forbidden`] said so.
 pub struct Serve {
     proc: HostProcess,
+    forbidden_expected: bool,
     pub identity: String,
     pub role: String,
     pub service_account: String,
@@ -102,7 +108,7 @@ impl Serve {
         // Exactly the chart's arguments; only where it listens and where the certificate is
         // differ (a host process, not a pod). `$(POD_NAME)` is what the kubelet expands.
         let mut replaced = BTreeMap::new();
-        let args: Vec<String> = rendered
+        let mut args: Vec<String> = rendered
             .iter()
             .map(|a| {
                 let (flag, _) = a.split_once('=').unwrap_or((a, ""));
@@ -120,6 +126,16 @@ impl Serve {
                 new
             })
             .collect();
+        for extra in &opts.args {
+            let flag = extra.split_once('=').map_or(extra.as_str(), |(f, _)| f);
+            match args
+                .iter_mut()
+                .find(|a| a.split_once('=').map_or(a.as_str(), |(f, _)| f) == flag)
+            {
+                Some(a) => *a = extra.clone(),
+                None => args.push(extra.clone()),
+            }
+        }
         let mut expected = vec!["--admin-listen", "--identity"];
         if serves_webhook {
             expected.extend(["--listen", "--tls-dir"]);
@@ -167,6 +183,7 @@ impl Serve {
         let proc = HostProcess::spawn(&cmd).unwrap_or_else(|e| panic!("{e:#}"));
         let mut serve = Serve {
             proc,
+            forbidden_expected: false,
             identity,
             role,
             service_account,
@@ -249,6 +266,37 @@ impl Serve {
         forbidden_lines(&self.log())
     }
 
+    /// The test breaks the RBAC on purpose: 403s in this process's log do not fail it.
+    pub fn expect_forbidden(&mut self) {
+        self.forbidden_expected = true;
+    }
+
+    /// The API server's refusals as the product logged them (src/kube_client.rs): the `verb`
+    /// and `resource` fields of each line.
+    pub fn refusals(&self) -> Vec<(String, String)> {
+        self.log_json()
+            .into_iter()
+            .map(|l| {
+                if l["fields"].is_object() {
+                    l["fields"].clone()
+                } else {
+                    l
+                }
+            })
+            .filter(|f| {
+                f["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("the API server refused a request with 403"))
+            })
+            .map(|f| {
+                (
+                    f["verb"].as_str().unwrap_or_default().to_string(),
+                    f["resource"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    }
+
     /// Fails the test if its log shows any 403/Forbidden: the chart's RBAC must be enough.
     pub fn assert_no_forbidden(&self) {
         let lines = self.forbidden_lines();
@@ -314,6 +362,122 @@ impl Drop for Serve {
                 self.proc.log_path().display(),
                 self.proc.log_tail(80)
             );
+        } else if !self.forbidden_expected {
+            // Every real-control-plane test checks the chart's RBAC this way: a refused API call
+            // anywhere in a test fails it.
+            self.assert_no_forbidden();
+        }
+    }
+}
+
+/// Replica `n` of every Deployment of an installation, as the chart runs them: with its default
+/// (split) `restore-hooks controller` and `restore-hooks webhook`, each under its own
+/// ServiceAccount; with `split.enabled=false` the one `restore-hooks serve`.
+pub struct Replica {
+    /// The controller (or `serve`) first: it creates the plan key the webhook waits for.
+    pub procs: Vec<Serve>,
+}
+
+impl Replica {
+    /// Starts replica `replica` of each Deployment, the controller's first, each with
+    /// `opts.args` (and without waiting for readiness with `opts.no_wait`).
+    pub fn start(install: &Install, replica: usize, opts: &ServeOptions) -> Replica {
+        let mut deployments: Vec<(String, bool)> = super::of_kind(&install.rendered, "Deployment")
+            .into_iter()
+            .map(|d| {
+                let name = d["metadata"]["name"].as_str().unwrap().to_string();
+                let role = d["spec"]["template"]["spec"]["containers"][0]["args"][0]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                (name, role == "webhook")
+            })
+            .collect();
+        deployments.sort_by_key(|(_, webhook)| *webhook);
+        let procs = deployments
+            .into_iter()
+            .map(|(name, _)| {
+                Serve::start(
+                    install,
+                    ServeOptions {
+                        args: opts.args.clone(),
+                        no_wait: opts.no_wait,
+                        ..ServeOptions::of(&name, replica)
+                    },
+                )
+            })
+            .collect();
+        Replica { procs }
+    }
+
+    /// The process that serves admission (`webhook` or `serve`).
+    pub fn webhook(&self) -> &Serve {
+        self.procs
+            .iter()
+            .find(|p| p.role != "controller")
+            .expect("a webhook process")
+    }
+
+    /// The process that runs hooks (`controller` or `serve`).
+    pub fn controller(&self) -> &Serve {
+        self.procs
+            .iter()
+            .find(|p| p.role != "webhook")
+            .expect("a controller process")
+    }
+
+    pub fn controller_mut(&mut self) -> &mut Serve {
+        self.procs
+            .iter_mut()
+            .find(|p| p.role != "webhook")
+            .expect("a controller process")
+    }
+
+    pub fn webhook_mut(&mut self) -> &mut Serve {
+        self.procs
+            .iter_mut()
+            .find(|p| p.role != "controller")
+            .expect("a webhook process")
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.controller().is_leader()
+    }
+
+    pub fn wait_leader(&self, timeout: Duration) {
+        self.controller().wait_leader(timeout)
+    }
+
+    /// Every process's 403 lines.
+    pub fn forbidden_lines(&self) -> Vec<String> {
+        self.procs.iter().flat_map(Serve::forbidden_lines).collect()
+    }
+
+    pub fn assert_no_forbidden(&self) {
+        for p in &self.procs {
+            p.assert_no_forbidden();
+        }
+    }
+
+    pub fn expect_forbidden(&mut self) {
+        for p in &mut self.procs {
+            p.expect_forbidden();
+        }
+    }
+
+    /// The last `n` lines of each process's log.
+    pub fn log_tail(&self, n: usize) -> String {
+        self.procs
+            .iter()
+            .map(|p| format!("---- {}:\n{}", p.identity, p.log_tail(n)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// SIGKILL of every process.
+    pub fn kill(&mut self) {
+        for p in &mut self.procs {
+            p.kill();
         }
     }
 }

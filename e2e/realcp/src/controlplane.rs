@@ -202,7 +202,10 @@ impl ControlPlane {
                 pki.sa_key.display()
             ),
             format!("--root-ca-file={}", pki.ca_crt.display()),
-            "--use-service-account-credentials=false".into(),
+            // Each controller acts as its own ServiceAccount (system:serviceaccount:kube-system:
+            // replicaset-controller, ...), as kubeadm and managed clusters run it: admission sees
+            // the identity that really creates a workload's pods, not an admin.
+            "--use-service-account-credentials=true".into(),
             // node-lifecycle: kwok's fast node stages send no heartbeats or leases, so it would
             // mark kwok-0 NotReady and evict its pods. node-ipam: nothing here allocates pod CIDRs.
             "--controllers=*,-node-ipam-controller,-node-lifecycle-controller".into(),

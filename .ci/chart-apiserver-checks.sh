@@ -8,10 +8,11 @@
 #
 #   .ci/chart-apiserver-checks.sh [--emulated-version 1.34]
 #
-# Renders the chart with ci/split-values.yaml and config.veleroHooks=own (both ServiceAccounts and
-# all three policies exist), applies everything but the cert-manager and prometheus-operator
-# objects (and then removes the MutatingWebhookConfiguration: no webhook runs here, the policies
-# are under test), and checks:
+# Renders the chart with ci/split-values.yaml and otherwise default values, --velero-hooks defer
+# included (both ServiceAccounts and all three policies exist: the Velero Restore one is rendered
+# in both modes, and chart_assertions.py checks that the policies are identical under own), applies
+# everything but the cert-manager and prometheus-operator objects (and then removes the
+# MutatingWebhookConfiguration: no webhook runs here, the policies are under test), and checks:
 # - the three policies are accepted with no type-checking warnings, the Velero one before Velero's
 #   Restore CRD exists and again after (re-created against the CRD's schema);
 # - hook-authors: a RestoreHook/ClusterRestoreHook author without create pods/exec (in the
@@ -23,13 +24,15 @@
 #   restore-hooks.dev/* annotation or label is refused, a plain one passes; a pod created with
 #   plan/status/exec-label state outside every restore scope is refused (naming the keys), inside
 #   a pod-label or a namespace-label scope it passes, and restore-hooks.dev/injected alone passes;
-# - velero-restore-hook-authors: a Velero Restore with hooks by a user without cluster-wide
-#   create pods/exec is refused, by one with it allowed; without hooks, in another namespace,
-#   and status/label-only updates pass; changing spec.hooks is checked;
+# - velero-restore-hook-authors (under the default --velero-hooks defer): a Velero Restore with
+#   hooks by a user without cluster-wide create pods/exec is refused, by one with it allowed;
+#   without hooks, in another namespace, and status/label-only updates pass; changing spec.hooks
+#   is checked;
 # - RBAC (kubectl auth can-i) of both ServiceAccounts (the webhook's may create
 #   SubjectAccessReviews, the split controller's may not), of view/edit, and of the single
 #   ServiceAccount of a split.enabled=false render (ci/single-process-values.yaml, RBAC objects
-#   only, as release rh-single); Secrets list/watch only with the plan-key name selector.
+#   only, as release rh-single: its RBAC differs from split's; its veleroHooks own changes no RBAC
+#   and no policy); Secrets list/watch only with the plan-key name selector.
 # Exit 0: all passed; 1: a check failed; 2: the binaries are missing.
 set -uo pipefail
 
@@ -95,11 +98,12 @@ for _ in $(seq 120); do "$K" get --raw /readyz >/dev/null 2>&1 && break; sleep 0
 echo "==> kube-apiserver $("$K" version -o json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])')${EMULATE:+ emulating $EMULATE} on 127.0.0.1:$AP"
 
 # --- the chart -----------------------------------------------------------------------------------
-# The split render (the default mode, with ci/split-values.yaml's names) plus veleroHooks=own, which
-# adds the Velero Restore policy; and the RBAC objects of a single-process render (another release).
+# The split render (the default mode, with ci/split-values.yaml's names) with the default
+# veleroHooks defer, which renders all three policies, the Velero Restore one included; and the
+# RBAC objects of a single-process render (another release).
 "$HELM" template restore-hooks "$ROOT/charts/restore-hooks" -n restore-hooks --include-crds --kube-version 1.34.0 \
   --api-versions cert-manager.io/v1 --api-versions monitoring.coreos.com/v1 -f "$ROOT/charts/restore-hooks/ci/split-values.yaml" \
-  --set config.veleroHooks=own >"$W/render.yaml" || exit 1
+  >"$W/render.yaml" || exit 1
 "$HELM" template rh-single "$ROOT/charts/restore-hooks" -n rh-single --kube-version 1.34.0 \
   -f "$ROOT/charts/restore-hooks/ci/single-process-values.yaml" >"$W/render-single.yaml" || exit 1
 python3 - "$W" <<'PY'
@@ -118,7 +122,7 @@ PY
   && "$K" apply --server-side -f "$W/rest.yaml" >"$W/apply.log" 2>&1 \
   && "$K" apply --server-side -f "$W/single-rbac.yaml" >>"$W/apply.log" 2>&1 \
   || { echo "  FAIL  the API server refused the chart's objects:" >&2; sed 's/^/        /' "$W/apply.log" >&2; exit 1; }
-echo "  ok    the API server accepts every object of the split render (veleroHooks=own) and the single-process RBAC"
+echo "  ok    the API server accepts every object of the split render (veleroHooks defer) and the single-process RBAC"
 # No webhook server runs here: with failurePolicy Fail its configuration would refuse every pod
 # created in a restore scope. The policies, not the webhook, are under test.
 "$K" delete mutatingwebhookconfiguration restore-hooks >/dev/null
@@ -157,6 +161,9 @@ for i in d.get("items", [d]):
 }
 POLICIES=(restore-hooks-hook-authors restore-hooks-pod-hook-state restore-hooks-velero-restore-hook-authors)
 echo "== the policies compile and type-check"
+# The policies below are those of the default --velero-hooks defer render.
+expect_ok "both Deployments run --velero-hooks=defer (the default), not own" \
+  sh -c "[ \$(grep -c -- '--velero-hooks=defer\"' '$W/render.yaml') = 2 ] && ! grep -q -- '--velero-hooks=own' '$W/render.yaml'"
 typecheck " (Velero's CRDs not installed)" "${POLICIES[@]}"
 
 $K create namespace shop >/dev/null 2>&1; $K create namespace other >/dev/null 2>&1
@@ -365,7 +372,7 @@ expect_ok "admin creates other/injected-only with only restore-hooks.dev/injecte
 expect_ok "admin creates other/plain (no hook state), outside every scope" \
   $K create -f - <<<"$(pod other '"name":"plain"' '{"app":"plain"}' '{}')"
 
-echo "== Velero Restore hook authors (config.veleroHooks=own)"
+echo "== Velero Restore hook authors (config.veleroHooks defer, the default: the policy is not own-only)"
 # Velero's own Restore CRD when the realcp cache has the velero binary; otherwise a minimal one of
 # the same shape for what the policy reads (no status subresource, spec.hooks.resources[]).
 if [ -x "$BIN/velero" ] && "$BIN/velero" install --crds-only --dry-run -o yaml 2>/dev/null \
@@ -450,7 +457,8 @@ done
 expect_deny "rita (no pods/exec) creates Restore velero/r-hooks with hooks" \
   "creating Velero Restore velero/r-hooks with spec.hooks needs permission to create pods/exec cluster-wide" \
   $K --as=rita create -f - <<<"$(restore velero r-hooks "$HOOKS")"
-expect_deny "  ... the message names the user" "namespace mappings included); user rita lacks it" \
+expect_deny "  ... the message says who runs the hooks and names the user" \
+  "(the hooks of a Restore are run, by restore-hooks or by Velero, in every namespace it restores into, namespace mappings included); user rita lacks it" \
   $K --as=rita create -f - <<<"$(restore velero r-hooks "$HOOKS")"
 expect_deny "carol (pods/exec in shop only) creates it" "user carol lacks it" \
   $K --as=carol create -f - <<<"$(restore velero r-hooks "$HOOKS")"

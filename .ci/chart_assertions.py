@@ -162,8 +162,8 @@ def expected_objects(ctx: Ctx) -> set:
             objs |= {("ClusterRole", f"{fn}-view"), ("ClusterRole", f"{fn}-edit")}
     for key, name in (("hookAuthorsNeedExec", "hook-authors"), ("podHookStateControllerOnly", "pod-hook-state"),
                       ("veleroRestoreHookAuthorsNeedExec", "velero-restore-hook-authors")):
-        if v["admissionPolicies"][key]["enabled"] and (key != "veleroRestoreHookAuthorsNeedExec"
-                                                       or v["config"]["veleroHooks"] == "own"):
+        # Every policy, the Velero Restore one included, whatever config.veleroHooks says.
+        if v["admissionPolicies"][key]["enabled"]:
             objs |= {("ValidatingAdmissionPolicy", f"{fn}-{name}"), ("ValidatingAdmissionPolicyBinding", f"{fn}-{name}")}
     if v["priorityClassQuota"]["enabled"] and v["priorityClassName"]:
         objs.add(("ResourceQuota", f"{fn}-priority-class"))
@@ -956,7 +956,9 @@ def check_policies(ctx: Ctx) -> None:
     else:
         ctx.c(("ValidatingAdmissionPolicy", f"{fn}-pod-hook-state") not in ctx.objs, "pod-hook-state policy rendered although disabled")
     vname = f"{fn}-velero-restore-hook-authors"
-    if pols["veleroRestoreHookAuthorsNeedExec"]["enabled"] and v["config"]["veleroHooks"] == "own":
+    # Rendered in both --velero-hooks modes: under `defer` restore-hooks still runs Restore hooks on
+    # the pods only the restore-namespace label puts in scope (docs/behaviour.md §3.3).
+    if pols["veleroRestoreHookAuthorsNeedExec"]["enabled"]:
         s = check_policy_common(ctx, vname, [
             {"apiGroups": ["velero.io"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"], "resources": ["restores"]}])
         if s:
@@ -972,12 +974,18 @@ def check_policies(ctx: Ctx) -> None:
             exec_all = "authorizer.group('').resource('pods').subresource('exec').check('create').allowed()"
             ctx.c([x["expression"] for x in s.get("validations") or []] == [exec_all],
                   f"{w}: one validation, create pods/exec cluster-wide")
-            me = (s.get("validations") or [{}])[0].get("messageExpression", "")
-            for frag in ("Velero Restore ", "request.namespace", "object.metadata.name", "cluster-wide", "lacks it"):
+            val = (s.get("validations") or [{}])[0]
+            me = val.get("messageExpression", "")
+            for frag in ("Velero Restore ", "request.namespace", "object.metadata.name", "cluster-wide", "lacks it",
+                         "by restore-hooks or by Velero"):
                 ctx.c(frag in me, f"{w}: messageExpression must mention {frag!r}")
+            # The refusal holds in both modes: its text must not tie it to one of them.
+            for text in (me, val.get("message", "")):
+                ctx.c("velero-hooks own" not in text and "veleroHooks" not in text,
+                      f"{w}: the message must not claim the policy is about --velero-hooks own only: {text!r}")
     else:
         ctx.c(("ValidatingAdmissionPolicy", vname) not in ctx.objs,
-              "velero-restore-hook-authors policy rendered although disabled or veleroHooks is not own")
+              "velero-restore-hook-authors policy rendered although disabled")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1222,8 +1230,8 @@ def help_flags(binary: str, sub: str) -> set[str]:
 
 
 # Object counts of each render: a changed count is a deliberate change of this file.
-COUNTS = {"default": 31, "all-on": 37, "byo-issuer": 28, "split": 34, "single-process": 29, "minimal": 14,
-          "no-cert-manager": 27}
+COUNTS = {"default": 33, "all-on": 37, "byo-issuer": 30, "split": 36, "single-process": 29, "minimal": 14,
+          "no-cert-manager": 29}
 
 
 def main() -> int:
@@ -1277,9 +1285,12 @@ def main() -> int:
                                                             "tls": {"existingSecret": "restore-hooks-tls-manual", "caBundle": ca_bundle}}),
          ca_bundle),
     ]
+    policy_objs: dict[str, dict] = {}
     for name, values, ca in variants:
         before = len(FAILURES)
         ctx = Ctx(name, load(rd / f"{name}.yaml"), a.release, a.namespace, values)
+        policy_objs[name] = {k: o for k, o in ctx.objs.items()
+                             if k[0] in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")}
         check_inventory(ctx, COUNTS.get(name))
         for crd_name, crd in crds.items():
             ctx.c(ctx.objs.get(("CustomResourceDefinition", crd_name)) == crd,
@@ -1294,6 +1305,15 @@ def main() -> int:
         check_optional(ctx)
         status = "ok" if len(FAILURES) == before else f"{len(FAILURES) - before} failure(s)"
         print(f"  assertions [{name}]: {len(ctx.docs)} objects, {status}")
+
+    # Neither the mode (split or single-process) nor --velero-hooks (defer or own) changes what the
+    # admission policies enforce: the default render (split, defer) and ci/single-process-values.yaml
+    # (serve, own; same release, names and Velero namespace) carry the same three policies and bindings.
+    d, sp = policy_objs.get("default", {}), policy_objs.get("single-process", {})
+    check(len(d) == 6 and d == sp,
+          f"[default vs single-process] the admission policies must not depend on split.enabled or config.veleroHooks: "
+          f"default has {sorted(n for _, n in d)}, single-process {sorted(n for _, n in sp)}"
+          + ("" if set(d) != set(sp) else f"; differing: {sorted(k[0] + '/' + k[1] for k in d if d[k] != sp.get(k))}"))
 
     for s in SKIPPED:
         print(f"  SKIPPED: {s}")

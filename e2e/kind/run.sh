@@ -10,8 +10,11 @@
 # init containers ran, every exec hook succeeded (status annotation, label
 # restore-hooks.dev/exec=done, HookSucceeded/HooksCompleted Events), a Velero-labelled pod in an
 # unlabelled namespace is handled too, a pod in neither is left alone, the RestoreRun of the restore
-# completed, and the chart's admission policies refuse a hook author without exec rights and a
-# reset of a finished pod's hook state.
+# completed, the chart's admission policies refuse a hook author without exec rights and a
+# reset of a finished pod's hook state, and each Deployment logs its own part (admission on the
+# webhook pods, hook results on the controller pods).
+# The chart is installed with its defaults (split mode: Deployments <release>-webhook and
+# <release>-controller) unless SINGLE=1 (split.enabled=false: one Deployment <release> running serve).
 # The cluster is deleted on exit unless KEEP_CLUSTER=1.
 #
 # Environment:
@@ -22,7 +25,8 @@
 #   SKIP_BUILD=1          reuse an existing $IMAGE
 #   KEEP_CLUSTER=1        keep the cluster afterwards (and reuse it if it exists)
 #   TIMEOUT               seconds to wait for hooks    (default 240)
-#   SPLIT=1               install with split.enabled=true (webhook and controller Deployments)
+#   SINGLE=1              install with split.enabled=false (single-process: one Deployment, serve);
+#                         default: the chart's split mode (webhook and controller Deployments)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -37,14 +41,28 @@ NAMESPACE="restore-hooks"
 TIMEOUT="${TIMEOUT:-240}"
 KEEP_CLUSTER="${KEEP_CLUSTER:-0}"
 SKIP_BUILD="${SKIP_BUILD:-0}"
-SPLIT="${SPLIT:-0}"
-if [ "$SPLIT" = 1 ]; then
-  DEPLOYMENTS="$RELEASE-webhook $RELEASE-controller"
-  WEBHOOK_PODS="app.kubernetes.io/name=restore-hooks,app.kubernetes.io/component=webhook"
-else
+SINGLE="${SINGLE:-0}"
+if [ "$SINGLE" = 1 ]; then
+  # split.enabled=false: one Deployment <release> running `restore-hooks serve` (webhook + controller).
+  WEBHOOK_DEPLOY="$RELEASE"
+  CONTROLLER_DEPLOY="$RELEASE"
   DEPLOYMENTS="$RELEASE"
   WEBHOOK_PODS="app.kubernetes.io/name=restore-hooks"
+  CONTROLLER_PODS="$WEBHOOK_PODS"
+  CHART_MODE=(--set split.enabled=false)
+else
+  # The chart defaults: <release>-webhook (admission) and <release>-controller (execs), their pods
+  # told apart by app.kubernetes.io/component.
+  WEBHOOK_DEPLOY="$RELEASE-webhook"
+  CONTROLLER_DEPLOY="$RELEASE-controller"
+  DEPLOYMENTS="$WEBHOOK_DEPLOY $CONTROLLER_DEPLOY"
+  WEBHOOK_PODS="app.kubernetes.io/name=restore-hooks,app.kubernetes.io/component=webhook"
+  CONTROLLER_PODS="app.kubernetes.io/name=restore-hooks,app.kubernetes.io/component=controller"
+  CHART_MODE=()
 fi
+pods_of() { # deployment -> the label selector of its pods (as the chart sets them)
+  if [ "$1" = "$CONTROLLER_DEPLOY" ]; then printf '%s' "$CONTROLLER_PODS"; else printf '%s' "$WEBHOOK_PODS"; fi
+}
 # The controller's ServiceAccount: the only writer of restore-hooks.dev/* pod annotations and labels.
 CONTROLLER_SA="system:serviceaccount:$NAMESPACE:$RELEASE"
 
@@ -56,6 +74,9 @@ pass() { printf '  PASS  %s\n' "$*"; }
 FAILS=0
 fail() { printf '  FAIL  %s\n' "$*" >&2; FAILS=$((FAILS + 1)); }
 die() { printf '[e2e] ERROR: %s\n' "$*" >&2; exit 1; }
+
+# SPLIT=1 chose split mode while single-process was the default; split is the default now.
+[ -z "${SPLIT:-}" ] || die "SPLIT is gone: split mode is the chart's and this script's default; SINGLE=1 runs single-process"
 
 for tool in docker kind kubectl jq; do
   command -v "$tool" >/dev/null 2>&1 || die "'$tool' is required on PATH"
@@ -69,7 +90,11 @@ diagnostics() {
   log "diagnostics"
   k get pods -A -o wide || true
   for d in $DEPLOYMENTS; do k -n "$NAMESPACE" describe deployment "$d" || true; done
-  k -n "$NAMESPACE" logs -l app.kubernetes.io/name=restore-hooks --all-containers --tail=200 --prefix || true
+  # Each Deployment's logs (split: admission on the webhook pods, hooks on the controller pods).
+  for d in $DEPLOYMENTS; do
+    log "logs of deployment $d"
+    k -n "$NAMESPACE" logs -l "$(pods_of "$d")" --all-containers --tail=200 --prefix || true
+  done
   k -n "$NAMESPACE" get certificate,issuer -o wide || true
   k get restoreruns -o yaml || true
   k get validatingadmissionpolicies -o wide || true
@@ -139,14 +164,15 @@ done
 pass "cert-manager accepts Issuers"
 
 # --- 4. the chart -----------------------------------------------------------------------------
-log "helm install $RELEASE"
+log "helm install $RELEASE ($([ "$SINGLE" = 1 ] && echo "single-process: split.enabled=false" || echo "split mode, the chart default"))"
 repo="${IMAGE%:*}"; tag="${IMAGE##*:}"
 # One kind node: the default hard pod anti-affinity would leave the second replica Pending.
+# CHART_MODE is empty by default (split.enabled is left to the chart).
 "$HELM" upgrade --install "$RELEASE" "$ROOT/charts/restore-hooks" \
   --kube-context "$KCTX" --namespace "$NAMESPACE" --create-namespace \
   --set image.repository="$repo" --set image.tag="$tag" --set image.pullPolicy=Never \
   --set config.logLevel='info,restore_hooks=debug' --set podAntiAffinity=soft \
-  --set split.enabled="$([ "$SPLIT" = 1 ] && echo true || echo false)" \
+  ${CHART_MODE[@]+"${CHART_MODE[@]}"} \
   --wait --timeout 5m
 k -n "$NAMESPACE" wait --for=condition=Ready "certificate/${RELEASE}-serving" --timeout=120s
 log "waiting for cainjector to fill the caBundle"
@@ -288,6 +314,25 @@ k -n shop label pod db e2e/touched=yes >/dev/null 2>&1 \
 k -n shop label pod db restore-hooks.dev/exec=failed --overwrite --dry-run=server --as="$CONTROLLER_SA" >/dev/null 2>&1 \
   && pass "shop/db: the controller's ServiceAccount may write the exec label" \
   || fail "shop/db: the controller's ServiceAccount may not write the exec label"
+
+# Logs: admission on the webhook pods, hook results on the controller pods (the same pods in
+# single-process mode). --tail=-1: with a selector kubectl shows only 10 lines a pod by default.
+webhook_logs=$(k -n "$NAMESPACE" logs -l "$WEBHOOK_PODS" --tail=-1 2>/dev/null || true)
+controller_logs=$(k -n "$NAMESPACE" logs -l "$CONTROLLER_PODS" --tail=-1 2>/dev/null || true)
+grep -q 'admission reviewed' <<<"$webhook_logs" \
+  && pass "deployment $WEBHOOK_DEPLOY logs 'admission reviewed'" \
+  || fail "no 'admission reviewed' line in the logs of deployment $WEBHOOK_DEPLOY (pods $WEBHOOK_PODS)"
+# One grep, not a pipe into grep -q: with pipefail the first grep's SIGPIPE would read as no match.
+grep -Eq 'hook finished.*shop/db|shop/db.*hook finished' <<<"$controller_logs" \
+  && pass "deployment $CONTROLLER_DEPLOY logs 'hook finished' for shop/db" \
+  || fail "no 'hook finished' line for shop/db in the logs of deployment $CONTROLLER_DEPLOY (pods $CONTROLLER_PODS)"
+if [ "$SINGLE" != 1 ]; then
+  if grep -q 'hook finished' <<<"$webhook_logs"; then
+    fail "deployment $WEBHOOK_DEPLOY logged 'hook finished': the webhook must not exec"
+  else
+    pass "deployment $WEBHOOK_DEPLOY ran no hook (split mode)"
+  fi
+fi
 
 # Metrics from a webhook replica.
 pod=$(k -n "$NAMESPACE" get pods -l "$WEBHOOK_PODS" -o jsonpath='{.items[0].metadata.name}' || true)

@@ -14,12 +14,29 @@ use restore_hooks::hooks::restore_name::velero_label_value;
 use restore_hooks::inject::{Decision, ExecRight, Issuer, Requester, evaluate as decide};
 use serde_json::{Value, json};
 
-/// The engine on a pod's JSON, as the webhook and `inject` run it (no plan key: unsigned plans).
+/// The engine on a pod's JSON, as the webhook and `inject` run it (no plan key: unsigned plans),
+/// for a creator that may exec.
 fn evaluate(
     pod: &Value,
     namespace: &str,
     catalog: &StaticCatalog,
     config: &EngineConfig,
+) -> Result<Decision, serde_json::Error> {
+    let alice = Requester {
+        username: "alice",
+        exec_right: &ExecRight::Granted,
+    };
+    evaluate_as(pod, namespace, catalog, config, &alice, PLAN_ID)
+}
+
+/// [`evaluate`] for the pod's creator `requester`, issuing plan `plan_id`.
+fn evaluate_as(
+    pod: &Value,
+    namespace: &str,
+    catalog: &StaticCatalog,
+    config: &EngineConfig,
+    requester: &Requester<'_>,
+    plan_id: &str,
 ) -> Result<Decision, serde_json::Error> {
     let text = pod.to_string();
     let view = AdmittedPod::from_json_str(&text)?;
@@ -35,13 +52,9 @@ fn evaluate(
     let issuer = Issuer {
         keys: None,
         now: "2026-12-04T10:00:00Z".parse().unwrap(),
-        plan_id: PLAN_ID,
+        plan_id,
     };
-    let requester = Requester {
-        username: "alice",
-        exec_right: &ExecRight::Granted,
-    };
-    Ok(decide(&ctx, &index, config, &issuer, &requester))
+    Ok(decide(&ctx, &index, config, &issuer, requester))
 }
 
 const NS: &str = "shop";
@@ -1141,4 +1154,206 @@ metadata: {name: shop, labels: {tier: data}}
             ("restorehook/local".to_string(), "/local".to_string())
         ]
     );
+}
+
+/// The plan of a decision that patched the pod, as written.
+fn planned(decision: Decision, pod: &Value) -> (ExecPlan, Vec<String>) {
+    let Decision::Patch {
+        patch, warnings, ..
+    } = decision
+    else {
+        panic!("expected a patch, got {decision:?}");
+    };
+    let mut patched = pod.clone();
+    json_patch::patch(&mut patched, &patch.0).unwrap();
+    let text = patched["metadata"]["annotations"]["restore-hooks.dev/plan"]
+        .as_str()
+        .expect("a plan");
+    (ExecPlan::from_annotation(text).unwrap(), warnings)
+}
+
+const ALLOW_DB_ANNOTATIONS: &str = r#"
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: allow-db}
+spec:
+  labelSelector: {matchLabels: {app: db}}
+  podAnnotationHooks: Allow
+"#;
+
+const SPEC_EXEC: &str = r#"
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: spec-exec}
+spec:
+  postHooks:
+  - exec: {command: [/bin/spec]}
+"#;
+
+#[test]
+fn an_annotation_exec_hook_runs_only_with_an_author_entitled_to_exec() {
+    // docs/behaviour.md §9.9: the pod's creator may exec, Velero created it under `own`, or a
+    // hook object allows the pod's annotation hooks; otherwise the hook is planned refused.
+    let annotated = pod(json!({"metadata": {
+        "labels": {"velero.io/restore-name": null},
+        "annotations": {"post.hook.restore.velero.io/command": "[\"/bin/migrate\"]"}}}));
+    let velero_pod = pod(json!({"metadata": {"annotations": {
+        "post.hook.restore.velero.io/command": "[\"/bin/migrate\"]"}}}));
+    let ns_scope = |docs: &str| with_ns_label(catalog(docs), "r-ns");
+    let velero_sa = "system:serviceaccount:velero:velero";
+    let (granted, denied, unknown) = (
+        ExecRight::Granted,
+        ExecRight::Denied,
+        ExecRight::Unknown("timed out".into()),
+    );
+    let who = |username, exec_right| Requester {
+        username,
+        exec_right,
+    };
+    // (pod, catalog, config, requester, allowedBy or the refusal's words)
+    type Row<'a> = (
+        &'a Value,
+        StaticCatalog,
+        EngineConfig,
+        Requester<'a>,
+        Result<&'a str, &'a str>,
+    );
+    let rows: Vec<Row<'_>> = vec![
+        (
+            &annotated,
+            ns_scope(""),
+            EngineConfig::default(),
+            who("alice", &granted),
+            Ok("creator"),
+        ),
+        (
+            &annotated,
+            ns_scope(""),
+            EngineConfig::default(),
+            who("mallory", &denied),
+            Err("created by mallory, who may not create pods/exec in namespace shop"),
+        ),
+        (
+            &annotated,
+            ns_scope(""),
+            EngineConfig::default(),
+            who("bob", &unknown),
+            Err("could not be checked (timed out)"),
+        ),
+        (
+            &annotated,
+            ns_scope(ALLOW_DB_ANNOTATIONS),
+            EngineConfig::default(),
+            who(
+                "system:serviceaccount:kube-system:replicaset-controller",
+                &denied,
+            ),
+            Ok("restorehook/allow-db"),
+        ),
+        // Velero's ServiceAccount counts under `own` only, and only by its exact username.
+        (
+            &velero_pod,
+            catalog(""),
+            own(),
+            who(velero_sa, &denied),
+            Ok("velero"),
+        ),
+        (
+            &velero_pod,
+            catalog(""),
+            own(),
+            who("velero", &denied),
+            Err("created by velero, who"),
+        ),
+    ];
+    for (p, c, config, requester, want) in rows {
+        let (plan, warnings) = planned(
+            evaluate_as(p, NS, &c, &config, &requester, PLAN_ID).unwrap(),
+            p,
+        );
+        assert_eq!(plan.hooks.len(), 1, "{requester:?}");
+        let hook = &plan.hooks[0];
+        assert_eq!(hook.source, "annotation");
+        match want {
+            Ok(by) => {
+                assert_eq!(hook.allowed_by.as_deref(), Some(by), "{requester:?}");
+                assert_eq!(hook.refused, None);
+            }
+            Err(words) => {
+                let why = hook.refused.as_deref().expect("refused");
+                assert!(why.contains(words), "{requester:?}: {why}");
+                assert_eq!(hook.allowed_by, None);
+                assert!(
+                    warnings
+                        .iter()
+                        .any(|w| w.contains("annotation exec hook refused")),
+                    "{warnings:?}"
+                );
+            }
+        }
+    }
+
+    // A refused annotation hook keeps its precedence: spec exec hooks do not take its place.
+    let (plan, _) = planned(
+        evaluate_as(
+            &annotated,
+            NS,
+            &ns_scope(SPEC_EXEC),
+            &EngineConfig::default(),
+            &who("mallory", &denied),
+            PLAN_ID,
+        )
+        .unwrap(),
+        &annotated,
+    );
+    assert_eq!(plan.hooks.len(), 1);
+    assert!(plan.hooks[0].refused.is_some());
+    // Under `defer` a Velero pod's annotations are Velero's: no annotation hook at all.
+    let (plan, _) = planned(
+        evaluate_as(
+            &velero_pod,
+            NS,
+            &catalog(SPEC_EXEC),
+            &EngineConfig::default(),
+            &who("mallory", &denied),
+            PLAN_ID,
+        )
+        .unwrap(),
+        &velero_pod,
+    );
+    assert_eq!(plan.hooks.len(), 1);
+    assert_eq!(plan.hooks[0].source, "restorehook/spec-exec");
+}
+
+#[test]
+fn a_pod_that_brings_a_plan_gets_a_new_one() {
+    // docs/behaviour.md §4.6: a plan that looks like the webhook's own (a reinvocation, or a copy
+    // of a fresh plan) is never kept; each admission issues its own id.
+    let c = catalog(TWO_HOOKS);
+    let first = admit(&pod(json!({})), &c, &EngineConfig::default());
+    assert_eq!(first.plan().unwrap().id, PLAN_ID);
+    let alice = Requester {
+        username: "alice",
+        exec_right: &ExecRight::Granted,
+    };
+    let again = evaluate_as(
+        &first.pod,
+        NS,
+        &c,
+        &EngineConfig::default(),
+        &alice,
+        "ZZZZZZZZZZZZZZZZ",
+    )
+    .unwrap();
+    let Decision::Patch { patch, .. } = &again else {
+        panic!("{again:?}")
+    };
+    let paths: Vec<String> = patch.0.iter().map(|op| op.path().to_string()).collect();
+    assert_eq!(
+        paths,
+        ["/metadata/annotations/restore-hooks.dev~1plan"],
+        "only the plan changes (unsigned here: no signature to replace)"
+    );
+    let (plan, _) = planned(again, &first.pod);
+    assert_eq!(plan.id, "ZZZZZZZZZZZZZZZZ");
 }

@@ -492,6 +492,55 @@ fn a_plan_runs_only_on_the_pod_it_was_issued_for() {
         ),
         2.0
     );
+
+    // A hook object that arrives now extends only the plans issued for their own pods: the
+    // sibling's, not the copies' (they are never re-signed, docs/behaviour.md §7.2).
+    let late_mark = install.mark("copy-late");
+    apply_list(
+        cp,
+        &[
+            json!({"apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+                 "metadata": {"name": "late", "namespace": ns},
+                 "spec": {"postHooks": [{"exec": {"command": ["sh", "-c", mark_cmd(&late_mark, "late")]}}]}}),
+        ],
+    );
+    let condition = wait_until(
+        "the late RestoreHook's LateHooks condition",
+        Duration::from_secs(60),
+        || {
+            let h = get_json(cp, &["get", "restorehook", "late", "-n", ns]).ok_or("gone")?;
+            h["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["type"] == "LateHooks")
+                .cloned()
+                .ok_or_else(|| h["status"].to_string())
+        },
+    );
+    let message = condition["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("{ns}/{sibling_name}")),
+        "{condition}"
+    );
+    assert!(
+        !message.contains(&format!("{ns}/db-0")) && !message.contains(&twin_name),
+        "a copied plan was extended: {condition}"
+    );
+    for name in ["db-0", twin_name.as_str()] {
+        let p = get_pod(cp, ns, name).unwrap();
+        assert_eq!(
+            plan(&p).unwrap()["hooks"].as_array().unwrap().len(),
+            1,
+            "{name}"
+        );
+    }
+    wait_hooks_ended(cp, ns, &sibling_name, Duration::from_secs(90));
+    assert_eq!(
+        mark_lines(&late_mark).len(),
+        1,
+        "the sibling's late hook, once"
+    );
 }
 
 #[test]

@@ -229,6 +229,85 @@ async fn a_restore_with_one_failing_hook_is_partially_failed() {
     .await;
 }
 
+/// docs/behaviour.md §9.9 on the simulator: the webhook asks the API server (a
+/// SubjectAccessReview over HTTP) about the pod's creator. A creator without exec rights gets its
+/// annotation exec hook refused: recorded `Failed` with the reason and a `HookRefused` Event,
+/// never run, counted in the RestoreRun; a creator with them gets the hook run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn annotation_hooks_of_creators_without_exec_rights_are_refused_and_counted() {
+    bounded(LIMIT, async {
+        let bed = testbed().await;
+        let team = "team";
+        bed.create_namespace(team, json!({"restore-hooks.dev/restore": RESTORE}))
+            .await
+            .unwrap();
+        bed.sim.deny_exec("mallory");
+        let ctl = leading(&bed, "ctl").await;
+        let mut as_mallory = bed.sim.kube_config();
+        as_mallory.auth_info.impersonate = Some("mallory".into());
+        let mallory = kube::Client::try_from(as_mallory).unwrap();
+        for (client, name) in [(&mallory, "by-mallory"), (&bed.client, "by-admin")] {
+            let pod: Pod = serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": team, "annotations": {
+                    "post.hook.restore.velero.io/command": "[\"/bin/sh\", \"-c\", \"echo ran >> ran.log\"]"}},
+                "spec": {"containers": [{"name": "app", "image": "shop:1"}]}
+            }))
+            .unwrap();
+            Api::<Pod>::namespaced(client.clone(), team)
+                .create(&PostParams::default(), &pod)
+                .await
+                .expect("the pod is admitted");
+        }
+        assert_eq!(finished(&bed, team, "by-mallory").await, "failed");
+        assert_eq!(finished(&bed, team, "by-admin").await, "done");
+        let pod = Api::<Pod>::namespaced(bed.client.clone(), team)
+            .get("by-mallory")
+            .await
+            .unwrap();
+        let status = exec_status(&pod).expect("a status");
+        assert_eq!(status.hooks[0].phase, HookPhase::Failed);
+        assert!(
+            status.hooks[0]
+                .message
+                .contains("created by mallory, who may not create pods/exec in namespace team"),
+            "{status:?}"
+        );
+        let events: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(bed.client.clone(), team);
+        eventually!("a HookRefused Event on by-mallory", {
+            events
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.involved_object.name.as_deref() == Some("by-mallory")
+                        && e.reason.as_deref() == Some("HookRefused")
+                })
+        });
+        let ran = |pod: &str| {
+            std::fs::read_to_string(bed.pod_dir(team, pod).join("ran.log"))
+                .unwrap_or_default()
+                .lines()
+                .count()
+        };
+        assert_eq!((ran("by-mallory"), ran("by-admin")), (0, 1));
+        let run = eventually!(
+            "the RestoreRun to count the refusal",
+            restore_run(&bed)
+                .await
+                .filter(|s| s.hooks.pending == 0 && s.hooks.refused == 1)
+        );
+        assert_eq!((run.hooks.succeeded, run.hooks.failed), (1, 1), "{run:?}");
+        assert_eq!(run.phase, "PartiallyFailed");
+        stop(ctl).await;
+        bed.stop().await;
+    })
+    .await;
+}
+
 /// The numbers survive the pods and the controller: a deleted pod's outcome stays counted
 /// (folded into `retired`), and a new controller, started after the old one stopped, recomputes
 /// the same status from the pods. The status is scrambled while no controller runs, so that what

@@ -85,6 +85,87 @@ async fn serves_mutate_over_tls_checking_the_san() {
     server.stop().await.unwrap();
 }
 
+/// docs/behaviour.md §9.9 over real TLS: when the API server says the pod's creator may not
+/// create pods/exec, its annotation exec hook is planned refused, the response warns, and the
+/// refusal is counted; the same pod by a creator that may exec gets its hook.
+#[tokio::test]
+async fn an_annotation_exec_hook_of_a_creator_without_exec_rights_is_refused() {
+    use base64::Engine as _;
+    let ca = Ca::root("test root");
+    let dir = SecretDir::with_leaf(&ca.leaf(KeyKind::EcdsaPkcs8));
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "db-0", "labels": {"velero.io/restore-name": "r1"},
+                     "annotations": {"post.hook.restore.velero.io/command": "[\"/bin/migrate\"]"}},
+        "spec": {"containers": [{"name": "db", "image": "postgres:17"}]}
+    });
+    for (right, want_refused) in [
+        (restore_hooks::inject::ExecRight::Denied, true),
+        (restore_hooks::inject::ExecRight::Granted, false),
+    ] {
+        let server = TestServer::start(
+            dir.path(),
+            ServerOptions {
+                exec_right: right,
+                // `own`: the pod carries Velero's label, and the hook is restore-hooks' to run.
+                engine: restore_hooks::config::EngineConfig {
+                    velero_hooks: restore_hooks::config::VeleroHooksMode::Own,
+                    ..Default::default()
+                },
+                ..ServerOptions::default()
+            },
+        )
+        .await;
+        let mut review = admission_review("uid-r", "shop", pod.clone());
+        review["request"]["userInfo"] = serde_json::json!({"username": "mallory"});
+        let mut conn =
+            Conn::over(TlsClient::trusting(&ca).connect(server.addr).await.unwrap()).await;
+        let (status, body) = conn
+            .post("/mutate", serde_json::to_vec(&review).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(status, StatusCode::OK);
+        let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let patch = base64::engine::general_purpose::STANDARD
+            .decode(answer["response"]["patch"].as_str().unwrap())
+            .unwrap();
+        let patch: json_patch::Patch = serde_json::from_slice(&patch).unwrap();
+        let mut patched = pod.clone();
+        json_patch::patch(&mut patched, &patch.0).unwrap();
+        let plan: serde_json::Value = serde_json::from_str(
+            patched["metadata"]["annotations"]["restore-hooks.dev/plan"]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+        let hook = &plan["hooks"][0];
+        let warnings = answer["response"]["warnings"].to_string();
+        let counted = metric(
+            &server.metrics_text().await,
+            r#"restore_hooks_annotation_hooks_refused_total{reason="creator_may_not_exec"}"#,
+        );
+        if want_refused {
+            assert!(
+                hook["refused"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("created by mallory, who may not create pods/exec")),
+                "{hook}"
+            );
+            assert!(
+                warnings.contains("annotation exec hook refused"),
+                "{warnings}"
+            );
+            assert_eq!(counted, 1.0);
+        } else {
+            assert_eq!(hook["allowedBy"], "creator", "{hook}");
+            assert!(hook["refused"].is_null(), "{hook}");
+            assert_eq!(counted, 0.0);
+        }
+        assert_eq!(plan["id"].as_str().map(str::len), Some(16), "{plan}");
+        server.stop().await.unwrap();
+    }
+}
+
 #[tokio::test]
 async fn noop_router_echoes_the_uid_on_the_same_stack() {
     let ca = Ca::root("test root");

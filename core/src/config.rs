@@ -33,7 +33,7 @@ pub struct EngineConfig {
     pub velero_namespace: String,
     /// `--velero-service-account`: the ServiceAccount (in `velero_namespace`) Velero runs as. Under
     /// `--velero-hooks own`, annotation exec hooks of pods it creates are honoured
-    /// (docs/behaviour.md §9.7).
+    /// (docs/behaviour.md §9.9).
     pub velero_service_account: String,
     /// `--velero-hooks defer|own`: who runs annotation and Velero Restore hooks (docs/behaviour.md
     /// §3.3).

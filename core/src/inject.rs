@@ -42,7 +42,7 @@ pub struct Issuer<'a> {
     pub plan_id: &'a str,
 }
 
-/// Who sent the pod's CREATE (docs/behaviour.md §9.7); re-exported for the shells.
+/// Who sent the pod's CREATE (docs/behaviour.md §9.9); re-exported for the shells.
 pub use crate::hooks::authority::{ExecRight, Requester};
 
 /// The admission answer for one pod (docs/behaviour.md §3.6, §4.5), as the webhook returns it and
@@ -64,7 +64,7 @@ pub enum Decision {
         warnings: Vec<String>,
         /// Names of the init containers the patch adds or replaces, in order.
         injected: Vec<String>,
-        /// The plan holds the pod's annotation exec hook, refused (§9.7).
+        /// The plan holds the pod's annotation exec hook, refused (§9.9).
         refused_annotation_hook: bool,
     },
     /// Deny with this message (invalid hooks under `--on-invalid deny`, or a plan too large).

@@ -189,7 +189,7 @@ pub fn decide(
                     (pod.presence == Presence::Gone || deadline.is_none_or(|d| now >= d))
                         .then(|| INTERRUPTED.to_string())
                 }
-                // A hook refused at admission ends at once, with the refusal (§9.7).
+                // A hook refused at admission ends at once, with the refusal (§9.9).
                 HookPhase::Pending => hook.refused.clone().or_else(|| {
                     ctx.out_of_scope
                         .filter(|_| pod.presence == Presence::Present)

@@ -1,5 +1,5 @@
 //! "May the identity creating this pod create pods/exec in its namespace?", asked of the API
-//! server with a SubjectAccessReview and remembered briefly (docs/behaviour.md §9.7). Only asked
+//! server with a SubjectAccessReview and remembered briefly (docs/behaviour.md §9.9). Only asked
 //! for pods that carry an annotation exec hook.
 //!
 //! The answer is cached for [`TTL`] per identity and namespace, as the API server's own webhook

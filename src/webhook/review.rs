@@ -64,7 +64,7 @@ pub struct Reviewed {
     pub operation: String,
     /// `request.dryRun`.
     pub dry_run: bool,
-    /// The plan holds the pod's annotation exec hook, refused (docs/behaviour.md §9.7).
+    /// The plan holds the pod's annotation exec hook, refused (docs/behaviour.md §9.9).
     pub refused_annotation_hook: bool,
 }
 
@@ -182,7 +182,7 @@ pub struct RequestIn<'a> {
     pub object: Option<&'a RawValue>,
     #[serde(default)]
     pub dry_run: Option<bool>,
-    /// Who sent the request: the pod's creator (docs/behaviour.md §9.7).
+    /// Who sent the request: the pod's creator (docs/behaviour.md §9.9).
     #[serde(default)]
     pub user_info: UserInfo,
 }

@@ -124,6 +124,12 @@ pub fn chart_as_installed(install: &Install, serve: &Replica) {
         .ok_or_else(|| "missing".to_string())
     });
     assert!(key["data"]["current"].is_string(), "{key}");
+    // A backup must not carry the key (docs/behaviour.md §9.2).
+    assert_eq!(
+        key["metadata"]["labels"]["velero.io/exclude-from-backup"], "true",
+        "{}",
+        key["metadata"]
+    );
 
     // It holds the Lease the chart names, as its pod.
     let lease_name = serve

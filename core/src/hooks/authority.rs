@@ -1,4 +1,4 @@
-//! Who may author a pod's annotation exec hook (docs/behaviour.md §9.7).
+//! Who may author a pod's annotation exec hook (docs/behaviour.md §9.9).
 //!
 //! `post.hook.restore.velero.io/command` is a pod annotation: anyone who may create a pod (or edit
 //! a Deployment's template, or an operator's custom resource that templates pods) in a restore

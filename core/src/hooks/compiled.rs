@@ -116,7 +116,7 @@ pub struct CompiledEntry {
     /// Its `postHooks[]`, in spec order.
     pub post_hooks: Vec<CompiledPostHook>,
     /// `podAnnotationHooks: Allow` (hook objects only): the annotation exec hooks of the pods it
-    /// selects run whoever created them (docs/behaviour.md §9.7).
+    /// selects run whoever created them (docs/behaviour.md §9.9).
     pub allows_pod_annotation_hooks: bool,
 }
 

@@ -92,13 +92,13 @@ pub struct PlannedHook {
     /// (§6.4).
     pub wait_for_ready: bool,
     /// JSON `allowedBy`, annotation hooks only: why the webhook honoured it (docs/behaviour.md
-    /// §9.7): `creator` (the pod's creator may create pods/exec there), `velero` (Velero's
+    /// §9.9): `creator` (the pod's creator may create pods/exec there), `velero` (Velero's
     /// ServiceAccount created the pod under `--velero-hooks own`), or the source of the hook
     /// object that allows the pod's annotation hooks (`restorehook/<name>`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_by: Option<String>,
     /// JSON `refused`: why this hook must never run (an annotation hook nobody entitled to exec
-    /// authored, §9.7). The controller records it `Failed` with this message without running it.
+    /// authored, §9.9). The controller records it `Failed` with this message without running it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
 }

@@ -59,7 +59,7 @@ pub struct Resolution {
     /// Invalid hooks (§3.4): deny the pod or warn, by `--on-invalid` (§3.6).
     pub problems: Vec<Problem>,
     /// The pod's annotation exec hook is in `exec`, refused: nobody entitled to exec into the pod
-    /// authored it (§9.7).
+    /// authored it (§9.9).
     pub refused_annotation_hook: bool,
 }
 
@@ -102,7 +102,7 @@ pub enum Placement {
 }
 
 /// Decides the pod's hooks. `requester` is who sent the pod's CREATE: its right to exec decides
-/// whether the pod's annotation exec hook may run (§9.7).
+/// whether the pod's annotation exec hook may run (§9.9).
 pub fn resolve_hooks(
     ctx: &PodContext<'_>,
     scope: &RestoreScope,

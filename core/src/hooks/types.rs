@@ -236,7 +236,7 @@ pub struct ClusterRestoreHookSpec {
 }
 
 /// Whether a hook object lets the Velero annotation exec hooks of the pods it selects run
-/// (docs/behaviour.md §9.7).
+/// (docs/behaviour.md §9.9).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 pub enum PodAnnotationHooks {
     /// Only pods whose creator may create pods/exec (or Velero, under `--velero-hooks own`) have
@@ -313,7 +313,7 @@ pub struct HookCounts {
     #[serde(default)]
     pub missed_init: i64,
     /// Annotation exec hooks refused at admission because nobody entitled to exec into the pod
-    /// authored them (docs/behaviour.md §9.7); also counted in `failed`.
+    /// authored them (docs/behaviour.md §9.9); also counted in `failed`.
     #[serde(default)]
     pub refused: i64,
 }

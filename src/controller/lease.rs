@@ -102,8 +102,11 @@ pub async fn run(
             Err(e) => {
                 if was {
                     warn!(lease = %elector.config.name, error = %e, "could not renew the controller Lease: no new hooks start until it is held again");
+                } else if matches!(e, LeaseError::Conflict) {
+                    // Another replica wrote the Lease first: routine.
+                    debug!(lease = %elector.config.name, error = %e, "Lease attempt lost a race");
                 } else {
-                    debug!(lease = %elector.config.name, error = %e, "Lease attempt failed");
+                    warn!(lease = %elector.config.name, error = %e, "Lease attempt failed; retrying");
                 }
                 set(false);
                 elector.config.retry_every()

@@ -13,7 +13,7 @@ use restore_hooks_core::hooks::compiled::{CompiledObject, SourceKind};
 use restore_hooks_core::hooks::types::{ClusterRestoreHook, RestoreHook};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tracing::debug;
+use tracing::warn;
 
 use crate::catalog::SharedIndex;
 
@@ -83,7 +83,7 @@ pub async fn report(
                         // Deleted meanwhile: nothing to report. Other errors: try again.
                         Err(kube::Error::Api(s)) if s.code == 404 => {}
                         Err(e) => {
-                            debug!(object = ?key, error = %e, "could not report this replica's generation; retrying");
+                            warn!(object = ?key, error = %e, "could not report this replica's generation (the hook object's Ready condition waits for it); retrying");
                             pending.insert(key, seen);
                         }
                     }

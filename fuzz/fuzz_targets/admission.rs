@@ -13,7 +13,7 @@ use restore_hooks::catalog::static_files::{DocumentDefaults, add_documents};
 use restore_hooks::config::{EngineConfig, VeleroHooksMode};
 use restore_hooks::hooks::signing::PlanKeys;
 use restore_hooks::index::HookIndex;
-use restore_hooks::inject::Issuer;
+use restore_hooks::inject::{ExecRight, Issuer};
 use restore_hooks::webhook::review::{BadReview, ReviewContext, Reviewed};
 use serde_json::{Value, json};
 
@@ -85,8 +85,8 @@ fn setup() -> &'static Setup {
     })
 }
 
-/// The webhook's decision, at one fixed time: re-admitting a patched pod must then find the plan
-/// it would issue itself (a reinvocation happens within seconds).
+/// The webhook's decision, as one fixed issuance (time and plan id) by a creator that may exec:
+/// re-admitting a patched pod must then find exactly the plan it would issue itself.
 fn review(body: &[u8], setup: &Setup) -> Result<Reviewed, BadReview> {
     restore_hooks::webhook::review::review(
         body,
@@ -97,7 +97,9 @@ fn review(body: &[u8], setup: &Setup) -> Result<Reviewed, BadReview> {
             issuer: Issuer {
                 keys: Some(&setup.keys),
                 now: "2026-12-02T10:00:01Z".parse().unwrap(),
+                plan_id: "AAECAwQFBgcICQoL",
             },
+            exec_right: Some(ExecRight::Granted),
             extra_warnings: Vec::new(),
         },
     )

@@ -24,12 +24,16 @@
 #   restore-hooks.dev/* annotation or label is refused, a plain one passes; a pod created with
 #   plan/status/exec-label state outside every restore scope is refused (naming the keys), inside
 #   a pod-label or a namespace-label scope it passes, and restore-hooks.dev/injected alone passes;
+#   in a restore scope, a pod created with a plan "allowedBy":"creator" by a user without create
+#   pods/exec in its namespace is refused (naming the pod and the user), by one with it (a Role, or
+#   admin) allowed; "allowedBy":"velero" by anyone but Velero's ServiceAccount (impersonated) is
+#   refused, by it allowed; plans allowed by a hook object or without allowedBy pass for anyone;
 # - velero-restore-hook-authors (under the default --velero-hooks defer): a Velero Restore with
 #   hooks by a user without cluster-wide create pods/exec is refused, by one with it allowed;
 #   without hooks, in another namespace, and status/label-only updates pass; changing spec.hooks
 #   is checked;
 # - RBAC (kubectl auth can-i) of both ServiceAccounts (the webhook's may create
-#   SubjectAccessReviews, the split controller's may not), of view/edit, and of the single
+#   SubjectAccessReviews and get one namespace, the split controller's may not), of view/edit, and of the single
 #   ServiceAccount of a split.enabled=false render (ci/single-process-values.yaml, RBAC objects
 #   only, as release rh-single: its RBAC differs from split's; its veleroHooks own changes no RBAC
 #   and no policy); Secrets list/watch only with the plan-key name selector.
@@ -372,6 +376,88 @@ expect_ok "admin creates other/injected-only with only restore-hooks.dev/injecte
 expect_ok "admin creates other/plain (no hook state), outside every scope" \
   $K create -f - <<<"$(pod other '"name":"plain"' '{"app":"plain"}' '{}')"
 
+echo "== pods created with a plan whose annotation exec hook runs on the creator's authority (allowedBy)"
+# In the labelled namespace `restored`, so the scope check passes and only the allowedBy checks
+# decide. The webhook writes allowedBy from the AdmissionReview's userInfo, which a direct caller
+# of its port can forge; the policy asks the API server's own requester. nora may create pods
+# there but not exec; pat may also create pods/exec there; Velero's ServiceAccount
+# (system:serviceaccount:velero:velero, the chart's default config) may create pods.
+$K apply -f - >/dev/null <<'Y'
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: pod-creator, namespace: restored}
+rules:
+- {apiGroups: [""], resources: [pods], verbs: [get, list, create, delete]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: exec, namespace: restored}
+rules:
+- {apiGroups: [""], resources: [pods/exec], verbs: [get, create]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: pod-creators, namespace: restored}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: pod-creator}
+subjects: [{kind: User, name: nora}, {kind: User, name: pat}, {kind: ServiceAccount, name: velero, namespace: velero}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: pat-exec, namespace: restored}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: exec}
+subjects: [{kind: User, name: pat}]
+Y
+VELERO_SA=system:serviceaccount:velero:velero
+can nora no create pods --subresource=exec -n restored
+can pat yes create pods --subresource=exec -n restored
+can $VELERO_SA no create pods --subresource=exec -n restored
+planned_pod() { # name allowedBy-json (e.g. '"creator"', or null for none): a pod with the plan the webhook would write
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+name, allowed = sys.argv[1], json.loads(sys.argv[2])
+hook = {"name": "<from-annotation>", "source": "annotation", "index": 0, "container": "c",
+        "command": ["/bin/sh", "-c", 'echo \'"allowedBy":"velero"\''], "onError": "Continue",
+        "execTimeoutMs": 30000, "waitTimeoutMs": None, "waitForReady": False}
+if allowed is not None:
+    hook["allowedBy"] = allowed
+plan = {"id": "bYt2Qv8LkM0s3WcJ", "restore": "r1", "issuedAt": "2026-12-02T10:00:01Z", "hooks": [hook]}
+print(json.dumps({"apiVersion": "v1", "kind": "Pod",
+                  "metadata": {"name": name, "namespace": "restored",
+                               "annotations": {"restore-hooks.dev/plan": json.dumps(plan, separators=(",", ":")),
+                                               "restore-hooks.dev/plan-signature": "v1.0123abcd.00"}},
+                  "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))
+PY
+}
+expect_deny "nora (no pods/exec in restored) creates restored/by-nora with a plan allowedBy creator" \
+  "pod restored/by-nora: its restore-hooks.dev/plan lets its annotation exec hook run on the authority of the identity that creates the pod (\"allowedBy\":\"creator\"), and user nora, who creates it, lacks create pods/exec in namespace restored: the pod must be created by an identity that has it (the restore-hooks webhook checked another identity), or without the plan" \
+  $K --as=nora create -f - <<<"$(planned_pod by-nora '"creator"')"
+# The API server generates the name before validating admission runs: the message names the pod.
+expect_deny "  ... with generateName, the message names the generated pod" "pod restored/by-nora-" \
+  $K --as=nora create -f - <<<"$(planned_pod by-nora '"creator"' | sed 's/"name": "by-nora"/"generateName": "by-nora-"/')"
+expect_deny "Velero's ServiceAccount (no pods/exec in restored) creates one allowedBy creator" \
+  "user $VELERO_SA, who creates it, lacks create pods/exec in namespace restored" \
+  $K --as=$VELERO_SA create -f - <<<"$(planned_pod by-velero-creator '"creator"')"
+expect_ok "pat (pods/exec in restored) creates restored/by-pat allowedBy creator" \
+  $K --as=pat create -f - <<<"$(planned_pod by-pat '"creator"')"
+expect_ok "admin creates restored/by-admin allowedBy creator" $K create -f - <<<"$(planned_pod by-admin '"creator"')"
+expect_deny "nora creates restored/velero-by-nora with a plan allowedBy velero" \
+  "pod restored/velero-by-nora: its restore-hooks.dev/plan lets its annotation exec hook run on the authority of the identity that creates the pod (\"allowedBy\":\"velero\"), and user nora, who creates it, is not Velero's ServiceAccount $VELERO_SA: the pod must be created by that ServiceAccount (the restore-hooks webhook checked another identity), or without the plan" \
+  $K --as=nora create -f - <<<"$(planned_pod velero-by-nora '"velero"')"
+expect_deny "pat (pods/exec, but not Velero) creates one allowedBy velero" "user pat, who creates it, is not Velero's ServiceAccount $VELERO_SA" \
+  $K --as=pat create -f - <<<"$(planned_pod velero-by-pat '"velero"')"
+expect_deny "admin (not Velero) creates one allowedBy velero" "user admin, who creates it, is not Velero's ServiceAccount" \
+  $K create -f - <<<"$(planned_pod velero-by-admin '"velero"')"
+expect_ok "Velero's ServiceAccount creates restored/by-velero allowedBy velero" \
+  $K --as=$VELERO_SA create -f - <<<"$(planned_pod by-velero '"velero"')"
+expect_ok "nora creates restored/hook-object-by-nora allowedBy restorehook/x" \
+  $K --as=nora create -f - <<<"$(planned_pod hook-object-by-nora '"restorehook/x"')"
+expect_ok "nora creates restored/crh-by-nora allowedBy clusterrestorehook/x" \
+  $K --as=nora create -f - <<<"$(planned_pod crh-by-nora '"clusterrestorehook/x"')"
+expect_ok "nora creates restored/no-allowed-by (a plan without allowedBy; its command quotes the text, JSON-escaped)" \
+  $K --as=nora create -f - <<<"$(planned_pod no-allowed-by null)"
+expect_ok "nora creates restored/no-plan without a plan" \
+  $K --as=nora create -f - <<<"$(pod restored '"name":"no-plan"' '{}' '{}')"
+
 echo "== Velero Restore hook authors (config.veleroHooks defer, the default: the policy is not own-only)"
 # Velero's own Restore CRD when the realcp cache has the velero binary; otherwise a minimal one of
 # the same shape for what the policy reads (no status subresource, spec.hooks.resources[]).
@@ -520,9 +606,14 @@ can $WH no create restoreruns.restore-hooks.dev
 can $WH no get leases.coordination.k8s.io/rh-split-leader -n restore-hooks
 can $WH yes create subjectaccessreviews.authorization.k8s.io
 can $CTRL no create subjectaccessreviews.authorization.k8s.io
+# A namespace the webhook's cache does not know yet: the webhook reads it; the split controller never does.
+can $WH yes get namespaces/shop
+can $CTRL no get namespaces/shop
+can $CTRL yes watch namespaces
 # split.enabled=false (ci/single-process-values.yaml, release rh-single): one ServiceAccount holds both.
 SINGLE=system:serviceaccount:rh-single:rh-single-restore-hooks
 can $SINGLE yes create subjectaccessreviews.authorization.k8s.io
+can $SINGLE yes get namespaces/shop
 can $SINGLE yes create pods --subresource=exec -n shop
 can $SINGLE yes patch pods -n shop
 can $SINGLE yes get secrets/rh-single-restore-hooks-plan-key -n rh-single

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 
 import base64
+import json
 import os
 import re
 import subprocess
@@ -598,6 +599,10 @@ R = "restore-hooks.dev"
 HOOKS = ("restorehooks", "clusterrestorehooks")
 HOOK_STATUS = ("restorehooks/status", "clusterrestorehooks/status")
 # (apiGroups, resources, verbs) of each rule, in order.
+# The webhook reads a namespace its cache does not know yet (get); the controller never does: the
+# main ClusterRole holds that rule only with split.enabled=false (one process), at this position.
+NS_GET_RULE = ((""), ("namespaces",), ("get",))
+NS_GET_AT = 6
 CONTROLLER_CLUSTER_RULES = [
     ((""), ("pods",), ("list", "watch")),
     ((""), ("pods",), ("get",)),
@@ -605,7 +610,6 @@ CONTROLLER_CLUSTER_RULES = [
     ((""), ("pods/exec",), ("get", "create")),
     (("", "events.k8s.io"), ("events",), ("create", "patch")),
     ((""), ("namespaces",), ("list", "watch")),
-    ((""), ("namespaces",), ("get",)),
     ((R,), HOOKS, ("get", "list", "watch")),
     ((R,), HOOK_STATUS, ("patch",)),
     ((R,), ("restoreruns",), ("get", "list", "watch")),
@@ -625,13 +629,14 @@ WEBHOOK_CLUSTER_RULES = [
     (("velero.io",), ("restores",), ("get", "list", "watch")),
     SAR_RULE,
 ]
-# The union the brief lists, per (group, resource): what the controller's ServiceAccount may do.
+# The union the brief lists, per (group, resource): what the controller's ServiceAccount may do in
+# split mode (single-process adds the webhook's namespace get and SAR_VERBS).
 CONTROLLER_VERBS = {
     ("", "pods"): {"get", "list", "watch", "patch"},
     ("", "pods/exec"): {"get", "create"},
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
-    ("", "namespaces"): {"get", "list", "watch"},
+    ("", "namespaces"): {"list", "watch"},
     (R, "restorehooks"): {"get", "list", "watch"},
     (R, "clusterrestorehooks"): {"get", "list", "watch"},
     (R, "restorehooks/status"): {"patch"},
@@ -709,7 +714,11 @@ def check_rbac(ctx: Ctx) -> None:
     cr = ctx.get("ClusterRole", fn)
     if cr:
         got = norm_rules(cr.get("rules") or [])
-        want = want_rules(CONTROLLER_CLUSTER_RULES + ([] if ctx.split else [SAR_RULE]))
+        spec = list(CONTROLLER_CLUSTER_RULES)
+        if not ctx.split:
+            spec.insert(NS_GET_AT, NS_GET_RULE)
+            spec.append(SAR_RULE)
+        want = want_rules(spec)
         ctx.c(got == want, f"ClusterRole {fn} must be exactly one rule per code path:\n      want {want}\n      got  {got}")
         ctx.c(cr["metadata"].get("labels", {}).get("rbac.authorization.k8s.io/aggregate-to-view") is None,
               f"ClusterRole {fn} must not be aggregated anywhere")
@@ -761,11 +770,13 @@ def check_rbac(ctx: Ctx) -> None:
         ctx.c(not any((b.get("roleRef") or {}).get("name") == agg for b in bindings), f"ClusterRole {agg} must not be bound")
     # Cluster-wide rights of each ServiceAccount, exactly.
     got = effective[ctx.controller_sa]
-    want_ctl = CONTROLLER_VERBS if ctx.split else {**CONTROLLER_VERBS, **SAR_VERBS}
+    want_ctl = CONTROLLER_VERBS if ctx.split else {**CONTROLLER_VERBS, ("", "namespaces"): {"get", "list", "watch"}, **SAR_VERBS}
     ctx.c(got == want_ctl, f"controller ServiceAccount's cluster-wide rights:\n      want {fmt(want_ctl)}\n      got  {fmt(got)}")
     if ctx.split:
         ctx.c(("authorization.k8s.io", "subjectaccessreviews") not in got,
               "split: the controller's ServiceAccount needs no SubjectAccessReviews (the webhook asks them)")
+        ctx.c("get" not in got.get(("", "namespaces"), set()),
+              "split: the controller's ServiceAccount needs no get of one namespace (only the webhook reads unknown ones)")
     ctx.c(namespaced[ctx.controller_sa] == {("coordination.k8s.io", "leases"): {"create", "get", "update", "patch"},
                                              ("", "secrets"): {"get", "list", "watch", "create"}},
           f"controller ServiceAccount's release-namespace rights: {fmt(namespaced[ctx.controller_sa])}")
@@ -941,12 +952,32 @@ def check_policies(ctx: Ctx) -> None:
                   f"{w}: in scope by a non-empty pod label {rl}: {sc!r}")
             ctx.c(f"'{nl}' in namespaceObject.metadata.labels" in sc and f"namespaceObject.metadata.labels['{nl}'] != ''" in sc,
                   f"{w}: in scope by a non-empty namespace label {nl}: {sc!r}")
+            # Pod CREATE with a plan whose annotation exec hook runs on the authority of the identity
+            # that creates the pod: the API server's requester must have it (a webhook caller can
+            # forge the userInfo the webhook decided on). A substring test on the one annotation.
+            ctx.c(var.get("plan") == "'restore-hooks.dev/plan' in variables.newAnnotations"
+                  " ? variables.newAnnotations['restore-hooks.dev/plan'] : ''",
+                  f"{w}: the plan variable is the pod's restore-hooks.dev/plan annotation, '' without one: {var.get('plan')!r}")
+            velero_user = f"system:serviceaccount:{v['config']['veleroNamespace']}:{v['config']['veleroServiceAccount']}"
+            exec_ns = "authorizer.group('').resource('pods').subresource('exec').namespace(request.namespace).check('create').allowed()"
             ctx.c([x["expression"] for x in s.get("validations") or []] == [
                 "request.operation != 'UPDATE' || size(variables.changed) == 0",
                 "!variables.binding || size(variables.bindingKeys) == 0",
-                "!variables.podCreate || size(variables.createdState) == 0 || variables.inScope"],
-                f"{w}: three validations (UPDATE, Binding, pod CREATE), got {[x['expression'] for x in s.get('validations') or []]}")
-            mes = [x.get("messageExpression", "") for x in s.get("validations") or []] + ["", "", ""]
+                "!variables.podCreate || size(variables.createdState) == 0 || variables.inScope",
+                "!variables.podCreate || !variables.plan.contains('\"allowedBy\":\"creator\"') || " + exec_ns,
+                "!variables.podCreate || !variables.plan.contains('\"allowedBy\":\"velero\"')"
+                f" || request.userInfo.username == '{velero_user}'"],
+                f"{w}: five validations (UPDATE, Binding, pod CREATE scope, plan allowed by creator, plan allowed by"
+                f" velero = {velero_user}), got {[x['expression'] for x in s.get('validations') or []]}")
+            mes = [x.get("messageExpression", "") for x in s.get("validations") or []] + ["", "", "", "", ""]
+            for i, who in ((3, "creator"), (4, "velero")):
+                ctx.c(all(f in mes[i] for f in ("'pod ' + request.namespace + '/' + variables.podName", "request.userInfo.username",
+                                                f'("allowedBy":"{who}")', "on the authority of the identity that creates the pod",
+                                                "restore-hooks webhook checked another identity", "or without the plan")),
+                      f"{w}: the allowedBy {who} message names the pod, the user, the authority and the fix: {mes[i]!r}")
+            ctx.c("lacks create pods/exec in namespace ' + request.namespace" in mes[3],
+                  f"{w}: the creator message names the missing permission and the namespace")
+            ctx.c(f"is not Velero's ServiceAccount {velero_user}" in mes[4], f"{w}: the velero message names {velero_user}")
             ctx.c("variables.changed" in mes[0] and ctx.controller_user in mes[0] and "variables.subResource" in mes[0],
                   f"{w}: the UPDATE message names the keys, the subresource and the controller")
             ctx.c("variables.bindingKeys" in mes[1] and "request.name" in mes[1], f"{w}: the Binding message names the pod and the keys")
@@ -1309,7 +1340,13 @@ def main() -> int:
     # Neither the mode (split or single-process) nor --velero-hooks (defer or own) changes what the
     # admission policies enforce: the default render (split, defer) and ci/single-process-values.yaml
     # (serve, own; same release, names and Velero namespace) carry the same three policies and bindings.
+    # They differ only in Velero's ServiceAccount (config.veleroServiceAccount, velero-sa there), which
+    # the pod-hook-state policy names: compared with the default's username put in its place.
     d, sp = policy_objs.get("default", {}), policy_objs.get("single-process", {})
+    dv, spv = (f"system:serviceaccount:{x['config']['veleroNamespace']}:{x['config']['veleroServiceAccount']}"
+               for x in (values_for(a.chart), values_for(a.chart, ci / "single-process-values.yaml")))
+    check(dv != spv, f"ci/single-process-values.yaml is meant to set another config.veleroServiceAccount than the default ({dv})")
+    sp = {k: json.loads(json.dumps(o).replace(spv, dv)) for k, o in sp.items()}
     check(len(d) == 6 and d == sp,
           f"[default vs single-process] the admission policies must not depend on split.enabled or config.veleroHooks: "
           f"default has {sorted(n for _, n in d)}, single-process {sorted(n for _, n in sp)}"

@@ -428,23 +428,16 @@ async fn a_finished_pod_reset_to_pending_runs_nothing_again() {
     .await;
 }
 
-/// The Warning `StatusRolledBack` Event on `pod`, naming the hook that is not run again.
+/// The `StatusRolledBack` Event on `pod`, naming the hook that is not run again.
 async fn rolled_back_event(bed: &Testbed, pod: &str) {
-    let events: Api<Event> = Api::namespaced(bed.client.clone(), NS);
-    let event = eventually!(format!("a StatusRolledBack Event on {pod}"), {
-        events
-            .list(&ListParams::default())
+    let message = eventually!(format!("a StatusRolledBack Event on {pod}"), {
+        bed.pod_events(NS, pod)
             .await
             .unwrap()
-            .items
             .into_iter()
-            .find(|e| {
-                e.involved_object.name.as_deref() == Some(pod)
-                    && e.reason.as_deref() == Some("StatusRolledBack")
-            })
+            .find(|(reason, _, _)| reason == "StatusRolledBack")
+            .map(|(_, message, _)| message)
     });
-    assert_eq!(event.type_.as_deref(), Some("Warning"));
-    let message = event.message.unwrap_or_default();
     assert!(
         message.contains("count (#0)") && message.contains("not run again"),
         "{message}"

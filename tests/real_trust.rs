@@ -420,16 +420,22 @@ fn a_hook_never_runs_again_after_its_status_is_removed_and_the_leader_is_killed(
     );
 }
 
-#[test]
-fn a_plan_runs_only_on_the_pod_it_was_issued_for() {
-    // failurePolicy Ignore: pods are created without the webhook while it is down.
+/// The chart with `failurePolicy: Ignore` (pods are created without the webhook while it is
+/// down), replica 0 leading.
+fn install_failing_open() -> (Install, Replica) {
     let install = Install::new(InstallOptions {
         helm_args: vec!["--set".into(), "webhook.failurePolicy=Ignore".into()],
         ..InstallOptions::default()
     });
-    let cp = &install.cp;
-    let mut serve = install.start(0);
+    let serve = install.start(0);
     serve.wait_leader(Duration::from_secs(60));
+    (install, serve)
+}
+
+#[test]
+fn a_plan_runs_only_on_the_pod_it_was_issued_for() {
+    let (install, mut serve) = install_failing_open();
+    let cp = &install.cp;
     let ns = "copy";
     namespace(cp, ns, json!({NAMESPACE_LABEL: "r-copy"}));
     namespace(cp, "plain", json!({}));
@@ -562,7 +568,16 @@ fn a_plan_runs_only_on_the_pod_it_was_issued_for() {
             "{name}"
         );
     }
-    wait_hooks_ended(cp, ns, &sibling_name, Duration::from_secs(90));
+    // Its plan grew (label back to pending): wait for the appended hook itself.
+    wait_until("the sibling's late hook", Duration::from_secs(90), || {
+        let p = get_pod(cp, ns, &sibling_name).ok_or("gone")?;
+        let hooks = hook_status(&p)
+            .map(|st| st["hooks"].clone())
+            .unwrap_or_default();
+        (hooks[1]["phase"] == "Succeeded")
+            .then_some(())
+            .ok_or_else(|| hooks.to_string())
+    });
     assert_eq!(
         mark_lines(&late_mark).len(),
         1,
@@ -572,13 +587,8 @@ fn a_plan_runs_only_on_the_pod_it_was_issued_for() {
 
 #[test]
 fn a_plan_signed_for_a_forged_requester_cannot_reach_a_pod() {
-    let install = Install::new(InstallOptions {
-        helm_args: vec!["--set".into(), "webhook.failurePolicy=Ignore".into()],
-        ..InstallOptions::default()
-    });
+    let (install, mut serve) = install_failing_open();
     let cp = &install.cp;
-    let mut serve = install.start(0);
-    serve.wait_leader(Duration::from_secs(60));
     let ns = "direct";
     namespace(cp, ns, json!({NAMESPACE_LABEL: "r-direct"}));
     let dev = team_member_without_exec(&install, ns, "dev");

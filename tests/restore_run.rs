@@ -273,19 +273,12 @@ async fn annotation_hooks_of_creators_without_exec_rights_are_refused_and_counte
                 .contains("created by mallory, who may not create pods/exec in namespace team"),
             "{status:?}"
         );
-        let events: Api<k8s_openapi::api::core::v1::Event> =
-            Api::namespaced(bed.client.clone(), team);
         eventually!("a HookRefused Event on by-mallory", {
-            events
-                .list(&Default::default())
+            bed.pod_events(team, "by-mallory")
                 .await
                 .unwrap()
-                .items
                 .into_iter()
-                .find(|e| {
-                    e.involved_object.name.as_deref() == Some("by-mallory")
-                        && e.reason.as_deref() == Some("HookRefused")
-                })
+                .find(|(reason, _, _)| reason == "HookRefused")
         });
         let ran = |pod: &str| {
             std::fs::read_to_string(bed.pod_dir(team, pod).join("ran.log"))

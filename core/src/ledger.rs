@@ -227,7 +227,7 @@ pub fn reconcile(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hooks::plan::{HookStatus, OnError, PlannedHook};
+    use crate::hooks::plan::{HookStatus, PlannedHook};
 
     fn plan(n: usize) -> ExecPlan {
         ExecPlan {
@@ -236,17 +236,8 @@ mod tests {
             issued_at: Some("2026-12-04T10:00:00Z".into()),
             hooks: (0..n)
                 .map(|i| PlannedHook {
-                    name: format!("h{i}"),
-                    source: "restorehook/h".into(),
                     index: i,
-                    container: "db".into(),
-                    command: vec!["true".into()],
-                    on_error: OnError::Continue,
-                    exec_timeout_ms: 30_000,
-                    wait_timeout_ms: None,
-                    wait_for_ready: false,
-                    allowed_by: None,
-                    refused: None,
+                    ..PlannedHook::example(&format!("h{i}"), "restorehook/h", "db")
                 })
                 .collect(),
             ..Default::default()

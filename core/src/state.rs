@@ -434,19 +434,7 @@ mod tests {
     use super::*;
 
     fn hook(name: &str, container: &str) -> PlannedHook {
-        PlannedHook {
-            name: name.to_string(),
-            source: format!("restorehook/{name}"),
-            index: 0,
-            container: container.to_string(),
-            command: vec!["true".to_string()],
-            on_error: OnError::Continue,
-            exec_timeout_ms: 30_000,
-            wait_timeout_ms: None,
-            wait_for_ready: false,
-            allowed_by: None,
-            refused: None,
-        }
+        PlannedHook::example(name, &format!("restorehook/{name}"), container)
     }
 
     fn plan(hooks: Vec<PlannedHook>) -> ExecPlan {

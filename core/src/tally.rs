@@ -163,22 +163,10 @@ pub fn restore_run_name(restore: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hooks::plan::{HookRef, OnError, PlannedHook};
+    use crate::hooks::plan::{HookRef, PlannedHook};
 
     fn hook(name: &str, source: &str) -> PlannedHook {
-        PlannedHook {
-            name: name.into(),
-            source: source.into(),
-            index: 0,
-            container: "db".into(),
-            command: vec!["true".into()],
-            on_error: OnError::Continue,
-            exec_timeout_ms: 30_000,
-            wait_timeout_ms: None,
-            wait_for_ready: false,
-            allowed_by: None,
-            refused: None,
-        }
+        PlannedHook::example(name, source, "db")
     }
 
     #[test]

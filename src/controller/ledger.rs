@@ -137,26 +137,16 @@ impl Ledger {
     /// start, which is waited for).
     pub fn claim(&self, restore: &str, uid: &str, plan: &str) -> Result<(), Rejection> {
         let run = restore_run_name(restore);
-        let mut state = self.lock();
+        let state = self.lock();
         let recorded = state.pods.get(uid).map(|(_, e)| e);
         let holder = state.plans.get(plan).map(String::as_str);
         let pods = state.per_run.get(&run).copied().unwrap_or(0);
         match claim(uid, plan, recorded, holder, &run, pods)? {
-            Claim::Held => Ok(()),
-            Claim::Free => {
-                let entry = Execution::claimed(plan);
-                state.absorb(&run, uid, &entry);
-                drop(state);
-                self.send(Write {
-                    run,
-                    restore: restore.to_string(),
-                    uid: uid.to_string(),
-                    entry,
-                    ack: None,
-                });
-                Ok(())
-            }
+            Claim::Held => {}
+            // Under the same lock as the check: no two pods of this process take one plan.
+            Claim::Free => self.record(state, restore, uid, Execution::claimed(plan), None),
         }
+        Ok(())
     }
 
     /// Records that hook `index` of the pod starts; returns once that is durable.
@@ -167,54 +157,56 @@ impl Ledger {
         plan: &str,
         index: usize,
     ) -> Result<(), NotRecorded> {
-        let run = restore_run_name(restore);
-        let entry = self.mark(&run, uid, plan, index, Mark::Started);
+        let mut entry = Execution::claimed(plan);
+        entry.set(index, Mark::Started);
         let (ack, done) = oneshot::channel();
-        self.send(Write {
-            run: run.clone(),
-            restore: restore.to_string(),
-            uid: uid.to_string(),
-            entry,
-            ack: Some(ack),
-        });
-        match done.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => Err(NotRecorded { run, error }),
-            Err(_) => Err(NotRecorded {
-                run,
-                error: "the controller is stopping".to_string(),
-            }),
-        }
+        self.record(self.lock(), restore, uid, entry, Some(ack));
+        let error = match done.await {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(error)) => error,
+            Err(_) => "the controller is stopping".to_string(),
+        };
+        Err(NotRecorded {
+            run: restore_run_name(restore),
+            error,
+        })
     }
 
     /// Records a started hook's result (written with the next write).
     pub fn ended(&self, restore: &str, uid: &str, plan: &str, index: usize, succeeded: bool) {
+        let mut entry = Execution::claimed(plan);
+        entry.set(
+            index,
+            if succeeded {
+                Mark::Succeeded
+            } else {
+                Mark::Failed
+            },
+        );
+        self.record(self.lock(), restore, uid, entry, None);
+    }
+
+    /// Takes `entry` into the record in memory (under `state`, the caller's lock) and queues its
+    /// write: now, answered on `ack`, or with the next write when `ack` is `None`.
+    fn record(
+        &self,
+        mut state: std::sync::MutexGuard<'_, State>,
+        restore: &str,
+        uid: &str,
+        entry: Execution,
+        ack: Option<Ack>,
+    ) {
         let run = restore_run_name(restore);
-        let mark = if succeeded {
-            Mark::Succeeded
-        } else {
-            Mark::Failed
-        };
-        let entry = self.mark(&run, uid, plan, index, mark);
-        self.send(Write {
+        state.absorb(&run, uid, &entry);
+        drop(state);
+        // The writer only stops with the leadership, and every worker with it.
+        let _ = self.tx.send(Write {
             run,
             restore: restore.to_string(),
             uid: uid.to_string(),
             entry,
-            ack: None,
+            ack,
         });
-    }
-
-    fn mark(&self, run: &str, uid: &str, plan: &str, index: usize, mark: Mark) -> Execution {
-        let mut entry = Execution::claimed(plan);
-        entry.set(index, mark);
-        self.lock().absorb(run, uid, &entry);
-        entry
-    }
-
-    fn send(&self, write: Write) {
-        // The writer only stops with the leadership, and every worker with it.
-        let _ = self.tx.send(write);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

@@ -29,6 +29,7 @@ use restore_hooks_core::hooks::plan::{
     EXEC_FAILED, EXEC_LABEL, EXEC_PENDING, ExecPlan, ExecStatus, HookPhase, HookStatus,
 };
 use restore_hooks_core::hooks::scope::restore_scope;
+use restore_hooks_core::hooks::signing::PlanKeys;
 use restore_hooks_core::ledger::reconcile;
 use restore_hooks_core::state::{Context, Decision, Presence, align, decide, timestamp};
 use restore_hooks_core::trust::{Rejection, verify};
@@ -311,6 +312,27 @@ impl PodWorker {
         format!("{}/{}", self.namespace, self.name)
     }
 
+    /// Writes `status`, signed for this pod, on top of `pod`'s resourceVersion (and the exec
+    /// label, when given): every status write of the worker.
+    async fn write_signed(
+        &self,
+        keys: &PlanKeys,
+        pod: &PodState,
+        status: &ExecStatus,
+        label: Option<&str>,
+    ) -> Result<SlimPod, WriteError> {
+        write_status(
+            &self.api,
+            &self.name,
+            &self.uid,
+            &pod.resource_version,
+            status,
+            keys,
+            label,
+        )
+        .await
+    }
+
     fn observe(&mut self, observed: Observed) {
         match observed {
             // The watch lags behind this worker's own writes: an event from before our last
@@ -507,16 +529,9 @@ impl PodWorker {
         let Some(keys) = self.shared.keys.current() else {
             return Flow::Wait;
         };
-        let written = write_status(
-            &self.api,
-            &self.name,
-            &self.uid,
-            &pod.resource_version,
-            &reconciled.status,
-            &keys,
-            None,
-        )
-        .await;
+        let written = self
+            .write_signed(&keys, pod, &reconciled.status, None)
+            .await;
         match written {
             Ok(updated) => {
                 self.backoff.reset();
@@ -637,16 +652,9 @@ impl PodWorker {
         let Some(keys) = self.shared.keys.current() else {
             return Flow::Wait;
         };
-        let result = write_status(
-            &self.api,
-            &self.name,
-            &self.uid,
-            &pod.resource_version,
-            &decision.status,
-            &keys,
-            finishing,
-        )
-        .await;
+        let result = self
+            .write_signed(&keys, pod, &decision.status, finishing)
+            .await;
         match result {
             Ok(updated) => {
                 self.backoff.reset();
@@ -696,16 +704,7 @@ impl PodWorker {
         let started_at = timestamp(Timestamp::now());
         status.hooks[index].phase = HookPhase::Running;
         status.hooks[index].started_at = Some(started_at);
-        let written = write_status(
-            &self.api,
-            &self.name,
-            &self.uid,
-            &pod.resource_version,
-            &status,
-            &keys,
-            None,
-        )
-        .await;
+        let written = self.write_signed(&keys, pod, &status, None).await;
         let updated = match written {
             Ok(p) => PodState::from_slim(p),
             Err(e) => {
@@ -872,16 +871,9 @@ impl PodWorker {
             },
         );
         let finishing = decision.finished.filter(|_| still_running.is_empty());
-        let written = write_status(
-            &self.api,
-            &self.name,
-            &self.uid,
-            &pod.resource_version,
-            &decision.status,
-            &keys,
-            finishing,
-        )
-        .await;
+        let written = self
+            .write_signed(&keys, &pod, &decision.status, finishing)
+            .await;
         match written {
             Ok(updated) => {
                 self.backoff.reset();
@@ -969,20 +961,18 @@ impl PodWorker {
         error!(pod = %self.pod_ref(), reason, result_message = %message, "not running this pod's hooks");
         let written = match self.shared.keys.current() {
             // A signed status that says why, so the rejection itself cannot be forged away.
-            Some(keys) => write_status(
-                &self.api,
-                &self.name,
-                &self.uid,
-                &pod.resource_version,
-                &ExecStatus {
-                    hooks: Vec::new(),
-                    message: message.clone(),
-                },
-                &keys,
-                Some(EXEC_FAILED),
-            )
-            .await
-            .map(|_| ()),
+            Some(keys) => self
+                .write_signed(
+                    &keys,
+                    pod,
+                    &ExecStatus {
+                        hooks: Vec::new(),
+                        message: message.clone(),
+                    },
+                    Some(EXEC_FAILED),
+                )
+                .await
+                .map(|_| ()),
             None => set_exec_label(&self.api, &self.name, &pod.resource_version, EXEC_FAILED)
                 .await
                 .map(|_| ()),

@@ -245,11 +245,10 @@ impl Serve {
             .collect()
     }
 
-    /// The log lines (their `fields`) with message `message` about `object` (`ns/name`).
-    pub fn lines_about(&self, message: &str, object: &str) -> Vec<Value> {
+    /// Its JSON log lines' fields (the JSON format flattens an event's fields into the line).
+    fn log_fields(&self) -> Vec<Value> {
         self.log_json()
             .into_iter()
-            // The JSON format flattens the event's fields into the line.
             .map(|l| {
                 if l["fields"].is_object() {
                     l["fields"].clone()
@@ -257,6 +256,13 @@ impl Serve {
                     l
                 }
             })
+            .collect()
+    }
+
+    /// The log lines (their `fields`) with message `message` about `object` (`ns/name`).
+    pub fn lines_about(&self, message: &str, object: &str) -> Vec<Value> {
+        self.log_fields()
+            .into_iter()
             .filter(|f| f["message"] == message && f["object"] == object)
             .collect()
     }
@@ -274,15 +280,8 @@ impl Serve {
     /// The API server's refusals as the product logged them (src/kube_client.rs): the `verb`
     /// and `resource` fields of each line.
     pub fn refusals(&self) -> Vec<(String, String)> {
-        self.log_json()
+        self.log_fields()
             .into_iter()
-            .map(|l| {
-                if l["fields"].is_object() {
-                    l["fields"].clone()
-                } else {
-                    l
-                }
-            })
             .filter(|f| {
                 f["message"]
                     .as_str()

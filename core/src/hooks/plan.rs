@@ -103,6 +103,27 @@ pub struct PlannedHook {
     pub refused: Option<String>,
 }
 
+#[cfg(test)]
+impl PlannedHook {
+    /// A hook with the defaults a plan writes (`true`, Continue, 30 s, no wait): the tests'
+    /// starting point.
+    pub(crate) fn example(name: &str, source: &str, container: &str) -> Self {
+        PlannedHook {
+            name: name.to_string(),
+            source: source.to_string(),
+            index: 0,
+            container: container.to_string(),
+            command: vec!["true".to_string()],
+            on_error: OnError::Continue,
+            exec_timeout_ms: DEFAULT_EXEC_TIMEOUT_MS,
+            wait_timeout_ms: None,
+            wait_for_ready: false,
+            allowed_by: None,
+            refused: None,
+        }
+    }
+}
+
 /// A hook that is in no plan, and why it is worth counting.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -295,23 +295,11 @@ fn exercise(
     Ok(())
 }
 
-/// Stops both processes and removes the round's namespace (its pods gone, its RestoreRun is
-/// deleted by the next round's start-up sweep).
-fn finish(install: &Install, round: usize, controller: &mut Serve, webhook: &mut Serve) {
+/// Stops both processes. The round's namespace stays: its pods keep their RestoreRun, and each
+/// round brings its own completed, pod-less RestoreRun for the start-up sweep (`prepare`).
+fn finish(controller: &mut Serve, webhook: &mut Serve) {
     controller.kill();
     webhook.kill();
-    let ns = format!("rbac-{round}");
-    install
-        .cp
-        .kubectl_ok([
-            "delete",
-            "namespace",
-            &ns,
-            "--ignore-not-found",
-            "--wait=true",
-            "--timeout=120s",
-        ])
-        .unwrap();
 }
 
 #[test]
@@ -337,7 +325,7 @@ fn every_rbac_rule_of_the_chart_is_needed_and_a_missing_one_is_reported() {
     });
     controller.assert_no_forbidden();
     webhook.assert_no_forbidden();
-    finish(&install, 0, &mut controller, &mut webhook);
+    finish(&mut controller, &mut webhook);
     // Each round's processes run as the same replicas and write the same log files: these two
     // are checked (and gone) before the rounds overwrite theirs.
     drop((controller, webhook));
@@ -390,7 +378,7 @@ fn every_rbac_rule_of_the_chart_is_needed_and_a_missing_one_is_reported() {
                 "{rule}: refusals {refusals:?}, scenario {outcome:?}"
             ));
         }
-        finish(&install, round, &mut controller, &mut webhook);
+        finish(&mut controller, &mut webhook);
         apply_list(
             &install.cp,
             &[role_without(&install, &rule.kind, &rule.role, None)],

@@ -64,12 +64,14 @@ where
     }
 
     fn call(&mut self, request: Request<Req>) -> Self::Future {
-        let target = ApiRequest::of(request.method(), request.uri());
+        // Kept to name a refusal; read only then (every API call passes here).
+        let (method, uri) = (request.method().clone(), request.uri().clone());
         let forbidden = self.forbidden.clone();
         let response = self.inner.call(request);
         Box::pin(async move {
             let response = response.await?;
             if response.status() == StatusCode::FORBIDDEN {
+                let target = ApiRequest::of(&method, &uri);
                 forbidden
                     .with_label_values(&[target.verb, &target.resource])
                     .inc();

@@ -122,10 +122,6 @@ impl Ledger {
         let _ = loaded.wait_for(|l| *l).await;
     }
 
-    pub fn is_loaded(&self) -> bool {
-        *self.loaded.borrow()
-    }
-
     /// The pod's entry, if it has one.
     pub fn entry(&self, uid: &str) -> Option<Execution> {
         self.lock().pods.get(uid).map(|(_, e)| e.clone())

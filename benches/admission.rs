@@ -25,7 +25,7 @@ use restore_hooks::catalog::static_files::{DocumentDefaults, add_documents};
 use restore_hooks::config::{EngineConfig, VeleroHooksMode};
 use restore_hooks::hooks::signing::PlanKeys;
 use restore_hooks::index::HookIndex;
-use restore_hooks::inject::Issuer;
+use restore_hooks::admission::Issuer;
 use restore_hooks::webhook::review::{
     BadReview, Outcome, ReviewContext, Reviewed, allowed, parse_review,
 };
@@ -50,7 +50,7 @@ fn review(
                 now: jiff::Timestamp::now(),
                 plan_id: "AAECAwQFBgcICQoL",
             },
-            exec_right: Some(restore_hooks::inject::ExecRight::Granted),
+            exec_right: Some(restore_hooks::admission::ExecRight::Granted),
             extra_warnings: Vec::new(),
         },
     )

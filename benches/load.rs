@@ -185,7 +185,7 @@ fn serve_noop(args: &[String]) -> ExitCode {
             namespaces: None,
             exec_rights: std::sync::Arc::new(
                 restore_hooks::webhook::exec_rights::ExecRights::fixed(
-                    restore_hooks::inject::ExecRight::Granted,
+                    restore_hooks::admission::ExecRight::Granted,
                 ),
             ),
         };

@@ -45,6 +45,7 @@ struct ReadinessInner {
 }
 
 impl Readiness {
+    /// Ready, with nothing required or tracked yet.
     pub fn new() -> Self {
         Self::default()
     }
@@ -56,6 +57,8 @@ impl Readiness {
             .store(true, Ordering::Release);
     }
 
+    /// A serving certificate is loaded. Reloads do not change readiness: a bad new pair keeps
+    /// the loaded one serving.
     pub fn set_certificate_loaded(&self) {
         self.inner.certificate_loaded.store(true, Ordering::Release);
     }
@@ -75,6 +78,8 @@ impl Readiness {
         self.inner.shutting_down.store(true, Ordering::Release);
     }
 
+    /// Whether [`Self::begin_shutdown`] was called; the webhook then closes each connection
+    /// after its response, so that the API server reconnects to another replica.
     pub fn is_shutting_down(&self) -> bool {
         self.inner.shutting_down.load(Ordering::Acquire)
     }
@@ -163,10 +168,13 @@ async fn metrics_handler(State(state): State<AdminState>) -> Response {
         .into_response()
 }
 
+/// The admin port could not be opened: a startup error.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot listen on --admin-listen {addr}: {error}")]
 pub struct AdminBindError {
+    /// The `--admin-listen` address.
     pub addr: SocketAddr,
+    /// The error from the operating system (address in use, no permission for the port).
     pub error: std::io::Error,
 }
 
@@ -178,6 +186,8 @@ pub struct AdminServer {
 }
 
 impl AdminServer {
+    /// Binds `addr` (port 0 picks a free port: see [`AdminServer::local_addr`]); nothing is
+    /// served until [`AdminServer::serve`].
     pub async fn bind(
         addr: SocketAddr,
         metrics: Metrics,
@@ -192,6 +202,7 @@ impl AdminServer {
         })
     }
 
+    /// The address actually bound.
     pub fn local_addr(&self) -> SocketAddr {
         self.listener
             .local_addr()

@@ -10,6 +10,7 @@
 //! The module is long because it is a script: each step prints what happens and checks it.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
@@ -63,6 +64,7 @@ struct Demo {
     controller: Option<ControllerHandle>,
     printer: JoinHandle<()>,
     stop_printer: CancellationToken,
+    lines: Arc<HookLines>,
     started: Instant,
 }
 
@@ -91,15 +93,31 @@ impl Demo {
         );
         // Print the simulated cluster's own steps as they happen.
         let stop_printer = CancellationToken::new();
+        let lines = Arc::new(HookLines::new(started));
         let printer = {
             let mut log = bed.sim.subscribe_log();
             let stop = stop_printer.clone();
+            let lines = lines.clone();
+            let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NAMESPACE);
             tokio::spawn(async move {
                 loop {
                     tokio::select! {
                         _ = stop.cancelled() => return,
                         ev = log.recv() => match ev {
-                            Ok(ev) => print_sim_event(started, &ev, verbose),
+                            Ok(ev) => {
+                                // The controller records a hook Running before it execs, but the
+                                // demo learns of the record from a pod watch, which can lag the
+                                // simulator's own exec line: read the pod first, so the record
+                                // prints before the exec it precedes.
+                                if ev.kind == kube_sim::SimEventKind::Exec
+                                    && ev.namespace == NAMESPACE
+                                    && ev.message.ends_with(" started")
+                                    && let Ok(pod) = pods.get(&ev.name).await
+                                {
+                                    lines.show(&ev.name, exec_status(&pod).as_ref(), true);
+                                }
+                                lines.print_sim_event(&ev, verbose);
+                            }
                             Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                             Err(_) => return,
                         }
@@ -127,6 +145,7 @@ impl Demo {
             controller: Some(controller),
             printer,
             stop_printer,
+            lines,
             started,
         })
     }
@@ -200,7 +219,7 @@ impl Demo {
         pods.create(&PostParams::default(), &pod)
             .await
             .context("creating the pod (admission through the webhook)")?;
-        let (pod, status) = follow(&pods, POD, t0).await?;
+        let (pod, status) = follow(&pods, POD, &self.lines).await?;
         self.check_database(&pod, status.as_ref()).await?;
 
         // Velero restores pods before custom resources: the cache's RestoreHook comes later.
@@ -229,7 +248,7 @@ impl Demo {
                 "RestoreHook {NAMESPACE}/{LATE_HOOK} created 2 s after its pod (as Velero restores it): its exec hook is added to the admitted pod"
             ),
         );
-        let (cache, status) = follow(&pods, LATE_POD, t0).await?;
+        let (cache, status) = follow(&pods, LATE_POD, &self.lines).await?;
         self.check_late(&cache, status.as_ref())?;
         self.check_restore_run().await?;
         self.summary(&pod, &cache).await
@@ -508,7 +527,7 @@ async fn create_restore_hook(
 async fn follow(
     pods: &Api<Pod>,
     name: &str,
-    t0: Instant,
+    lines: &HookLines,
 ) -> anyhow::Result<(Pod, Option<ExecStatus>)> {
     let mut updates = watcher(
         pods.clone(),
@@ -517,7 +536,6 @@ async fn follow(
     .default_backoff()
     .applied_objects()
     .boxed();
-    let mut shown: BTreeMap<usize, HookPhase> = BTreeMap::new();
     loop {
         let p = match updates.next().await {
             Some(Ok(p)) => p,
@@ -525,51 +543,91 @@ async fn follow(
             None => bail!("the pod watch ended"),
         };
         let status = exec_status(&p);
-        for (i, h) in status.iter().flat_map(|s| s.hooks.iter()).enumerate() {
-            if shown.get(&i) == Some(&h.phase) {
-                continue;
-            }
-            shown.insert(i, h.phase);
-            match h.phase {
-                HookPhase::Pending => {}
-                HookPhase::Running => step(
-                    t0,
-                    &format!(
-                        "controller: {name} hook #{i} {} in container {}: Running (recorded before the exec)",
-                        h.name, h.container
-                    ),
-                ),
-                _ => step(
-                    t0,
-                    &format!(
-                        "controller: {name} hook #{i} {}: {:?}{}{}{}",
-                        h.name,
-                        h.phase,
-                        h.exit_code
-                            .map(|c| format!(" (exit {c})"))
-                            .unwrap_or_default(),
-                        if h.message.is_empty() {
-                            String::new()
-                        } else {
-                            format!(": {}", h.message)
-                        },
-                        if h.stdout.is_empty() {
-                            String::new()
-                        } else {
-                            format!("; stdout: {}", one_line(&h.stdout))
-                        },
-                    ),
-                ),
-            }
-        }
+        lines.show(name, status.as_ref(), false);
         let label = exec_label(&p);
         if !label.is_empty() && label != EXEC_PENDING {
-            step(
-                t0,
-                &format!("controller: all hooks of {name} ended; label {EXEC_LABEL}={label}"),
-            );
+            lines.step(&format!(
+                "controller: all hooks of {name} ended; label {EXEC_LABEL}={label}"
+            ));
             return Ok((p, status));
         }
+    }
+}
+
+/// The demo's output: one writer for the simulator's lines and the controller's records, which
+/// remembers which hook phases it printed (the same phase can be seen twice: from the watch and
+/// from the read before an exec line).
+struct HookLines {
+    started: Instant,
+    shown: Mutex<BTreeMap<(String, usize), HookPhase>>,
+}
+
+impl HookLines {
+    fn new(started: Instant) -> Self {
+        Self {
+            started,
+            shown: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn step(&self, text: &str) {
+        let _shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
+        step(self.started, text);
+    }
+
+    /// Prints the phases of `pod`'s hooks not printed yet; with `running_only`, only the Running
+    /// records (the results follow from the watch, after the exec lines).
+    fn show(&self, pod: &str, status: Option<&ExecStatus>, running_only: bool) {
+        let mut shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
+        for (i, h) in status.iter().flat_map(|s| s.hooks.iter()).enumerate() {
+            let key = (pod.to_string(), i);
+            let before = shown.get(&key).copied();
+            if before == Some(h.phase) {
+                continue;
+            }
+            let started =
+                h.phase == HookPhase::Running || (h.phase.is_terminal() && h.started_at.is_some());
+            if started && before.is_none() {
+                shown.insert(key.clone(), HookPhase::Running);
+                step(
+                    self.started,
+                    &format!(
+                        "controller: {pod} hook #{i} {} in container {}: Running (recorded before the exec)",
+                        h.name, h.container
+                    ),
+                );
+            }
+            if running_only || !h.phase.is_terminal() {
+                continue;
+            }
+            shown.insert(key, h.phase);
+            step(
+                self.started,
+                &format!(
+                    "controller: {pod} hook #{i} {}: {:?}{}{}{}",
+                    h.name,
+                    h.phase,
+                    h.exit_code
+                        .map(|c| format!(" (exit {c})"))
+                        .unwrap_or_default(),
+                    if h.message.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", h.message)
+                    },
+                    if h.stdout.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; stdout: {}", one_line(&h.stdout))
+                    },
+                ),
+            );
+        }
+    }
+
+    fn print_sim_event(&self, ev: &kube_sim::SimEvent, verbose: bool) {
+        let _shown = self.shown.lock().unwrap_or_else(|e| e.into_inner());
+        print_sim_event(self.started, ev, verbose);
     }
 }
 

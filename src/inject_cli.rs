@@ -6,11 +6,11 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
+use crate::admission::{Admission, ExecRight, Issuer, Requester, evaluate};
 use crate::catalog::static_files::{DocumentDefaults, load_with_defaults};
 use crate::cli::{InjectArgs, OutputFormat};
 use crate::hooks::pod::AdmittedPod;
 use crate::hooks::resolve::PodContext;
-use crate::inject::{Decision, ExecRight, Issuer, Requester, evaluate};
 
 /// Exit codes: 0 admitted, 1 denied (the webhook's message on stderr), 2 unusable input.
 pub fn run(args: &InjectArgs) -> ExitCode {
@@ -42,11 +42,18 @@ pub fn run(args: &InjectArgs) -> ExitCode {
 
 /// What `inject` prints: the output document, warnings, or the denial.
 pub struct Preview {
+    /// The mutated pod (`-o json|yaml`) or the JSON Patch (`-o patch`); empty when denied.
     pub output: String,
+    /// The admission warnings the webhook would return.
     pub warnings: Vec<String>,
+    /// The webhook's denial message, when it would deny the pod.
     pub denied: Option<String>,
 }
 
+/// Decides the pod in `args.file` (`-` for stdin) against the `--hooks` files as the webhook
+/// would, without a cluster. The plan is signed only with `--plan-key-file`. An error is unusable
+/// input (an unreadable file, a manifest that is not a Pod, a `--hooks` file that does not
+/// parse), not a denial.
 pub fn preview(args: &InjectArgs) -> anyhow::Result<Preview> {
     let text = read_input(&args.file)?;
     let pod: Value = serde_yaml::from_str(&text)
@@ -111,15 +118,15 @@ pub fn preview(args: &InjectArgs) -> anyhow::Result<Preview> {
     };
     let decision = evaluate(&ctx, &index, &config, &issuer, &requester);
     let (patch, warnings) = match decision {
-        Decision::Deny { message } => {
+        Admission::Deny { message } => {
             return Ok(Preview {
                 output: String::new(),
                 warnings: vec![],
                 denied: Some(message),
             });
         }
-        Decision::Unchanged { warnings } => (json_patch::Patch(vec![]), warnings),
-        Decision::Patch {
+        Admission::Unchanged { warnings } => (json_patch::Patch(vec![]), warnings),
+        Admission::Patch {
             patch, warnings, ..
         } => (patch, warnings),
     };

@@ -98,7 +98,9 @@ pub struct ApiRequest {
     pub verb: &'static str,
     /// `pods`, `pods/exec`, `leases.coordination.k8s.io`, `restoreruns.restore-hooks.dev/status`.
     pub resource: String,
+    /// The namespace of a namespaced request; `None` for cluster-wide ones.
     pub namespace: Option<String>,
+    /// The object's name; `None` for a request on the collection (list, watch, create).
     pub name: Option<String>,
 }
 

@@ -1,7 +1,8 @@
 //! restore-hooks: Velero-style restore hooks for any Kubernetes restore.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
-pub use restore_hooks_core::{config, hooks, index, inject, ledger};
+pub use restore_hooks_core::{admission, config, hooks, index, ledger};
 
 pub mod admin;
 pub mod catalog;

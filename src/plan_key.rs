@@ -22,7 +22,10 @@ use restore_hooks_core::hooks::signing::{MIN_KEY_BYTES, PlanKeys};
 use ring::rand::{SecureRandom, SystemRandom};
 use tokio::sync::watch;
 
+/// The Secret's data key holding the key that signs: new plans and statuses are signed with it.
 pub const CURRENT: &str = "current";
+/// The Secret's optional data key holding the key before the last rotation: what it signed still
+/// verifies.
 pub const PREVIOUS: &str = "previous";
 
 /// The installation's keys as they are now: `None` until loaded.
@@ -56,10 +59,13 @@ impl KeyRing {
         (tx, Self { rx, required: true })
     }
 
+    /// The keys as they are now; `None` until loaded, or when running without a key. Take them
+    /// afresh for each signature or check rather than keeping them: a rotation replaces them.
     pub fn current(&self) -> Option<Arc<PlanKeys>> {
         self.rx.borrow().clone()
     }
 
+    /// Whether keys are loaded.
     pub fn is_loaded(&self) -> bool {
         self.rx.borrow().is_some()
     }
@@ -133,6 +139,8 @@ pub struct SecretKeys {
 }
 
 impl SecretKeys {
+    /// The Secret `namespace/name` (`--plan-key-namespace`, `--plan-key-secret`); `create` as
+    /// above. Nothing is read until [`SecretKeys::start`].
     pub fn new(client: kube::Client, namespace: &str, name: &str, create: bool) -> Self {
         Self {
             api: Api::namespaced(client, namespace),

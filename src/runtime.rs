@@ -24,6 +24,9 @@ use crate::metrics::Metrics;
 use crate::plan_key::{KeyRing, SecretKeys, from_files};
 use crate::webhook::{Bound, WebhookSources};
 
+/// `restore-hooks serve`: the webhook and the controller in one process (the chart's
+/// single-Deployment mode). Returns after SIGTERM or SIGINT and a complete drain; an error names
+/// the component that failed first.
 pub async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     run(
         args.runtime,
@@ -34,10 +37,13 @@ pub async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     .await
 }
 
+/// `restore-hooks webhook`: only the admission webhook (with `--no-cluster`, hooks come from
+/// `--hooks` files alone). Returns like [`run_serve`].
 pub async fn run_webhook(args: WebhookCommand) -> anyhow::Result<()> {
     run(args.runtime, args.engine, Some(args.webhook), None).await
 }
 
+/// `restore-hooks controller`: only the exec controller. Returns like [`run_serve`].
 pub async fn run_controller(args: ControllerCommand) -> anyhow::Result<()> {
     run(args.runtime, args.engine, None, Some(args.controller)).await
 }

@@ -20,13 +20,21 @@ const NOISY: &[&str] = &[
     "kube_runtime",
 ];
 
+/// Why logging could not be set up: a startup error.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TelemetryError {
+    /// `--log-level` is not a valid filter.
     #[error(
         "invalid --log-level {filter:?}: {reason} (use RUST_LOG syntax, e.g. `info` or `info,restore_hooks=debug`)"
     )]
-    Filter { filter: String, reason: String },
+    Filter {
+        /// The `--log-level` value as given.
+        filter: String,
+        /// What the filter parser rejected.
+        reason: String,
+    },
+    /// [`init`] ran twice in one process, or something else installed a subscriber first.
     #[error("a global tracing subscriber is already installed")]
     AlreadyInstalled,
 }

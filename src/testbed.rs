@@ -348,7 +348,7 @@ impl Testbed {
         let plan = ExecPlan {
             id: crate::plan_key::new_plan_id().expect("random plan id"),
             restore: RESTORE.into(),
-            issued_at: Some(restore_hooks_core::state::timestamp(jiff::Timestamp::now())),
+            issued_at: Some(restore_hooks_core::exec_step::timestamp(jiff::Timestamp::now())),
             hooks,
             ..ExecPlan::default()
         };

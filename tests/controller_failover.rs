@@ -17,7 +17,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, Patch, PatchParams};
-use restore_hooks::controller::state::INTERRUPTED;
+use restore_hooks::controller::exec_step::INTERRUPTED;
 use restore_hooks::hooks::plan::{ExecStatus, HookPhase, PlannedHook};
 use restore_hooks::testbed::{Testbed, TestbedOptions, bounded, sh_hook};
 use serde_json::json;

@@ -14,7 +14,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use restore_hooks::controller::state::INTERRUPTED;
+use restore_hooks::controller::exec_step::INTERRUPTED;
 use restore_hooks::hooks::plan::{ExecStatus, HookPhase, OnError, PlannedHook};
 use restore_hooks::hooks::types::RestoreHook;
 use restore_hooks::testbed::{

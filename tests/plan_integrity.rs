@@ -114,7 +114,7 @@ fn signed_pod(
     let plan = ExecPlan {
         id: restore_hooks::plan_key::new_plan_id().unwrap(),
         restore: RESTORE.into(),
-        issued_at: Some(restore_hooks::controller::state::timestamp(issued_at)),
+        issued_at: Some(restore_hooks::controller::exec_step::timestamp(issued_at)),
         hooks,
         ..ExecPlan::default()
     };

@@ -1,8 +1,8 @@
 //! A real Velero v1.18 backup → restore (e2e/realcp: Velero out of cluster, moto S3) with the
 //! chart installed and the product running under its ServiceAccount: Velero runs its own
 //! annotation hooks (`--velero-hooks defer`), restore-hooks runs the RestoreHook that Velero
-//! restores after the pods (late hooks); a restore name longer than 63 characters; a
-//! namespace-mapped restore.
+//! restores after the pods (late hooks), and a ClusterRestoreHook's init container goes after
+//! Velero's own; a restore name longer than 63 characters; a namespace-mapped restore.
 
 mod real;
 
@@ -85,6 +85,16 @@ fn velero_backup_and_restores_run_every_hook_once() {
     namespace(cp, "shop", json!({}));
     cp.apply(
         &json!({"apiVersion": "v1", "kind": "List", "items": [
+            // Cluster-scoped: in place before each restore, so the webhook injects its container
+            // at admission, after the one Velero's annotations injected (docs/behaviour.md §4.2).
+            {"apiVersion": "restore-hooks.dev/v1alpha1", "kind": "ClusterRestoreHook",
+             "metadata": {"name": "platform"},
+             "spec": {"labelSelector": {"matchLabels": {"app": "db"}},
+                      "postHooks": [{"init": {"initContainers": [
+                          // Not Velero's definition: one that equals a container the pod
+                          // has is taken as already injected (docs/behaviour.md §4.3).
+                          {"name": "platform-init", "image": "busybox:1.36",
+                           "command": ["sh", "-c", "echo platform ready"]}]}}]}},
             {"apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
              "metadata": {"name": "reindex", "namespace": "shop"},
              "spec": {"labelSelector": {"matchLabels": {"app": "db"}},
@@ -187,15 +197,16 @@ fn velero_backup_and_restores_run_every_hook_once() {
         let hooks = scenarios::hooks_of(&pod);
         assert_eq!(hooks.len(), 1, "{hooks:?}");
         assert_eq!(hooks[0]["phase"], "Succeeded", "{hooks:?}");
-        // Velero's init container once; nothing injected on top of it.
+        // Velero's init container once, then the ClusterRestoreHook's: Velero's sources come
+        // first (docs/behaviour.md §3.2, §4.2).
         assert_eq!(
             scenarios::init_names(&pod),
-            ["velero-init"],
+            ["velero-init", "platform-init"],
             "{}",
             pod["spec"]
         );
-        assert!(
-            meta["annotations"]["restore-hooks.dev/injected"].is_null(),
+        assert_eq!(
+            meta["annotations"]["restore-hooks.dev/injected"], "platform-init",
             "{meta}"
         );
         // Every hook exactly once per restore: Velero's by Velero, the RestoreHook's by us.

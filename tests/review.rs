@@ -6,7 +6,7 @@ use restore_hooks::catalog::StaticCatalog;
 use restore_hooks::catalog::static_files::{DocumentDefaults, add_documents};
 use restore_hooks::config::{EngineConfig, OnInvalid};
 use restore_hooks::hooks::signing::{PLAN_SIGNATURE_ANNOTATION, PlanKeys, PodBinding};
-use restore_hooks::inject::Issuer;
+use restore_hooks::admission::Issuer;
 use restore_hooks::webhook::review::{BadReview, Outcome, ReviewContext, Reviewed};
 use serde_json::{Value, json};
 
@@ -42,7 +42,7 @@ fn review(
                 now: now(),
                 plan_id: "AAECAwQFBgcICQoL",
             },
-            exec_right: Some(restore_hooks::inject::ExecRight::Granted),
+            exec_right: Some(restore_hooks::admission::ExecRight::Granted),
             extra_warnings: Vec::new(),
         },
     )

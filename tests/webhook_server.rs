@@ -100,8 +100,8 @@ async fn an_annotation_exec_hook_of_a_creator_without_exec_rights_is_refused() {
         "spec": {"containers": [{"name": "db", "image": "postgres:17"}]}
     });
     for (right, want_refused) in [
-        (restore_hooks::inject::ExecRight::Denied, true),
-        (restore_hooks::inject::ExecRight::Granted, false),
+        (restore_hooks::admission::ExecRight::Denied, true),
+        (restore_hooks::admission::ExecRight::Granted, false),
     ] {
         let server = TestServer::start(
             dir.path(),

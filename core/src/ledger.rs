@@ -21,8 +21,8 @@ use jiff::Timestamp;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::exec_step::{align, timestamp};
 use crate::hooks::plan::{ExecPlan, ExecStatus, HookPhase};
-use crate::state::{align, timestamp};
 use crate::trust::Rejection;
 
 /// The most pods one RestoreRun records (about 90 bytes each: well inside the API server's

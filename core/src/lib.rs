@@ -6,12 +6,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod catalog;
 pub mod config;
+pub mod documents;
+pub mod exec_step;
 pub mod hooks;
 pub mod index;
-pub mod inject;
+pub mod late_hooks;
 pub mod ledger;
-pub mod state;
 pub mod tally;
 pub mod trust;

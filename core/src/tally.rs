@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::exec_step::align;
 use crate::hooks::compiled::SourceKind;
 use crate::hooks::plan::{ExecPlan, ExecStatus, HookPhase};
 use crate::hooks::types::HookCounts;
-use crate::state::align;
 
 /// An object whose status sums pods' contributions.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -178,7 +178,7 @@ pub fn verify(facts: &PodFacts<'_>, keys: Option<&PlanKeys>) -> Result<Trusted, 
     if issued_at.is_none_or(|i| i.duration_since(created).abs() > ISSUED_AT_TOLERANCE) {
         return Err(Rejection::OtherPod {
             issued: issued.to_string(),
-            created: crate::state::timestamp(created),
+            created: crate::exec_step::timestamp(created),
         });
     }
     let status = match facts.status {

@@ -13,7 +13,7 @@ use restore_hooks::catalog::static_files::{DocumentDefaults, add_documents};
 use restore_hooks::config::{EngineConfig, VeleroHooksMode};
 use restore_hooks::hooks::signing::PlanKeys;
 use restore_hooks::index::HookIndex;
-use restore_hooks::inject::{ExecRight, Issuer};
+use restore_hooks::admission::{ExecRight, Issuer};
 use restore_hooks::webhook::review::{BadReview, ReviewContext, Reviewed};
 use serde_json::{Value, json};
 

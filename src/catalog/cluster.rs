@@ -26,9 +26,15 @@ use crate::config::EngineConfig;
 use crate::hooks::types::{ClusterRestoreHook, RestoreHook, VeleroRestore};
 use crate::metrics::Metrics;
 
+// The watches' names: the `resource` label of `restore_hooks_watch_healthy` and
+// `restore_hooks_watch_errors_total`, and how `/readyz` names a cache that is not synced.
+/// The watch of `RestoreHook`s in every namespace.
 pub const RESTORE_HOOKS: &str = "restorehooks.restore-hooks.dev";
+/// The watch of `ClusterRestoreHook`s.
 pub const CLUSTER_RESTORE_HOOKS: &str = "clusterrestorehooks.restore-hooks.dev";
+/// The watch of Velero `Restore`s in `--velero-namespace`.
 pub const VELERO_RESTORES: &str = "restores.velero.io";
+/// The metadata-only watch of namespaces (their labels).
 pub const NAMESPACES: &str = "namespaces";
 
 /// The future that keeps `index` filled from the cluster. Spawn it; it runs until dropped

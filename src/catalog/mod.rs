@@ -21,6 +21,7 @@ pub use static_files::load_static;
 /// controller's late-hook scan react to.
 #[derive(Clone, Debug)]
 pub struct Compiled {
+    /// The object as compiled, problems included.
     pub object: Arc<CompiledObject>,
     /// True when this is a new object or a new generation (not a relist of a known one).
     pub changed: bool,
@@ -45,6 +46,8 @@ pub struct WatchState {
 }
 
 impl SharedIndex {
+    /// Shares `index` (empty, or loaded from `--hooks` files); watches are added with
+    /// [`cluster::watch_into`].
     pub fn new(index: HookIndex) -> Arc<Self> {
         let (events, _) = broadcast::channel(1024);
         Arc::new(Self {
@@ -120,7 +123,7 @@ impl SharedIndex {
         let mut health = self.health.lock().unwrap_or_else(|e| e.into_inner());
         let state = health.entry(resource).or_default();
         if state.failing.is_none() {
-            let since = restore_hooks_core::state::timestamp(jiff::Timestamp::now());
+            let since = restore_hooks_core::exec_step::timestamp(jiff::Timestamp::now());
             state.failing = Some((since, error));
         }
     }

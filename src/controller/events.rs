@@ -124,7 +124,7 @@ pub struct Regarding {
 }
 
 impl Regarding {
-    pub fn pod(pod: &super::pod::PodState) -> Self {
+    pub fn pod(pod: &super::slim_pod::PodState) -> Self {
         Self {
             api_version: "v1",
             kind: "Pod",

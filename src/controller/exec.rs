@@ -25,14 +25,18 @@ pub struct ExecOutcome {
     pub exit_code: Option<i32>,
     /// The last [`TAIL_BYTES`] of stdout, cut on a UTF-8 character boundary.
     pub stdout_tail: String,
+    /// The last [`TAIL_BYTES`] of stderr, cut the same way.
     pub stderr_tail: String,
     /// Why the exec did not complete normally (could not start, broken stream, timeout). A
     /// non-zero exit is not an error here: `exit_code` says it.
     pub error: Option<String>,
+    /// The exec outlived its timeout and was abandoned; the command may still be running in the
+    /// container (the API server cannot kill it).
     pub timed_out: bool,
 }
 
 impl ExecOutcome {
+    /// Exit code 0 and no error: the hook succeeded.
     pub fn succeeded(&self) -> bool {
         self.error.is_none() && self.exit_code == Some(0)
     }
@@ -47,6 +51,7 @@ impl ExecOutcome {
         }
     }
 
+    /// An exec that did not run or did not complete, with the operator-facing reason.
     pub fn failed(error: impl Into<String>) -> Self {
         ExecOutcome {
             error: Some(error.into()),
@@ -57,14 +62,24 @@ impl ExecOutcome {
 
 /// Runs a command in a container of a pod and waits for it, at most `timeout`.
 pub trait Exec: Send + Sync {
-    fn exec<'a>(
-        &'a self,
-        namespace: &'a str,
-        pod: &'a str,
-        container: &'a str,
-        command: &'a [String],
-        timeout: Duration,
-    ) -> BoxFuture<'a, ExecOutcome>;
+    /// Runs the request's command (argv, no shell, no stdin, no TTY) in its container.
+    /// Never fails: whatever goes wrong, including the timeout, is in the [`ExecOutcome`].
+    fn exec<'a>(&'a self, request: ExecRequest<'a>) -> BoxFuture<'a, ExecOutcome>;
+}
+
+/// One hook's exec: where, what, and for how long at most.
+#[derive(Clone, Copy, Debug)]
+pub struct ExecRequest<'a> {
+    /// The pod's namespace.
+    pub namespace: &'a str,
+    /// The pod's name.
+    pub pod: &'a str,
+    /// The container to run in.
+    pub container: &'a str,
+    /// The argv, run as given.
+    pub command: &'a [String],
+    /// The hook's execTimeout: the exec is abandoned after it (the process may go on).
+    pub timeout: Duration,
 }
 
 /// `pods/{name}/exec` through the kube client (WebSocket, `v5.channel.k8s.io` preferred).
@@ -74,6 +89,8 @@ pub struct KubeExec {
 }
 
 impl KubeExec {
+    /// Execs with `client`'s identity: the controller's ServiceAccount needs `create` on
+    /// `pods/exec`.
     pub fn new(client: kube::Client) -> Self {
         Self { client }
     }
@@ -143,14 +160,14 @@ impl KubeExec {
 }
 
 impl Exec for KubeExec {
-    fn exec<'a>(
-        &'a self,
-        namespace: &'a str,
-        pod: &'a str,
-        container: &'a str,
-        command: &'a [String],
-        timeout: Duration,
-    ) -> BoxFuture<'a, ExecOutcome> {
+    fn exec<'a>(&'a self, request: ExecRequest<'a>) -> BoxFuture<'a, ExecOutcome> {
+        let ExecRequest {
+            namespace,
+            pod,
+            container,
+            command,
+            timeout,
+        } = request;
         Box::pin(async move {
             match tokio::time::timeout(timeout, self.run(namespace, pod, container, command)).await
             {
@@ -258,11 +275,12 @@ async fn read_tail(
 
 /// The last [`TAIL_BYTES`] bytes of a stream.
 #[derive(Default)]
-pub struct Tail {
+pub(crate) struct Tail {
     bytes: VecDeque<u8>,
 }
 
 impl Tail {
+    /// Appends `chunk`, dropping the oldest bytes beyond [`TAIL_BYTES`].
     pub fn push(&mut self, chunk: &[u8]) {
         let chunk = &chunk[chunk.len().saturating_sub(TAIL_BYTES)..];
         let overflow = (self.bytes.len() + chunk.len()).saturating_sub(TAIL_BYTES);
@@ -291,11 +309,16 @@ pub struct FakeExec {
     calls: Mutex<Vec<FakeCall>>,
 }
 
+/// One exec a [`FakeExec`] was asked for, as it was asked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FakeCall {
+    /// The pod's namespace.
     pub namespace: String,
+    /// The pod's name.
     pub pod: String,
+    /// The container the command was to run in.
     pub container: String,
+    /// The argv.
     pub command: Vec<String>,
 }
 
@@ -308,28 +331,22 @@ impl FakeExec {
             .push((container.to_string(), outcome));
     }
 
+    /// Every call so far, oldest first.
     pub fn calls(&self) -> Vec<FakeCall> {
         self.calls.lock().unwrap().clone()
     }
 }
 
 impl Exec for FakeExec {
-    fn exec<'a>(
-        &'a self,
-        namespace: &'a str,
-        pod: &'a str,
-        container: &'a str,
-        command: &'a [String],
-        _timeout: Duration,
-    ) -> BoxFuture<'a, ExecOutcome> {
+    fn exec<'a>(&'a self, request: ExecRequest<'a>) -> BoxFuture<'a, ExecOutcome> {
         self.calls.lock().unwrap().push(FakeCall {
-            namespace: namespace.to_string(),
-            pod: pod.to_string(),
-            container: container.to_string(),
-            command: command.to_vec(),
+            namespace: request.namespace.to_string(),
+            pod: request.pod.to_string(),
+            container: request.container.to_string(),
+            command: request.command.to_vec(),
         });
         let mut script = self.script.lock().unwrap();
-        let outcome = match script.iter().position(|(c, _)| c == container) {
+        let outcome = match script.iter().position(|(c, _)| c == request.container) {
             Some(i) => script.remove(i).1,
             None => ExecOutcome {
                 exit_code: Some(0),
@@ -447,12 +464,15 @@ mod tests {
             },
         );
         let cmd = vec!["true".to_string()];
-        let first = fake
-            .exec("ns", "p", "db", &cmd, Duration::from_secs(1))
-            .await;
-        let second = fake
-            .exec("ns", "p", "db", &cmd, Duration::from_secs(1))
-            .await;
+        let request = ExecRequest {
+            namespace: "ns",
+            pod: "p",
+            container: "db",
+            command: &cmd,
+            timeout: Duration::from_secs(1),
+        };
+        let first = fake.exec(request).await;
+        let second = fake.exec(request).await;
         assert_eq!(first.exit_code, Some(7));
         assert_eq!(second.exit_code, Some(0));
         assert_eq!(fake.calls().len(), 2);

@@ -12,8 +12,8 @@
 //! has) is looked at when it first appears, against the objects that select it but are not in
 //! its plan yet.
 //!
-//! The module is long because both directions of the scan (a new object against the marked pods,
-//! a newly marked pod against the objects) share the plan merge, the signing and the reporting.
+//! The rules of the merge are `restore_hooks_core::late_hooks`; this module finds the pods, reads
+//! and verifies their plans, and signs and writes the merged ones.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,15 +23,14 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use restore_hooks_core::config::EngineConfig;
+use restore_hooks_core::exec_step::timestamp;
 use restore_hooks_core::hooks::compiled::{CompiledObject, SourceKind};
-use restore_hooks_core::hooks::plan::{
-    EXEC_LABEL, EXEC_PENDING, ExecPlan, HookRef, MAX_PLAN_BYTES, PLAN_ANNOTATION,
-};
+use restore_hooks_core::hooks::plan::{EXEC_LABEL, EXEC_PENDING, ExecPlan, PLAN_ANNOTATION};
 use restore_hooks_core::hooks::pod::AdmittedPod;
 use restore_hooks_core::hooks::resolve::{PodContext, resolve_late_hooks};
 use restore_hooks_core::hooks::scope::restore_scope;
 use restore_hooks_core::hooks::signing::{PLAN_SIGNATURE_ANNOTATION, PodBinding};
-use restore_hooks_core::state::timestamp;
+use restore_hooks_core::late_hooks::{LateMerge, LatePod, applied_at_admission, merge};
 use restore_hooks_core::trust::{PodFacts, verify};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -39,20 +38,32 @@ use tracing::{debug, info, warn};
 
 use super::events::{EventSink, EventType, INIT_HOOKS_MISSED, LATE_HOOKS_ADDED, Regarding};
 use super::ledger::Ledger;
-use super::tally::{LateOutcome, MarkedPod, MarkedPods, Tally};
+use super::marked_pods::{MarkedPod, MarkedPods};
+use super::object_status::{LateOutcome, Tally};
 use crate::catalog::{HookIndex, SharedIndex};
 use crate::metrics::Metrics;
 use crate::plan_key::KeyRing;
 
+/// The leader's late-hook task: everything it reads and writes, then [`LateHooks::run`].
 pub struct LateHooks {
+    /// Reads and patches pods (the controller's identity).
     pub client: kube::Client,
+    /// The hook objects whose arrivals and new generations start a scan.
     pub index: Arc<SharedIndex>,
+    /// The pods the webhook admitted in a restore scope: the candidates.
     pub marked: MarkedPods,
+    /// Verifies the plans read and signs the merged ones; no key, no merge.
     pub keys: KeyRing,
+    /// The scope and selector rules, the same as the webhook's.
     pub engine: EngineConfig,
+    /// `--late-hook-window`: only pods younger than this get late hooks; zero turns the task
+    /// off.
     pub window: Duration,
+    /// `LateHooksAdded` and `InitHooksMissed` Events on the hook objects.
     pub events: EventSink,
+    /// Counts the exec hooks added.
     pub metrics: Metrics,
+    /// Where each scan's outcome goes: the objects' `LateHooks` condition.
     pub tally: Tally,
     /// Which pod holds which plan: only a plan held for this very pod is extended.
     pub ledger: Ledger,
@@ -156,7 +167,7 @@ impl LateHooks {
                 .chain(index.restore_hooks(&pod.namespace))
                 .filter(|o| {
                     o.first_problem().is_none()
-                        && !applied_at_admission(o, &pod)
+                        && !applied_at_admission(o, &pod.plan_sources, &pod.injected)
                         && self.selects(&index, o, &pod)
                 })
                 .cloned()
@@ -315,10 +326,6 @@ impl LateHooks {
                 return Ok(PodResult::Nothing);
             }
             let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            let young = created.is_some_and(|c| {
-                Timestamp::now().duration_since(c)
-                    < jiff::SignedDuration::try_from(self.window).unwrap_or_default()
-            });
             let annotations = pod.metadata.annotations.clone().unwrap_or_default();
             let get = |k: &str| annotations.get(k).map(String::as_str);
             // An existing plan is only extended when it is genuine.
@@ -351,24 +358,6 @@ impl LateHooks {
                     }
                 }
             };
-            // An object that contributed to this plan before (at admission, or late) is done
-            // with this pod: an edit affects only pods it has not contributed to yet (§7.2).
-            let source = object.source();
-            let contributed = existing.as_ref().is_some_and(|p| {
-                let refs = p
-                    .missed_init
-                    .iter()
-                    .chain(&p.not_applicable)
-                    .map(|r| &r.source);
-                p.hooks
-                    .iter()
-                    .map(|h| &h.source)
-                    .chain(refs)
-                    .any(|s| *s == source)
-            });
-            if contributed {
-                return Ok(PodResult::Nothing);
-            }
             let value = serde_json::to_value(&pod)?;
             let text = value.to_string();
             let view = AdmittedPod::from_json_str(&text)?;
@@ -399,7 +388,7 @@ impl LateHooks {
             let Some((restore, late)) = resolved else {
                 return Ok(PodResult::Nothing);
             };
-            let mut plan = match existing.clone() {
+            let plan = match existing {
                 Some(plan) => plan,
                 // A plan the controller issues is bound to this pod's creation, and held for its
                 // uid before it is written.
@@ -414,75 +403,30 @@ impl LateHooks {
                     ..ExecPlan::default()
                 },
             };
-            let known = |p: &ExecPlan, source: &str, index: usize| {
-                p.hooks
-                    .iter()
-                    .any(|h| h.source == source && h.index == index)
-                    || p.missed_init
-                        .iter()
-                        .any(|h| h.source == source && h.index == index)
-                    || p.not_applicable
-                        .iter()
-                        .any(|h| h.source == source && h.index == index)
-            };
-            let new_exec: Vec<_> = late
-                .exec
-                .into_iter()
-                .filter(|h| !known(&plan, &h.source, h.index))
-                .collect();
-            let present: Vec<&str> = pod
+            let init_containers: Vec<&str> = pod
                 .spec
                 .iter()
                 .flat_map(|s| s.init_containers.iter().flatten())
                 .map(|c| c.name.as_str())
                 .collect();
-            let new_missed: Vec<HookRef> = late
-                .init
-                .iter()
-                .filter_map(|init| {
-                    let index: usize = init
-                        .source
-                        .rsplit_once("postHooks[")?
-                        .1
-                        .split(']')
-                        .next()?
-                        .parse()
-                        .ok()?;
-                    // Injected at admission (the webhook had the object then): not missed.
-                    let injected = init_containers(object, index)
-                        .is_some_and(|names| names.iter().all(|n| present.contains(&n.as_str())));
-                    (!injected && !known(&plan, &source, index)).then(|| HookRef {
-                        source: source.clone(),
-                        name: object.name.clone(),
-                        index,
-                        container: String::new(),
-                    })
-                })
-                .collect();
-            let new_na: Vec<HookRef> = late
-                .not_applicable
-                .into_iter()
-                .filter(|h| !known(&plan, &h.source, h.index))
-                .collect();
-            if new_exec.is_empty() && new_missed.is_empty() && new_na.is_empty() {
-                return Ok(PodResult::Nothing);
-            }
-            if !young && !new_exec.is_empty() {
-                return Ok(PodResult::TooOld);
-            }
+            let facts = LatePod {
+                created,
+                init_containers: &init_containers,
+            };
+            let window =
+                jiff::SignedDuration::try_from(self.window).unwrap_or(jiff::SignedDuration::MAX);
+            let (plan, exec, missed_init) =
+                match merge(plan, object, late, facts, Timestamp::now(), window)? {
+                    LateMerge::Unchanged => return Ok(PodResult::Nothing),
+                    LateMerge::TooOld => return Ok(PodResult::TooOld),
+                    LateMerge::Extended {
+                        plan,
+                        exec,
+                        missed_init,
+                    } => (plan, exec, missed_init),
+                };
             self.ledger.claim(&plan.restore, uid, &plan.id)?;
-            let (exec, missed_init) = (new_exec.len(), new_missed.len());
-            plan.hooks.extend(new_exec);
-            plan.missed_init.extend(new_missed);
-            plan.not_applicable.extend(new_na);
             let text = plan.to_annotation();
-            if text.len() > MAX_PLAN_BYTES {
-                anyhow::bail!(
-                    "the plan would be {} bytes with these hooks, over the {} KiB limit",
-                    text.len(),
-                    MAX_PLAN_BYTES / 1024
-                );
-            }
             let binding = PodBinding {
                 namespace,
                 name,
@@ -514,34 +458,6 @@ impl LateHooks {
         }
         anyhow::bail!("the pod kept changing while the plan was extended")
     }
-}
-
-/// The names of the init containers of `object`'s `postHooks[index]`, if it has any.
-fn init_containers(object: &CompiledObject, index: usize) -> Option<Vec<String>> {
-    let containers = object
-        .entries
-        .iter()
-        .flat_map(|e| &e.post_hooks)
-        .find(|p| p.index == index)?
-        .init
-        .as_ref()?
-        .as_ref()
-        .ok()?;
-    (!containers.is_empty()).then(|| containers.iter().map(|c| c.name.clone()).collect())
-}
-
-/// What the pod's annotations already show of `object` (no API call): its hooks are in the plan,
-/// or it has only init hooks and the webhook injected all of their containers.
-fn applied_at_admission(object: &CompiledObject, pod: &MarkedPod) -> bool {
-    if pod.plan_sources.contains(&object.source()) {
-        return true;
-    }
-    let posts = || object.entries.iter().flat_map(|e| &e.post_hooks);
-    posts().all(|p| p.exec.is_none())
-        && posts().all(|p| {
-            init_containers(object, p.index)
-                .is_none_or(|names| names.iter().all(|n| pod.injected.contains(n)))
-        })
 }
 
 fn humantime(d: Duration) -> String {

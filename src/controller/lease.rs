@@ -20,10 +20,14 @@ use tracing::{debug, info, warn};
 
 use crate::metrics::Metrics;
 
+/// Which Lease to contend for, as whom, and for how long.
 #[derive(Clone, Debug)]
 pub struct LeaseConfig {
+    /// `--lease-name`; the Lease is created when it does not exist.
     pub name: String,
+    /// `--lease-namespace`.
     pub namespace: String,
+    /// This replica's `holderIdentity`: unique per replica, or two replicas would both lead.
     pub identity: String,
     /// How long a Lease stays valid without renewal.
     pub duration: Duration,

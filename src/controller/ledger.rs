@@ -40,7 +40,9 @@ const ATTEMPTS: u32 = 5;
 #[derive(Clone, Debug, thiserror::Error)]
 #[error("its start could not be recorded in RestoreRun {run} ({error})")]
 pub struct NotRecorded {
+    /// The RestoreRun the start was to be recorded in.
     pub run: String,
+    /// Why the last attempt failed (or that the controller is stopping).
     pub error: String,
 }
 

@@ -1,13 +1,16 @@
 //! The post-restore exec controller (docs/behaviour.md §6).
 //!
-//! - `restore_hooks_core::state`: the pure per-pod state machine (every rule, table-tested);
+//! - `restore_hooks_core::exec_step`: the pure per-pod state machine (every rule, table-tested);
 //! - [`exec`]: running a command in a container (kube WebSocket exec, and a fake);
 //! - [`reconcile`]: the pending-pod watch and one worker per pending pod;
 //! - [`slots`]: exec slots shared fairly across namespaces;
 //! - [`status`], [`events`]: what the controller writes on pods;
 //! - [`ledger`]: the controller's own record of what ran, in the RestoreRuns;
-//! - [`tally`]: RestoreHook / ClusterRestoreHook / RestoreRun status;
-//! - [`late`]: exec hooks of hook objects that arrive after their pods;
+//! - [`object_status`]: RestoreHook / ClusterRestoreHook / RestoreRun status, counted over the
+//!   [`marked_pods`];
+//! - [`late`]: exec hooks of hook objects that arrive after their pods (the merge is
+//!   `restore_hooks_core::late_hooks`);
+//! - [`unmutated`]: restored pods the webhook never saw;
 //! - [`lease`]: leader election, so that only one replica execs.
 
 pub mod events;
@@ -15,13 +18,14 @@ pub mod exec;
 pub mod late;
 pub mod lease;
 pub mod ledger;
-pub mod pod;
+pub mod marked_pods;
+pub mod object_status;
 pub mod reconcile;
+pub mod slim_pod;
 pub mod slots;
 pub mod status;
-pub mod tally;
 pub mod unmutated;
-pub use restore_hooks_core::state;
+pub use restore_hooks_core::exec_step;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,9 +45,9 @@ use self::exec::{Exec, KubeExec};
 use self::late::LateHooks;
 use self::lease::LeaseConfig;
 use self::ledger::Ledger;
+use self::object_status::TallyConfig;
 use self::reconcile::Workers;
 use self::slots::ExecSlots;
-use self::tally::TallyConfig;
 
 /// Everything the controller needs from the process that hosts it.
 pub struct ControllerDeps {
@@ -137,7 +141,7 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
         // What earlier leaders ran is read before anything runs.
         let (ledger, ledger_task) = Ledger::spawn(client.clone(), term.clone());
         let ledger_task = AbortOnDrop(ledger_task);
-        let (tally, marked, tally_task) = tally::spawn(
+        let (tally, marked, tally_task) = object_status::spawn(
             client.clone(),
             keys.clone(),
             index.clone(),

@@ -25,13 +25,15 @@ use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch_pods};
 use restore_hooks_core::config::EngineConfig;
+use restore_hooks_core::exec_step::{
+    Context, ExecStep, Presence, align, capped, next_step, timestamp,
+};
 use restore_hooks_core::hooks::plan::{
     EXEC_FAILED, EXEC_LABEL, EXEC_PENDING, ExecPlan, ExecStatus, HookPhase, HookStatus,
 };
 use restore_hooks_core::hooks::scope::restore_scope;
 use restore_hooks_core::hooks::signing::PlanKeys;
 use restore_hooks_core::ledger::reconcile;
-use restore_hooks_core::state::{Context, Decision, Presence, align, decide, timestamp};
 use restore_hooks_core::trust::{Rejection, verify};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -47,27 +49,38 @@ use super::events::{
     EventSink, EventType, HOOK_FAILED, HOOK_REFUSED, HOOK_SUCCEEDED, HOOKS_COMPLETED,
     PLAN_REJECTED, Regarding, STATUS_ROLLED_BACK,
 };
-use super::exec::{Exec, ExecOutcome};
+use super::exec::{Exec, ExecOutcome, ExecRequest};
 use super::ledger::Ledger;
-use super::pod::{PodState, SlimPod};
+use super::object_status::Tally;
+use super::slim_pod::{PodState, SlimPod};
 use super::slots::{ExecSlots, SlotPermit};
 use super::status::{WriteError, set_exec_label, write_status};
-use super::tally::Tally;
 
 /// What every pod worker shares.
 pub struct Workers {
+    /// Watches, reads and patches pods (the controller's identity).
     pub client: kube::Client,
+    /// Runs the hooks' commands.
     pub exec: Arc<dyn Exec>,
+    /// Pending pods, hook results, status rollbacks.
     pub metrics: Metrics,
+    /// Hook results and rejected plans, as Events on the pods.
     pub events: EventSink,
+    /// Hook results, counted on the hook objects and RestoreRuns.
     pub tally: Tally,
+    /// Exec slots, shared fairly across namespaces.
     pub slots: Arc<ExecSlots>,
+    /// Verifies plans and statuses and signs the statuses written; while no key is loaded,
+    /// workers wait.
     pub keys: KeyRing,
     /// Namespace labels, for the scope check before every exec.
     pub index: Arc<SharedIndex>,
+    /// The scope rules and `--max-exec-timeout`.
     pub engine: EngineConfig,
     /// The controller's record of what ran: consulted before, and written at, every start.
     pub ledger: Ledger,
+    /// `--inherited-exec-grace`: how long past `startedAt + execTimeout` a `Running` hook this
+    /// process did not start still counts as running.
     pub inherited_grace: SignedDuration,
 }
 
@@ -406,7 +419,7 @@ impl PodWorker {
         }
     }
 
-    /// One step: confirm, record, verify, decide, write, start.
+    /// One step: confirm, record, verify, next_step, write, start.
     async fn act(&mut self, stopping: bool) -> Flow {
         if self.maybe_gone {
             return self.confirm().await;
@@ -471,7 +484,7 @@ impl PodWorker {
         }
         self.trusted = Some((plan.clone(), status.clone()));
         let out_of_scope = self.out_of_scope(&pod);
-        let decision = decide(
+        let decision = next_step(
             &plan,
             status.as_ref(),
             &pod.view,
@@ -492,7 +505,7 @@ impl PodWorker {
             waiting
         });
         self.wake_at = decision.wake_at;
-        let finishing = decision.finished.filter(|_| self.running.is_empty());
+        let finishing = decision.finished;
         if decision.write || finishing.is_some() {
             return self.write(&pod, &plan, decision, finishing).await;
         }
@@ -646,7 +659,7 @@ impl PodWorker {
         &mut self,
         pod: &Arc<PodState>,
         plan: &ExecPlan,
-        decision: Decision,
+        decision: ExecStep,
         finishing: Option<&'static str>,
     ) -> Flow {
         let Some(keys) = self.shared.keys.current() else {
@@ -659,7 +672,7 @@ impl PodWorker {
             Ok(updated) => {
                 self.backoff.reset();
                 let updated = PodState::from_slim(updated);
-                self.report_ended(&updated, plan, &decision.status, &decision.ended)
+                self.report_ended(&updated, plan, &decision.status, &[], &decision.ended)
                     .await;
                 self.pod = Some(updated.clone());
                 if let Some(label) = finishing {
@@ -750,13 +763,13 @@ impl PodWorker {
         self.execs.spawn(async move {
             let clock = Instant::now();
             let outcome = exec
-                .exec(
-                    &namespace,
-                    &name,
-                    &hook.container,
-                    &hook.command,
-                    Duration::from_millis(timeout_ms),
-                )
+                .exec(ExecRequest {
+                    namespace: &namespace,
+                    pod: &name,
+                    container: &hook.container,
+                    command: &hook.command,
+                    timeout: Duration::from_millis(timeout_ms),
+                })
                 .await;
             drop(permit);
             Finished {
@@ -858,7 +871,7 @@ impl PodWorker {
             still_running.remove(i);
         }
         // Settle what follows from the results (onError: Fail skips the rest) in the same write.
-        let decision = decide(
+        let decision = next_step(
             &plan,
             Some(&status),
             &pod.view,
@@ -870,7 +883,7 @@ impl PodWorker {
                 out_of_scope: None,
             },
         );
-        let finishing = decision.finished.filter(|_| still_running.is_empty());
+        let finishing = decision.finished;
         let written = self
             .write_signed(&keys, &pod, &decision.status, finishing)
             .await;
@@ -882,10 +895,14 @@ impl PodWorker {
                     self.running.remove(i);
                 }
                 let updated = PodState::from_slim(updated);
-                let mut ended = recorded;
-                ended.extend(decision.ended.iter().copied());
-                self.report_ended(&updated, &plan, &decision.status, &ended)
-                    .await;
+                self.report_ended(
+                    &updated,
+                    &plan,
+                    &decision.status,
+                    &recorded,
+                    &decision.ended,
+                )
+                .await;
                 self.trusted = Some((plan.clone(), Some(decision.status.clone())));
                 self.pod = Some(updated.clone());
                 if let Some(label) = finishing {
@@ -925,7 +942,7 @@ impl PodWorker {
         self.running.clear();
         let mut view = pod.view.clone();
         view.presence = Presence::Gone;
-        let decision = decide(
+        let decision = next_step(
             &plan,
             Some(&status),
             &view,
@@ -938,10 +955,9 @@ impl PodWorker {
             },
         );
         warn!(pod = %self.pod_ref(), restore = %plan.restore, not_run = decision.ended.len(), "pod deleted before all hooks ran");
-        reported.extend(decision.ended.iter().copied());
-        self.report_ended(&pod, &plan, &decision.status, &reported)
+        self.report_ended(&pod, &plan, &decision.status, &reported, &decision.ended)
             .await;
-        if !reported.is_empty() {
+        if !reported.is_empty() || !decision.ended.is_empty() {
             self.completed(&pod, &plan, &decision.status, EXEC_FAILED)
                 .await;
         }
@@ -1026,15 +1042,18 @@ impl PodWorker {
     }
 
     /// Reports hooks that became terminal (after their phase was written, or the pod vanished):
-    /// Events, logs, metrics.
+    /// Events, logs, metrics. `ran` are exec results, `not_run` the hooks the state machine ended
+    /// without an exec (expired, pod gone, skipped after a failure, interrupted, refused).
     async fn report_ended(
         &self,
         pod: &PodState,
         plan: &ExecPlan,
         status: &ExecStatus,
-        which: &[usize],
+        ran: &[usize],
+        not_run: &[usize],
     ) {
-        for &i in which {
+        let ended = ran.iter().map(|&i| (i, true));
+        for (i, exec_result) in ended.chain(not_run.iter().map(|&i| (i, false))) {
             let (hook, entry) = (&plan.hooks[i], &status.hooks[i]);
             let result = match entry.phase {
                 HookPhase::Succeeded => "succeeded",
@@ -1046,9 +1065,9 @@ impl PodWorker {
                 .exec_hooks
                 .with_label_values(&[result])
                 .inc();
-            if entry.phase != HookPhase::Succeeded && !is_exec_result(entry) {
-                // Exec results were logged when they arrived; these never ran (expired, pod
-                // gone, skipped after a failure, interrupted): each is a hook that did not happen.
+            if entry.phase != HookPhase::Succeeded && !exec_result {
+                // Exec results were logged when they arrived; these never ran (or their result
+                // was lost): each is a hook that did not happen.
                 warn!(
                     pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index = i,
                     source = %hook.source, container = %hook.container, result,
@@ -1099,17 +1118,6 @@ impl PodWorker {
     }
 }
 
-/// The plan with `--max-exec-timeout` applied to every hook. The state machine reads a hook's
-/// execTimeout for the in-flight deadline of a `Running` hook another process started (§6.10:
-/// the capped value, as no exec runs longer); the plan may hold a longer one (admitted under a
-/// higher cap, or written by hand and signed by `inject`).
-fn capped(mut plan: ExecPlan, max_exec_timeout_ms: u64) -> ExecPlan {
-    for hook in &mut plan.hooks {
-        hook.exec_timeout_ms = hook.exec_timeout_ms.min(max_exec_timeout_ms);
-    }
-    plan
-}
-
 /// True when `a` is an older version of the same pod than `b`. resourceVersions are opaque to
 /// clients in general; the API server's are etcd revisions (integers), and when either does not
 /// parse as one, nothing is taken to be older.
@@ -1121,9 +1129,4 @@ fn is_older(a: &PodState, b: &PodState) -> bool {
         (Ok(a), Ok(b)) => a < b,
         _ => false,
     }
-}
-
-/// True for entries that carry an exec result (they have a start time).
-fn is_exec_result(entry: &HookStatus) -> bool {
-    entry.started_at.is_some() && entry.message != restore_hooks_core::state::INTERRUPTED
 }

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use prometheus::IntGauge;
 use tokio::sync::oneshot;
 
+/// The controller's exec slots: a semaphore that is fair across namespaces.
 pub struct ExecSlots {
     total: usize,
     per_namespace: usize,
@@ -47,6 +48,8 @@ impl Drop for SlotPermit {
 }
 
 impl ExecSlots {
+    /// `total` slots (`--max-concurrent-execs`), at most `per_namespace` of them held by one
+    /// namespace; both are at least 1. `gauge` follows the slots in use.
     pub fn new(total: usize, per_namespace: usize, gauge: IntGauge) -> Arc<Self> {
         Arc::new(Self {
             total: total.max(1),
@@ -75,6 +78,7 @@ impl ExecSlots {
         }
     }
 
+    /// Slots held right now.
     pub fn in_use(&self) -> usize {
         self.lock().in_use
     }

@@ -5,15 +5,20 @@ use restore_hooks_core::hooks::plan::{EXEC_LABEL, ExecStatus, STATUS_ANNOTATION}
 use restore_hooks_core::hooks::signing::{PlanKeys, STATUS_SIGNATURE_ANNOTATION};
 use serde_json::json;
 
-use super::pod::SlimPod;
+use super::slim_pod::SlimPod;
 
+/// Why a write to a pod did not happen. Only [`WriteError::Api`] is a failure (retried with
+/// backoff); the other two are the pod moving on: a conflict is answered by reading the pod
+/// again, a deleted pod ends its worker.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
     /// The pod changed since it was read: re-read it and decide again.
     #[error("the pod changed since it was read (resourceVersion conflict)")]
     Conflict,
+    /// The pod was deleted (404).
     #[error("the pod no longer exists")]
     Gone,
+    /// Any other error from the API server or the connection to it.
     #[error("pod API request failed: {0}")]
     Api(#[source] kube::Error),
 }

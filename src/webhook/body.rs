@@ -11,7 +11,7 @@ use futures::StreamExt as _;
 use http_body::Body as _;
 
 use super::body_deadline::BodyDeadlineExceeded;
-use super::server::MAX_BODY_BYTES;
+use super::limits::MAX_BODY_BYTES;
 
 /// Why the body could not be read.
 #[derive(Debug)]

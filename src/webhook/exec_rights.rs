@@ -15,7 +15,7 @@ use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::api::{Api, PostParams};
-use restore_hooks_core::inject::ExecRight;
+use restore_hooks_core::admission::ExecRight;
 use serde::Deserialize;
 
 /// How long an answer is reused.
@@ -28,12 +28,17 @@ const CAPACITY: usize = 4096;
 /// `request.userInfo` of an AdmissionReview: who sent the CREATE.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Deserialize)]
 pub struct UserInfo {
+    /// The user or ServiceAccount (`system:serviceaccount:<namespace>:<name>`).
     #[serde(default)]
     pub username: String,
+    /// The identity's uid, when the authenticator sets one.
     #[serde(default)]
     pub uid: String,
+    /// The groups it belongs to: RBAC bindings to groups count too.
     #[serde(default)]
     pub groups: Vec<String>,
+    /// Extra attributes from the authenticator (a token's scopes, a node's name), passed on as
+    /// they are: an authorizer may decide on them.
     #[serde(default)]
     pub extra: BTreeMap<String, Vec<String>>,
 }

@@ -11,16 +11,15 @@
 //!   convenience, and clients reconnect (Go retries a request whose connection the server closed
 //!   while idle).
 //! - **In-flight body bytes** ([`Limits::in_flight_body_bytes`]): a review reserves its declared
-//!   `Content-Length` (at least [`MIN_RESERVATION`], [`MAX_BODY_BYTES`](super::MAX_BODY_BYTES)
-//!   when it declares none) before its body is read, and keeps the reservation until its answer
-//!   is built. A body over [`MAX_BODY_BYTES`](super::MAX_BODY_BYTES) is answered 413 before it is
-//!   read. When the budget is spent, a review waits up to [`Timeouts::in_flight_wait`]
-//!   (super::Timeouts) and is then answered 429 with `Retry-After: 1`: the API server calls
-//!   webhooks through client-go's REST client, which retries a 429 carrying `Retry-After` (the
-//!   AdmissionReview is a byte body, so the request is replayable) within the webhook's timeout;
-//!   without the header the call would simply fail and `failurePolicy` decide. Holding a
-//!   waiting review costs little: its body is not read, so it stays in the kernel or within the
-//!   HTTP/2 flow-control window.
+//!   `Content-Length` (at least [`MIN_RESERVATION`], [`MAX_BODY_BYTES`] when it declares none)
+//!   before its body is read, and keeps the reservation until its answer is built. A body over
+//!   [`MAX_BODY_BYTES`] is answered 413 before it is read. When the budget is spent, a review
+//!   waits up to [`Timeouts::in_flight_wait`] and is then answered 429 with `Retry-After: 1`:
+//!   the API server calls webhooks through client-go's REST client, which retries a 429
+//!   carrying `Retry-After` (the AdmissionReview is a byte body, so the request is replayable)
+//!   within the webhook's timeout; without the header the call would simply fail and
+//!   `failurePolicy` decide. Holding a waiting review costs little: its body is not read, so it
+//!   stays in the kernel or within the HTTP/2 flow-control window.
 //! - **Idle HTTP/2 connections**: closed (GOAWAY) once no request was in flight for
 //!   [`Timeouts::header_read`](super::Timeouts), the limit hyper already applies to idle
 //!   HTTP/1.1 keep-alive connections. In-flight requests are never cut: only a connection with
@@ -47,8 +46,50 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::body_deadline::with_body_deadline;
-use super::server::{MAX_BODY_BYTES, Timeouts};
 use crate::metrics::Metrics;
+
+/// Largest AdmissionReview body accepted: 3.5 MiB. The API server accepts request bodies of at
+/// most 3 MiB (`MaxRequestBodyBytes`), and the review of a pod CREATE (the only one the webhook
+/// configuration sends) carries the object once (`oldObject` is null), plus an envelope of a few
+/// KiB (`userInfo`, `options`); the rest is headroom for a pod sent as protobuf or YAML, which
+/// the API server re-encodes as JSON. etcd stores at most 1.5 MiB per object anyway. Anything
+/// larger is not a review the API server sends, and is answered 413 before it is read.
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024 + 512 * 1024;
+
+/// Limits on clients that connect but do not finish a request (port scanners, stuck peers).
+/// The API server sends a whole request at once, so a few seconds is generous.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// TLS handshake.
+    pub handshake: Duration,
+    /// From the end of the handshake to the first complete request on a connection.
+    pub first_request: Duration,
+    /// Reading the headers of each later HTTP/1 request on a kept-alive connection. hyper
+    /// starts this clock while the connection is idle, so it is also the idle keep-alive limit;
+    /// HTTP/2 connections with no request in flight for this long are closed too (GOAWAY). It
+    /// must exceed the API server's idle-connection timeout (90 s), so that the client, not us,
+    /// closes idle connections and no request races a server-side close.
+    pub header_read: Duration,
+    /// Reading the whole body of a request, counted from when it got its in-flight reservation:
+    /// neither of the limits above covers a client that sends a head and then trickles the body.
+    pub request_body: Duration,
+    /// How long a review waits for the in-flight budget ([`Limits::in_flight_body_bytes`])
+    /// before it is answered 429 with `Retry-After: 1`: a burst is smoothed over, and the API
+    /// server (whose webhook timeout is at least 1 s, 5 s in the chart) still has time to retry.
+    pub in_flight_wait: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            handshake: Duration::from_secs(10),
+            first_request: Duration::from_secs(10),
+            header_read: Duration::from_secs(120),
+            request_body: Duration::from_secs(10),
+            in_flight_wait: Duration::from_secs(1),
+        }
+    }
+}
 
 /// The smallest reservation a review makes from the in-flight budget, whatever it declares: a
 /// review costs more than its body (the pod view, the patch, the response), and the floor also

@@ -11,4 +11,5 @@ pub mod server;
 pub mod tls;
 
 pub use limits::{LimitStats, Limits};
-pub use server::{Bound, MAX_BODY_BYTES, Timeouts, WebhookError, WebhookSources, noop_router};
+pub use limits::{MAX_BODY_BYTES, Timeouts};
+pub use server::{Bound, WebhookError, WebhookSources, noop_router};

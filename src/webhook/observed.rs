@@ -22,6 +22,9 @@ const BATCH: Duration = Duration::from_millis(500);
 
 type Key = (SourceKind, String, String);
 
+/// Reports, under `status.webhooks.<identity>`, the generation (and first problem) of every hook
+/// object as `index` compiled it, at most every 500 ms, until `stop` is cancelled. Failed writes
+/// are retried at the next batch; needs `patch` on both kinds' `status` subresources.
 pub async fn report(
     client: kube::Client,
     index: Arc<SharedIndex>,

@@ -1,4 +1,4 @@
-//! AdmissionReview in, AdmissionReview out: decoding, the decision (by [`crate::inject`]) and
+//! AdmissionReview in, AdmissionReview out: decoding, the decision (by [`crate::admission`]) and
 //! encoding. No sockets here; the server calls [`review`] with the request body.
 //!
 //! The request's object is never built as a JSON tree: it stays raw text until the request is
@@ -13,12 +13,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::admission::{Admission, ExecRight, Issuer, Requester, evaluate};
 use crate::config::EngineConfig;
 use crate::hooks::pod::AdmittedPod;
 use crate::hooks::resolve::PodContext;
 use crate::hooks::types::Labels;
 use crate::index::HookIndex;
-use crate::inject::{Decision, ExecRight, Issuer, Requester, evaluate};
 use crate::webhook::exec_rights::UserInfo;
 
 /// What the webhook answered, for metrics and logs.
@@ -35,6 +35,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The `outcome` label of the admission metrics and the log field.
     pub fn as_label(self) -> &'static str {
         match self {
             Outcome::Unchanged => "unchanged",
@@ -49,6 +50,7 @@ impl Outcome {
 pub struct Reviewed {
     /// The AdmissionReview response as it goes on the wire ([`Reviewed::to_bytes`]).
     pub response: ReviewOut,
+    /// What was answered, in one word.
     pub outcome: Outcome,
     /// Init containers the patch adds.
     pub injected: usize,
@@ -88,6 +90,7 @@ impl Reviewed {
 pub struct ReviewOut {
     api_version: &'static str,
     kind: &'static str,
+    /// The only part that varies: `apiVersion` and `kind` are fixed.
     pub response: AdmissionResponse,
 }
 
@@ -118,13 +121,17 @@ impl ReviewOut {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AdmissionResponse {
+    /// The request's uid: the API server rejects a response whose uid differs.
     pub uid: String,
+    /// False only for a denial; a pod the webhook does not decide is allowed unchanged.
     pub allowed: bool,
     /// The JSON Patch, base64 (Go `[]byte`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub patch: Option<String>,
+    /// `JSONPatch` when there is a patch (the only type the API server accepts), else absent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub patch_type: Option<&'static str>,
+    /// Admission warnings, shown by kubectl and recorded in the audit log.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
     /// Why the request is denied.
@@ -135,9 +142,13 @@ pub struct AdmissionResponse {
 /// `response.status` of a denial (a `metav1.Status`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DenyStatus {
+    /// Always `Failure`.
     pub status: &'static str,
+    /// The HTTP code the client sees (the API server turns anything under 400 into 400).
     pub code: u16,
+    /// The `metav1.StatusReason`, e.g. `BadRequest`.
     pub reason: &'static str,
+    /// Why, for the person who created the pod.
     pub message: String,
 }
 
@@ -166,20 +177,28 @@ struct ReviewIn<'a> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RequestIn<'a> {
+    /// Identifies this request; echoed in the response.
     #[serde(borrow)]
     pub uid: Cow<'a, str>,
+    /// The kind of the object under admission.
     #[serde(borrow)]
     pub kind: KindIn<'a>,
+    /// Set when the request is for a subresource (`status`, `exec`, ...); never decided.
     #[serde(borrow, default)]
     pub sub_resource: Option<Cow<'a, str>>,
+    /// The object's name; empty or absent for a pod named by `generateName`.
     #[serde(borrow, default)]
     pub name: Option<Cow<'a, str>>,
+    /// The object's namespace; see [`RequestIn::target_namespace`].
     #[serde(borrow, default)]
     pub namespace: Option<Cow<'a, str>>,
+    /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
     #[serde(borrow)]
     pub operation: Cow<'a, str>,
+    /// The object as raw JSON text, parsed only for a pod CREATE; `None` for a DELETE.
     #[serde(borrow, default)]
     pub object: Option<&'a RawValue>,
+    /// The object will not be persisted; decided the same way, and logged as such.
     #[serde(default)]
     pub dry_run: Option<bool>,
     /// Who sent the request: the pod's creator (docs/behaviour.md §9.9).
@@ -219,10 +238,13 @@ impl RequestIn<'_> {
 /// What the decision needs besides the request: the index (read-locked by the caller), the
 /// namespace's labels when the caller looked them up itself, the policy and the plan issuer.
 pub struct ReviewContext<'a> {
+    /// The hook objects and namespace labels the decision reads.
     pub index: &'a HookIndex,
     /// `Some` overrides the index (the namespace was read from the API server).
     pub namespace_labels: Option<&'a Labels>,
+    /// The policy: restore labels, `--velero-hooks`, `--on-invalid`, excluded namespaces.
     pub config: &'a EngineConfig,
+    /// How the plans the patch adds are signed, stamped and named.
     pub issuer: Issuer<'a>,
     /// Whether the request's user may create pods/exec in the pod's namespace, when the caller
     /// asked (see [`RequestIn::mentions_annotation_exec_hook`]); `None`: not asked.
@@ -234,8 +256,10 @@ pub struct ReviewContext<'a> {
 /// `request.kind`: the group/version/kind of the object.
 #[derive(Deserialize)]
 pub struct KindIn<'a> {
+    /// API group; empty for the core group.
     #[serde(borrow, default)]
     pub group: Cow<'a, str>,
+    /// Kind, e.g. `Pod`.
     #[serde(borrow, default)]
     pub kind: Cow<'a, str>,
 }
@@ -330,18 +354,18 @@ pub fn decide_request(request: &RequestIn<'_>, ctx: ReviewContext<'_>) -> Review
     let mut decision = evaluate(&pod_ctx, ctx.index, ctx.config, &ctx.issuer, &requester);
     if !ctx.extra_warnings.is_empty() {
         match &mut decision {
-            Decision::Unchanged { warnings } | Decision::Patch { warnings, .. } => {
+            Admission::Unchanged { warnings } | Admission::Patch { warnings, .. } => {
                 warnings.extend(ctx.extra_warnings)
             }
-            Decision::Deny { .. } => {}
+            Admission::Deny { .. } => {}
         }
     }
     match decision {
-        Decision::Unchanged { warnings } => {
+        Admission::Unchanged { warnings } => {
             reviewed.outcome = with_warnings(Outcome::Unchanged, &warnings);
             reviewed.response = allowed(uid, None, &warnings);
         }
-        Decision::Patch {
+        Admission::Patch {
             patch,
             warnings,
             injected,
@@ -359,7 +383,7 @@ pub fn decide_request(request: &RequestIn<'_>, ctx: ReviewContext<'_>) -> Review
                 return deny(reviewed, message);
             }
         },
-        Decision::Deny { message } => return deny(reviewed, message),
+        Admission::Deny { message } => return deny(reviewed, message),
     }
     reviewed
 }

@@ -1,4 +1,4 @@
-//! The HTTPS server around [`review`]: `POST /mutate`, TLS with certificate reload, timeouts
+//! The HTTPS server around [`super::review`]: `POST /mutate`, TLS with certificate reload, timeouts
 //! against slow clients, per-request logs and metrics, and a graceful drain on shutdown.
 //!
 //! Memory and connections are bounded against hostile or stuck clients ([`super::limits`]): a
@@ -11,7 +11,8 @@
 //! `--shutdown-grace` as the upper bound.
 //!
 //! The module is long because binding, TLS reload, request handling and drain share the server's
-//! lifetime; the admission decision itself is in [`review`], the bounds in [`super::limits`].
+//! lifetime; the admission decision itself is in [`super::review`], the bounds in
+//! [`super::limits`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -29,27 +30,19 @@ use prometheus::IntCounter;
 use tokio_util::sync::CancellationToken;
 
 use super::body::{BodyError, ReviewBody};
-use super::limits::{Guard, LimitStats, Limits, SlotAcceptor, admit, too_large_response};
+use super::limits::{Guard, LimitStats, Limits, SlotAcceptor, Timeouts, admit, too_large_response};
 use super::review::{
     BadReview, Outcome, ReviewContext, Reviewed, allowed, decide_request, parse_review,
 };
 use super::tls::{CertReloader, TlsDir, TlsError};
 use crate::admin::Readiness;
+use crate::admission::{ExecRight, Issuer};
 use crate::catalog::SharedIndex;
 use crate::cli::WebhookArgs;
 use crate::config::EngineConfig;
 use crate::hooks::types::Labels;
-use crate::inject::{ExecRight, Issuer};
 use crate::metrics::Metrics;
 use crate::plan_key::KeyRing;
-
-/// Largest AdmissionReview body accepted: 3.5 MiB. The API server accepts request bodies of at
-/// most 3 MiB (`MaxRequestBodyBytes`), and the review of a pod CREATE (the only one the webhook
-/// configuration sends) carries the object once (`oldObject` is null), plus an envelope of a few
-/// KiB (`userInfo`, `options`); the rest is headroom for a pod sent as protobuf or YAML, which
-/// the API server re-encodes as JSON. etcd stores at most 1.5 MiB per object anyway. Anything
-/// larger is not a review the API server sends, and is answered 413 before it is read.
-pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024 + 512 * 1024;
 
 /// HTTP/1.1 read buffer (headers, and body reads): the API server's request heads are a few
 /// hundred bytes. hyper's default, about 400 KiB, would let each of a thousand connections
@@ -84,53 +77,25 @@ pub const MUTATE_NAMESPACE_LABEL_PATH: &str = "/mutate/namespace-label";
 /// pod's namespace: well under the webhook's own timeout (5 s in the chart).
 const NAMESPACE_LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Limits on clients that connect but do not finish a request (port scanners, stuck peers).
-/// The API server sends a whole request at once, so a few seconds is generous.
-#[derive(Clone, Copy, Debug)]
-pub struct Timeouts {
-    /// TLS handshake.
-    pub handshake: Duration,
-    /// From the end of the handshake to the first complete request on a connection.
-    pub first_request: Duration,
-    /// Reading the headers of each later HTTP/1 request on a kept-alive connection. hyper
-    /// starts this clock while the connection is idle, so it is also the idle keep-alive limit;
-    /// HTTP/2 connections with no request in flight for this long are closed too (GOAWAY). It
-    /// must exceed the API server's idle-connection timeout (90 s), so that the client, not us,
-    /// closes idle connections and no request races a server-side close.
-    pub header_read: Duration,
-    /// Reading the whole body of a request, counted from when it got its in-flight reservation:
-    /// neither of the limits above covers a client that sends a head and then trickles the body.
-    pub request_body: Duration,
-    /// How long a review waits for the in-flight budget ([`Limits::in_flight_body_bytes`])
-    /// before it is answered 429 with `Retry-After: 1`: a burst is smoothed over, and the API
-    /// server (whose webhook timeout is at least 1 s, 5 s in the chart) still has time to retry.
-    pub in_flight_wait: Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Self {
-            handshake: Duration::from_secs(10),
-            first_request: Duration::from_secs(10),
-            header_read: Duration::from_secs(120),
-            request_body: Duration::from_secs(10),
-            in_flight_wait: Duration::from_secs(1),
-        }
-    }
-}
-
 // Messages carry their cause inline (no `#[source]`), so that a log line with `%err` is complete
 // and `{:#}` in main does not print the cause twice.
+/// Why the webhook server could not start, or stopped serving.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WebhookError {
+    /// The listening socket could not be opened (address in use, no permission for the port).
     #[error("cannot listen on --listen {addr}: {error}")]
     Bind {
+        /// The `--listen` address.
         addr: SocketAddr,
+        /// The error from the operating system.
         error: std::io::Error,
     },
+    /// The serving certificate in `--tls-dir` could not be loaded at start-up (a failed reload
+    /// keeps the current certificate instead).
     #[error("cannot load the serving certificate: {0}")]
     Tls(TlsError),
+    /// The server stopped on an I/O error after it started.
     #[error("the HTTPS server failed: {0}")]
     Serve(std::io::Error),
 }
@@ -219,15 +184,18 @@ impl Bound {
         })
     }
 
+    /// The address actually bound: the port the system picked when `--listen` asked for port 0.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
 
+    /// Replaces the default client timeouts (tests use short ones).
     pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
         self.timeouts = timeouts;
         self
     }
 
+    /// Replaces the default connection and in-flight bounds (tests use small ones).
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
@@ -360,7 +328,10 @@ fn log_accept_error(peer: Option<&SocketAddr>, err: &std::io::Error) {
 /// Where the webhook's decisions come from.
 #[derive(Clone)]
 pub struct WebhookSources {
+    /// Hook objects and namespace labels, kept current by the catalog's watches.
     pub index: Arc<SharedIndex>,
+    /// The keys that sign the plans the webhook issues; readiness waits for them unless running
+    /// without a key is the configuration.
     pub keys: KeyRing,
     /// For namespaces the index does not know yet; `None` without a cluster.
     pub namespaces: Option<kube::Api<k8s_openapi::api::core::v1::Namespace>>,
@@ -399,9 +370,9 @@ pub fn router(
     readiness: Readiness,
 ) -> Router {
     Router::new()
-        .route(MUTATE_PATH, post(mutate))
-        .route(MUTATE_POD_LABEL_PATH, post(mutate))
-        .route(MUTATE_NAMESPACE_LABEL_PATH, post(mutate_namespace_label))
+        .route(MUTATE_PATH, post(mutate::<false>))
+        .route(MUTATE_POD_LABEL_PATH, post(mutate::<false>))
+        .route(MUTATE_NAMESPACE_LABEL_PATH, post(mutate::<true>))
         .with_state(Arc::new(MutateState {
             outcomes: [
                 Outcome::Unchanged,
@@ -447,22 +418,15 @@ async fn noop(body: Result<ReviewBody, BodyError>) -> Response {
     }
 }
 
-async fn mutate(
+/// `POST /mutate*`. `NAMESPACE_LABEL` is the namespace-label webhook's path: its pods are in
+/// scope by their namespace's label, which the handler may have to look up.
+async fn mutate<const NAMESPACE_LABEL: bool>(
     State(state): State<Arc<MutateState>>,
     connection: Option<Extension<ConnectionShutdown>>,
     RawQuery(query): RawQuery,
     body: Result<ReviewBody, BodyError>,
 ) -> Response {
-    handle(state, connection, query, body, false).await
-}
-
-async fn mutate_namespace_label(
-    State(state): State<Arc<MutateState>>,
-    connection: Option<Extension<ConnectionShutdown>>,
-    RawQuery(query): RawQuery,
-    body: Result<ReviewBody, BodyError>,
-) -> Response {
-    handle(state, connection, query, body, true).await
+    handle(state, connection, query, body, NAMESPACE_LABEL).await
 }
 
 /// The namespace's labels from the API server, when the cache does not know it (created a moment

@@ -21,39 +21,68 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 
+/// The certificate chain's file name in `--tls-dir` (the `tls.crt` key of a
+/// `kubernetes.io/tls` Secret).
 pub const CERT_FILE: &str = "tls.crt";
+/// The private key's file name in `--tls-dir` (the `tls.key` key of a `kubernetes.io/tls` Secret).
 pub const KEY_FILE: &str = "tls.key";
 
 /// ALPN: HTTP/2 first (the API server may use it), HTTP/1.1 for everything else.
 const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
 
+/// Why a serving-certificate pair cannot be loaded. At start-up it stops the webhook; on a reload
+/// it is logged and counted, and the current certificate keeps being served.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TlsError {
+    /// A file could not be read (missing, unreadable, or the Secret is mounted wrongly).
     #[error(
         "cannot read {path}: {error} (--tls-dir must hold tls.crt and tls.key: mount the \
          serving-certificate Secret there as a directory, without subPath)"
     )]
-    Read { path: PathBuf, error: io::Error },
+    Read {
+        /// The file that could not be read.
+        path: PathBuf,
+        /// The error from the file system.
+        error: io::Error,
+    },
+    /// A file is not well-formed PEM.
     #[error("{path} is not valid PEM: {reason}")]
-    Pem { path: PathBuf, reason: String },
+    Pem {
+        /// The malformed file.
+        path: PathBuf,
+        /// What the PEM parser rejected.
+        reason: String,
+    },
+    /// The certificate file holds no certificate at all.
     #[error(
         "{path} holds no `CERTIFICATE` PEM block: it must hold the serving certificate, \
          followed by any intermediate CA certificates"
     )]
-    NoCertificate { path: PathBuf },
+    NoCertificate {
+        /// The certificate file.
+        path: PathBuf,
+    },
+    /// The key file holds no private key in a supported format.
     #[error(
         "{path} holds no private key: expected a PEM `PRIVATE KEY` (PKCS#8), \
          `RSA PRIVATE KEY` (PKCS#1) or `EC PRIVATE KEY` (SEC1) block"
     )]
-    NoKey { path: PathBuf },
+    NoKey {
+        /// The key file.
+        path: PathBuf,
+    },
+    /// rustls refused the pair: most often a key that is not the leaf certificate's.
     #[error(
         "{key} cannot be used with the first certificate of {cert}: {reason} (tls.crt and \
          tls.key must be the pair of one Secret; with cert-manager check the Certificate's status)"
     )]
     Mismatch {
+        /// The certificate file.
         cert: PathBuf,
+        /// The key file.
         key: PathBuf,
+        /// Why rustls refused the pair.
         reason: String,
     },
 }
@@ -67,7 +96,9 @@ pub struct TlsDir {
 /// The raw bytes of one read of both files; compared to decide whether to rebuild.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PemPair {
+    /// `tls.crt` as read.
     pub cert: Vec<u8>,
+    /// `tls.key` as read.
     pub key: Vec<u8>,
 }
 
@@ -88,24 +119,32 @@ pub struct CertInfo {
 
 /// A validated certificate chain and key, ready to serve.
 pub struct LoadedCert {
+    /// The rustls configuration to serve (h2 and http/1.1 ALPN).
     pub config: Arc<ServerConfig>,
+    /// What to log about the certificate.
     pub info: CertInfo,
+    /// The bytes it was built from: the reloader's starting point.
     pub pem: PemPair,
 }
 
 impl TlsDir {
+    /// The directory `--tls-dir` names; nothing is read until [`TlsDir::read`] or
+    /// [`TlsDir::load`].
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self { dir: dir.into() }
     }
 
+    /// The directory itself.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
+    /// Path of the certificate chain ([`CERT_FILE`]).
     pub fn cert_path(&self) -> PathBuf {
         self.dir.join(CERT_FILE)
     }
 
+    /// Path of the private key ([`KEY_FILE`]).
     pub fn key_path(&self) -> PathBuf {
         self.dir.join(KEY_FILE)
     }

@@ -24,7 +24,7 @@ use restore_hooks::catalog::{SharedIndex, StaticCatalog};
 use restore_hooks::cli::WebhookArgs;
 use restore_hooks::config::EngineConfig;
 use restore_hooks::hooks::signing::PlanKeys;
-use restore_hooks::inject::ExecRight;
+use restore_hooks::admission::ExecRight;
 use restore_hooks::metrics::Metrics;
 use restore_hooks::plan_key::KeyRing;
 use restore_hooks::webhook::exec_rights::ExecRights;

@@ -91,14 +91,6 @@ impl CompiledObject {
             })
         })
     }
-
-    /// Whether any `postHooks[]` element has an `init` hook, valid or not: what the pods admitted
-    /// before a late object may have missed (§7.3).
-    pub fn has_init_hooks(&self) -> bool {
-        self.entries
-            .iter()
-            .any(|e| e.post_hooks.iter().any(|p| p.init.is_some()))
-    }
 }
 
 /// A set of `postHooks` and the pods it selects.

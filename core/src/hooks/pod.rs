@@ -222,14 +222,6 @@ impl<'a> AdmittedPod<'a> {
     }
 }
 
-impl ContainerView<'_> {
-    /// Whether this init container has `restartPolicy: Always`, which makes it an exec target
-    /// (§6.4).
-    pub fn is_native_sidecar(&self) -> bool {
-        self.restart_policy.as_deref() == Some("Always")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
@@ -265,7 +257,7 @@ mod tests {
             assert_eq!(*init[0].args.as_ref().unwrap()[0], *"--x");
             let env: Value = serde_json::from_str(init[0].env.unwrap().get()).unwrap();
             assert_eq!(env[0]["name"], "A");
-            assert!(init[1].is_native_sidecar());
+            assert_eq!(init[1].restart_policy.as_deref(), Some("Always"));
             assert_eq!(*view.volumes()[0].name, *"data");
         }
     }

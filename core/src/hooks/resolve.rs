@@ -9,7 +9,7 @@
 //! The module is long because precedence (§3.1, §3.3), source order (§3.2), exec targets (§3.5)
 //! and init container placement and clashes (§4.3, §4.4) are decided together, over one view of
 //! the pod. It has no unit tests of its own: the end-to-end admission cases in
-//! `tests/injection.rs` test it through [`crate::inject::evaluate`].
+//! `core/tests/injection.rs` test it through [`crate::admission::evaluate`].
 
 use std::collections::HashMap;
 
@@ -29,6 +29,10 @@ use super::types::Labels;
 use crate::config::{EngineConfig, VeleroHooksMode};
 use crate::index::HookIndex;
 
+/// Init containers that Velero's file-system restore puts in the pod; hook containers go after
+/// the last of them, because they need the restored volume data (docs/behaviour.md §4.2).
+pub const RESTORE_WAIT_CONTAINERS: [&str; 2] = ["restore-wait", "restic-wait"];
+
 /// The pod being admitted and where.
 #[derive(Clone, Copy, Debug)]
 pub struct PodContext<'a> {
@@ -47,9 +51,14 @@ pub struct Resolution {
     pub scope: RestoreScope,
     /// The restore's name: the Velero Restore's full name when it is known, else the label value.
     pub restore: String,
-    /// Init hooks to inject, in source order (§3.2, §4.1); for late hooks, the missed ones, without
-    /// containers (§7.3).
+    /// Init hooks to inject, in source order (§3.2, §4.1); for late hooks, every init hook of the
+    /// object that selects the pod (whether the pod has its containers decides if it was missed,
+    /// [`crate::late_hooks::merge`]).
     pub init: Vec<InitHook>,
+    /// Where new hook containers go in `spec.initContainers` (§4.2): after the last
+    /// `restore-wait`/`restic-wait` and, under `defer`, after the last init container Velero
+    /// injected for its own hooks; 0 when there is none.
+    pub init_index: usize,
     /// Valid exec hooks in plan order (§3.2), timeouts capped at `--max-exec-timeout`.
     pub exec: Vec<PlannedHook>,
     /// Spec exec hooks that select the pod but name a container it lacks.
@@ -64,6 +73,20 @@ pub struct Resolution {
 }
 
 impl Resolution {
+    fn empty(scope: &RestoreScope, restore: String) -> Self {
+        Self {
+            scope: scope.clone(),
+            restore,
+            init: Vec::new(),
+            init_index: 0,
+            exec: Vec::new(),
+            not_applicable: Vec::new(),
+            notes: Vec::new(),
+            problems: Vec::new(),
+            refused_annotation_hook: false,
+        }
+    }
+
     /// Whether no init or exec hook applies: then the pod gets no plan (§4.5).
     pub fn is_empty(&self) -> bool {
         self.init.is_empty() && self.exec.is_empty()
@@ -76,6 +99,8 @@ impl Resolution {
 pub struct InitHook {
     /// Where it comes from: `annotation`, or `<location> postHooks[<i>].init` (as in problems).
     pub source: String,
+    /// Its position in its source's `postHooks` (0 for the annotation).
+    pub index: usize,
     /// Its containers in spec order, each with what the patch does with it.
     pub containers: Vec<PlacedContainer>,
 }
@@ -113,16 +138,7 @@ pub fn resolve_hooks(
     let velero = index.velero_restore(&config.velero_namespace, &scope.restore);
     // `restores` globs, the plan and the status use the full name once the Restore is known.
     let restore = velero.map_or_else(|| scope.restore.clone(), |r| r.name.clone());
-    let mut out = Resolution {
-        scope: scope.clone(),
-        restore,
-        init: Vec::new(),
-        exec: Vec::new(),
-        not_applicable: Vec::new(),
-        notes: Vec::new(),
-        problems: Vec::new(),
-        refused_annotation_hook: false,
-    };
+    let mut out = Resolution::empty(scope, restore);
     // `defer`: Velero runs its own hooks on pods it created, so its sources are removed before
     // precedence is decided (their annotations then do not suppress RestoreHook hooks).
     let velero_sources =
@@ -145,6 +161,12 @@ pub fn resolve_hooks(
         None => spec_init_hooks(&entries, &mut out.problems),
     };
     out.init = place_init_hooks(init, &shape, &mut out.problems);
+    let velero_init = if velero_sources {
+        VeleroInit::default()
+    } else {
+        VeleroInit::of(ctx, &out.restore, velero)
+    };
+    out.init_index = init_index(shape.init, &velero_init);
 
     // Exec hooks: a non-empty command annotation means exactly one annotation hook.
     match ann::get(annotations, ann::POST_COMMAND) {
@@ -183,29 +205,16 @@ pub fn resolve_late_hooks(
     object: &CompiledObject,
     config: &EngineConfig,
 ) -> Resolution {
-    let mut out = Resolution {
-        scope: scope.clone(),
-        restore: restore.to_string(),
-        init: Vec::new(),
-        exec: Vec::new(),
-        not_applicable: Vec::new(),
-        notes: Vec::new(),
-        problems: Vec::new(),
-        refused_annotation_hook: false,
-    };
+    let mut out = Resolution::empty(scope, restore.to_string());
     let entries = matching_entries(ctx, restore, &[object], &mut out.problems);
     let velero_sources =
         !(config.velero_hooks == VeleroHooksMode::Defer && scope.via == ScopeVia::PodLabel);
     let annotations = velero_sources.then(|| ctx.pod.annotations()).flatten();
     let shape = PodShape::of(ctx.pod);
-    // The init hooks cannot be injected into a pod that exists: report them instead.
+    // The init hooks cannot be injected into a pod that exists: they were injected at admission
+    // or missed.
     if ann::get(annotations, ann::INIT_CONTAINER_IMAGE).is_none() {
-        for init in spec_init_hooks(&entries, &mut Vec::new()) {
-            out.init.push(InitHook {
-                source: init.source,
-                containers: Vec::new(),
-            });
-        }
+        out.init = spec_init_hooks(&entries, &mut Vec::new());
     }
     if ann::get(annotations, ann::POST_COMMAND).is_none() {
         for entry in &entries {
@@ -332,6 +341,7 @@ fn annotation_init_hook(
     }
     vec![InitHook {
         source: "annotation".to_string(),
+        index: 0,
         containers: vec![PlacedContainer {
             container: HookContainer {
                 name: name.to_string(),
@@ -358,6 +368,7 @@ fn spec_init_hooks(entries: &[&CompiledEntry], problems: &mut Vec<Problem>) -> V
                 Some(Ok(containers)) if containers.is_empty() => {}
                 Some(Ok(containers)) => out.push(InitHook {
                     source: format!("{} postHooks[{}].init", entry.location, post.index),
+                    index: post.index,
                     containers: containers
                         .iter()
                         .map(|c| PlacedContainer {
@@ -370,6 +381,69 @@ fn spec_init_hooks(entries: &[&CompiledEntry], problems: &mut Vec<Problem>) -> V
         }
     }
     out
+}
+
+/// The init containers Velero injects for its own hooks when it runs them (`defer`, §4.2): the one
+/// its init annotations name, or else those of its Restore's `init` entries that select the pod.
+#[derive(Default)]
+struct VeleroInit<'i> {
+    names: Vec<&'i str>,
+    /// The annotation container without a `container-name`: Velero names it
+    /// `velero-restore-init-<8 hex>`, different on every restore.
+    generated_name: bool,
+}
+
+/// The name Velero gives an annotation init container without `container-name`, before its
+/// random suffix.
+const VELERO_GENERATED_INIT_PREFIX: &str = "velero-restore-init-";
+
+impl<'i> VeleroInit<'i> {
+    fn of(ctx: &PodContext<'i>, restore: &str, velero: Option<&'i CompiledObject>) -> Self {
+        let annotations = ctx.pod.annotations();
+        if ann::get(annotations, ann::INIT_CONTAINER_IMAGE).is_some() {
+            // Velero's annotation init hook replaces its Restore's init hooks for this pod.
+            return match ann::get(annotations, ann::INIT_CONTAINER_NAME) {
+                Some(name) => Self {
+                    names: vec![name],
+                    generated_name: false,
+                },
+                None => Self {
+                    names: Vec::new(),
+                    generated_name: true,
+                },
+            };
+        }
+        let names = velero
+            .map(|v| matching_entries(ctx, restore, &[v], &mut Vec::new()))
+            .unwrap_or_default()
+            .into_iter()
+            .flat_map(|entry| &entry.post_hooks)
+            .filter_map(|post| post.init.as_ref()?.as_ref().ok())
+            .flatten()
+            .map(|c| c.name.as_str())
+            .collect();
+        Self {
+            names,
+            generated_name: false,
+        }
+    }
+
+    fn injected(&self, name: &str) -> bool {
+        self.names.contains(&name)
+            || (self.generated_name
+                && name
+                    .strip_prefix(VELERO_GENERATED_INIT_PREFIX)
+                    .is_some_and(|s| s.len() == 8 && s.bytes().all(|b| b.is_ascii_hexdigit())))
+    }
+}
+
+/// Hook containers need the restored data and, under `defer`, come after Velero's own init hooks
+/// (source order, §3.2): directly after the last of those containers, wherever a mesh or another
+/// webhook has moved them (§4.2).
+fn init_index(init: &[ContainerView<'_>], velero: &VeleroInit<'_>) -> usize {
+    init.iter()
+        .rposition(|c| RESTORE_WAIT_CONTAINERS.contains(&&*c.name) || velero.injected(&c.name))
+        .map_or(0, |i| i + 1)
 }
 
 /// Decides, for every hook container, whether the patch adds it, keeps what is there or replaces
@@ -385,43 +459,40 @@ fn place_init_hooks(
     'hooks: for mut hook in hooks {
         for placed in &mut hook.containers {
             let c = &placed.container;
-            if let Some(missing) = c
+            let missing = c
                 .mounts
                 .iter()
-                .find(|m| !shape.volumes.contains(&m.as_str()))
-            {
+                .find(|m| !shape.volumes.contains(&m.as_str()));
+            let refused = if let Some(missing) = missing {
                 let volumes = if shape.volumes.is_empty() {
                     "none".to_string()
                 } else {
                     shape.volumes.join(", ")
                 };
-                problems.push(Problem::new(
-                    &hook.source,
-                    format!(
-                        "init container {:?} mounts volume {missing:?}, which the pod does not have (volumes: {volumes})",
-                        c.name
-                    ),
-                ));
-                continue 'hooks;
-            }
-            if let Some((definition, source)) = seen.get(&c.name)
+                Some(format!(
+                    "init container {:?} mounts volume {missing:?}, which the pod does not have (volumes: {volumes})",
+                    c.name
+                ))
+            } else if let Some((definition, source)) = seen.get(&c.name)
                 && *definition != c.definition
             {
-                problems.push(Problem::new(
-                    &hook.source,
-                    format!(
-                        "init container {:?} is also defined, differently, by {source}; give one of them another name",
-                        c.name
-                    ),
-                ));
-                continue 'hooks;
-            }
-            match place(c, shape) {
-                Ok(placement) => placed.placement = placement,
-                Err(message) => {
-                    problems.push(Problem::new(&hook.source, message));
-                    continue 'hooks;
+                Some(format!(
+                    "init container {:?} is also defined, differently, by {source}; give one of them another name",
+                    c.name
+                ))
+            } else {
+                match place(c, shape) {
+                    Ok(placement) => {
+                        placed.placement = placement;
+                        None
+                    }
+                    Err(message) => Some(message),
                 }
+            };
+            if let Some(message) = refused {
+                // The whole init hook or none of it: a later container may need an earlier one.
+                problems.push(Problem::new(&hook.source, message));
+                continue 'hooks;
             }
         }
         hook.containers.retain(|p| {

@@ -17,7 +17,7 @@
 //! sums, the tombstones and the write ordering. The counting rules are in the core crate.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -37,10 +37,11 @@ use restore_hooks_core::hooks::types::{
 use restore_hooks_core::tally::{Contribution, Target, restore_run_name, run_phase, tally_pod};
 use restore_hooks_core::trust::{PodFacts, verify};
 use serde_json::{Value, json};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::marked_pods::{MarkedPod, MarkedPods};
 use crate::catalog::SharedIndex;
 use crate::plan_key::KeyRing;
 
@@ -54,79 +55,6 @@ const COALESCE: Duration = Duration::from_millis(300);
 const READY_RETRY: Duration = Duration::from_secs(2);
 /// How often expired RestoreRuns are looked for.
 const RETENTION_SWEEP: Duration = Duration::from_secs(60);
-
-/// A marked pod, as far as late hooks need to know it.
-#[derive(Clone, Debug)]
-pub struct MarkedPod {
-    pub namespace: String,
-    pub name: String,
-    pub labels: BTreeMap<String, String>,
-    pub created: Option<Timestamp>,
-    /// Hook sources its plan annotation names (exec, missed init, not applicable), as written:
-    /// a hook object already there needs no late look (unverified: only to skip work).
-    pub plan_sources: BTreeSet<String>,
-    /// Init containers the webhook injected (`restore-hooks.dev/injected`).
-    pub injected: BTreeSet<String>,
-}
-
-/// The marked pods known now, by uid (shared with the late-hook scan), and whether the first
-/// list of them is complete: a scan against a set that is still being listed would miss pods.
-///
-/// Pods seen for the first time after that list are announced (by uid): a hook object compiled
-/// just before its pod was marked (the watches are separate streams; a webhook replica's cache
-/// can lag the controller's) was scanned without it, and is looked at again for that pod.
-#[derive(Clone)]
-pub struct MarkedPods {
-    pods: Arc<Mutex<HashMap<String, MarkedPod>>>,
-    listed: Arc<watch::Sender<bool>>,
-    arrivals: broadcast::Sender<String>,
-}
-
-impl Default for MarkedPods {
-    fn default() -> Self {
-        Self {
-            pods: Arc::default(),
-            listed: Arc::new(watch::channel(false).0),
-            arrivals: broadcast::channel(4096).0,
-        }
-    }
-}
-
-impl MarkedPods {
-    pub fn lock(
-        &self,
-    ) -> std::sync::LockResult<std::sync::MutexGuard<'_, HashMap<String, MarkedPod>>> {
-        self.pods.lock()
-    }
-
-    /// Returns once the watch has listed the marked pods at least once.
-    pub async fn listed(&self) {
-        let mut listed = self.listed.subscribe();
-        // The sender lives as long as `self`: this only returns once listed.
-        let _ = listed.wait_for(|l| *l).await;
-    }
-
-    fn set_listed(&self) {
-        self.listed.send_replace(true);
-    }
-
-    /// Pods first seen after the first list.
-    pub fn arrivals(&self) -> broadcast::Receiver<String> {
-        self.arrivals.subscribe()
-    }
-
-    fn insert(&self, uid: String, pod: MarkedPod) {
-        let first_sight = self
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(uid.clone(), pod)
-            .is_none();
-        if first_sight && *self.listed.borrow() {
-            // Nobody listening (no late-hook task) is not an error.
-            let _ = self.arrivals.send(uid);
-        }
-    }
-}
 
 /// Sends work to the tally task.
 #[derive(Clone)]
@@ -176,6 +104,8 @@ impl LateOutcome {
 }
 
 impl Tally {
+    /// A pod worker's final results for a pod that is gone: the pod's annotations may never
+    /// have received them, so they are what the counts keep of it.
     pub fn pod_gone(&self, uid: &str, plan: &ExecPlan, status: &ExecStatus) {
         let _ = self.tx.send(Msg::PodGone {
             uid: uid.to_string(),
@@ -184,6 +114,8 @@ impl Tally {
         });
     }
 
+    /// What a late-hook scan of `object` did, for its `LateHooks` condition; added to what
+    /// earlier scans reported. Ignored for a Velero Restore.
     pub fn late_outcome(
         &self,
         object: &restore_hooks_core::hooks::compiled::CompiledObject,
@@ -203,10 +135,13 @@ impl Tally {
     }
 }
 
+/// The tally task's settings.
 pub struct TallyConfig {
     /// Namespace of the webhook replicas' pods: stale per-replica entries are pruned when their
     /// pod no longer exists there.
     pub replicas_namespace: String,
+    /// `--restore-run-retention`: how long a completed RestoreRun is kept (longer while a pod it
+    /// ran hooks on still exists).
     pub restore_run_retention: Duration,
 }
 
@@ -251,6 +186,18 @@ struct Sum {
     retiring: HookCounts,
     /// How many tombstones those are (forgotten once the write succeeded).
     stones: usize,
+}
+
+impl Sum {
+    /// The counts and `retired` to write over a status whose `retired` is `prior`: the
+    /// tombstones fold into `retired`, and the counts cover live and retired pods.
+    fn totals(&self, prior: HookCounts) -> (HookCounts, HookCounts) {
+        let mut retired = prior;
+        retired.add(&self.retiring);
+        let mut counts = self.counts;
+        counts.add(&retired);
+        (counts, retired)
+    }
 }
 
 struct Stone {
@@ -321,7 +268,7 @@ impl Writer {
                         for p in listed {
                             self.apply(p);
                         }
-                        let first = !*self.marked.listed.borrow();
+                        let first = !self.marked.is_listed();
                         self.marked.set_listed();
                         if first {
                             // Retention is only decided once the live pods are known.
@@ -608,17 +555,10 @@ impl Writer {
                 }
             }
         };
-        let Sum {
-            mut counts,
-            planned,
-            pods,
-            retiring,
-            stones,
-        } = self.sum(target);
-        let mut retired = status.retired;
-        retired.add(&retiring);
-        counts.add(&retired);
-        let missed: Vec<String> = pods
+        let sum = self.sum(target);
+        let (counts, retired) = sum.totals(status.retired);
+        let missed: Vec<String> = sum
+            .pods
             .iter()
             .filter(|(_, _, p)| p.counts.missed_init > 0)
             .take(MAX_LISTED_PODS)
@@ -648,7 +588,7 @@ impl Writer {
             "metadata": {"resourceVersion": meta.resource_version},
             "status": {
                 "observedGeneration": generation,
-                "podsPlanned": planned,
+                "podsPlanned": sum.planned,
                 "hooks": counts,
                 "missedInitPods": missed,
                 "retired": retired,
@@ -670,16 +610,11 @@ impl Writer {
                     .await?;
             }
         }
-        if stones > 0 {
-            // Folded into `retired` by the write that just succeeded: forget exactly those.
-            if let Some(t) = self.tombstones.get_mut(target) {
-                t.drain(..stones.min(t.len()));
-            }
-        }
+        self.forget_folded(target, sum.stones);
         if waiting_for_replicas {
             self.not_ready.insert(target.clone());
         }
-        debug!(target = ?target, planned, succeeded = counts.succeeded, failed = counts.failed, pending = counts.pending, "hook object status updated");
+        debug!(target = ?target, planned = sum.planned, succeeded = counts.succeeded, failed = counts.failed, pending = counts.pending, "hook object status updated");
         Ok(())
     }
 
@@ -766,21 +701,26 @@ impl Writer {
         )
     }
 
+    /// Forgets the first `stones` tombstones of `target`: the write that just succeeded folded
+    /// them into `retired`.
+    fn forget_folded(&mut self, target: &Target, stones: usize) {
+        if stones > 0
+            && let Some(t) = self.tombstones.get_mut(target)
+        {
+            t.drain(..stones.min(t.len()));
+        }
+    }
+
     fn forget(&mut self, target: &Target) {
         self.tombstones.remove(target);
     }
 
     async fn write_run(&mut self, target: &Target, restore: &str) -> anyhow::Result<()> {
-        let Sum {
-            mut counts,
-            planned,
-            pods,
-            retiring,
-            stones,
-        } = self.sum(target);
+        let sum = self.sum(target);
+        let planned = sum.planned;
         let name = restore_run_name(restore);
         let api: Api<RestoreRun> = Api::all(self.client.clone());
-        if planned == 0 && stones == 0 {
+        if planned == 0 && sum.stones == 0 {
             // Only pods without hooks of this restore left: nothing to report.
             return Ok(());
         }
@@ -789,12 +729,11 @@ impl Writer {
             None => super::ledger::create_restore_run(&api, &name, restore).await?,
         };
         let status = existing.status.clone().unwrap_or_default();
-        let mut retired = status.retired;
-        retired.add(&retiring);
-        counts.add(&retired);
-        let retired_pods = status.retired_pods.unwrap_or_default() + stones as i64;
+        let (counts, retired) = sum.totals(status.retired);
+        let retired_pods = status.retired_pods.unwrap_or_default() + sum.stones as i64;
         let phase = run_phase(&counts);
-        let failed_pods: Vec<FailedPod> = pods
+        let failed_pods: Vec<FailedPod> = sum
+            .pods
             .iter()
             .filter_map(|(namespace, pod, part)| {
                 let (hook, message) = part.first_failure.clone()?;
@@ -814,7 +753,7 @@ impl Writer {
                 status
                     .completed_at
                     .clone()
-                    .unwrap_or_else(|| restore_hooks_core::state::timestamp(Timestamp::now())),
+                    .unwrap_or_else(|| restore_hooks_core::exec_step::timestamp(Timestamp::now())),
             )
         };
         let refused = if counts.refused > 0 {
@@ -853,11 +792,7 @@ impl Writer {
         });
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
             .await?;
-        if stones > 0
-            && let Some(t) = self.tombstones.get_mut(target)
-        {
-            t.drain(..stones.min(t.len()));
-        }
+        self.forget_folded(target, sum.stones);
         if status.phase != phase {
             // Not `message`: that is the log line's own text in JSON logs (one key per line).
             info!(restorerun = %name, restore, phase, counts = %message, "restore phase");
@@ -869,7 +804,7 @@ impl Writer {
     /// their record holds exists any more: the record is what keeps those pods' hooks from
     /// running again (docs/behaviour.md §8.3, §9.5).
     async fn sweep(&mut self) {
-        if !*self.marked.listed.borrow() {
+        if !self.marked.is_listed() {
             // Which pods exist is not known before the first list.
             return;
         }
@@ -926,7 +861,7 @@ fn settle_refused(plan: &ExecPlan, status: Option<ExecStatus>) -> Option<ExecSta
     if status.message.is_empty() {
         return Some(status);
     }
-    let mut settled = restore_hooks_core::state::align(plan, Some(&status));
+    let mut settled = restore_hooks_core::exec_step::align(plan, Some(&status));
     for hook in settled.hooks.iter_mut().filter(|h| !h.phase.is_terminal()) {
         hook.phase = restore_hooks_core::hooks::plan::HookPhase::Failed;
         hook.message = status.message.clone();

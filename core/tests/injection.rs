@@ -4,14 +4,14 @@
 
 use std::path::Path;
 
-use restore_hooks::catalog::StaticCatalog;
-use restore_hooks::catalog::static_files::{DocumentDefaults, add_documents};
-use restore_hooks::config::{EngineConfig, OnInvalid, VeleroHooksMode};
-use restore_hooks::hooks::plan::{ExecPlan, OnError};
-use restore_hooks::hooks::pod::AdmittedPod;
-use restore_hooks::hooks::resolve::PodContext;
-use restore_hooks::hooks::restore_name::velero_label_value;
-use restore_hooks::inject::{Decision, ExecRight, Issuer, Requester, evaluate as decide};
+use restore_hooks_core::admission::{Admission, ExecRight, Issuer, Requester};
+use restore_hooks_core::catalog::StaticCatalog;
+use restore_hooks_core::config::{EngineConfig, OnInvalid, VeleroHooksMode};
+use restore_hooks_core::documents::{DocumentDefaults, add_documents};
+use restore_hooks_core::hooks::plan::{ExecPlan, OnError};
+use restore_hooks_core::hooks::pod::AdmittedPod;
+use restore_hooks_core::hooks::resolve::PodContext;
+use restore_hooks_core::hooks::restore_name::velero_label_value;
 use serde_json::{Value, json};
 
 /// The engine on a pod's JSON, as the webhook and `inject` run it (no plan key: unsigned plans),
@@ -21,7 +21,7 @@ fn evaluate(
     namespace: &str,
     catalog: &StaticCatalog,
     config: &EngineConfig,
-) -> Result<Decision, serde_json::Error> {
+) -> Result<Admission, serde_json::Error> {
     let alice = Requester {
         username: "alice",
         exec_right: &ExecRight::Granted,
@@ -37,7 +37,7 @@ fn evaluate_as(
     config: &EngineConfig,
     requester: &Requester<'_>,
     plan_id: &str,
-) -> Result<Decision, serde_json::Error> {
+) -> Result<Admission, serde_json::Error> {
     let text = pod.to_string();
     let view = AdmittedPod::from_json_str(&text)?;
     let index = catalog.index();
@@ -54,7 +54,9 @@ fn evaluate_as(
         now: "2026-12-04T10:00:00Z".parse().unwrap(),
         plan_id,
     };
-    Ok(decide(&ctx, &index, config, &issuer, requester))
+    Ok(restore_hooks_core::admission::evaluate(
+        &ctx, &index, config, &issuer, requester,
+    ))
 }
 
 const NS: &str = "shop";
@@ -142,9 +144,9 @@ impl Admitted {
 fn admit(pod: &Value, catalog: &StaticCatalog, config: &EngineConfig) -> Admitted {
     let decision = evaluate(pod, NS, catalog, config).expect("pod decodes");
     let (patched, warnings, injected) = match decision {
-        Decision::Deny { message } => panic!("unexpected denial: {message}"),
-        Decision::Unchanged { warnings } => (pod.clone(), warnings, vec![]),
-        Decision::Patch {
+        Admission::Deny { message } => panic!("unexpected denial: {message}"),
+        Admission::Unchanged { warnings } => (pod.clone(), warnings, vec![]),
+        Admission::Patch {
             patch,
             warnings,
             injected,
@@ -156,7 +158,7 @@ fn admit(pod: &Value, catalog: &StaticCatalog, config: &EngineConfig) -> Admitte
         }
     };
     match evaluate(&patched, NS, catalog, config).expect("patched pod decodes") {
-        Decision::Unchanged { .. } => {}
+        Admission::Unchanged { .. } => {}
         other => panic!("re-running the webhook on its own output must not patch: {other:?}"),
     }
     Admitted {
@@ -168,7 +170,7 @@ fn admit(pod: &Value, catalog: &StaticCatalog, config: &EngineConfig) -> Admitte
 
 fn denied(pod: &Value, catalog: &StaticCatalog, config: &EngineConfig) -> String {
     match evaluate(pod, NS, catalog, config).expect("pod decodes") {
-        Decision::Deny { message } => message,
+        Admission::Deny { message } => message,
         other => panic!("expected a denial, got {other:?}"),
     }
 }
@@ -201,7 +203,7 @@ fn out_of_scope_pods_are_never_touched() {
     p["metadata"]["labels"] = json!({"app": "db"});
     for config in [EngineConfig::default(), own()] {
         let d = evaluate(&p, NS, &c, &config).unwrap();
-        assert_eq!(d, Decision::Unchanged { warnings: vec![] });
+        assert_eq!(d, Admission::Unchanged { warnings: vec![] });
     }
     // A labelled namespace brings it into scope.
     let a = admit(&p, &with_ns_label(c, "r2"), &EngineConfig::default());
@@ -462,6 +464,100 @@ fn annotation_defaults() {
     assert_eq!(h.container, "db");
     assert_eq!((h.exec_timeout_ms, h.wait_timeout_ms), (30_000, None));
     assert!(!h.wait_for_ready);
+}
+
+/// Under `defer`, Velero injects its own init hooks before the pod reaches the webhook; they come
+/// first in source order (Velero Restore entries, then hook objects), so ours go after them.
+#[test]
+fn under_defer_hook_containers_follow_velero_s_own_init_hooks() {
+    let c = catalog(VELERO_RESTORE);
+    let ic = |names: &[&str]| -> Value {
+        json!(
+            names
+                .iter()
+                .map(|n| json!({"name": n, "image": "velero-injected"}))
+                .collect::<Vec<_>>()
+        )
+    };
+    let annotated = |name: Option<&str>| {
+        let mut a = json!({"init.hook.restore.velero.io/container-image": "velero-injected"});
+        if let Some(name) = name {
+            a["init.hook.restore.velero.io/container-name"] = json!(name);
+        }
+        a
+    };
+    // (the pod's annotations, its init containers as Velero created it, the order after us)
+    let cases: Vec<(&str, Value, Value, Vec<&str>)> = vec![
+        (
+            "the Restore's init entry that selects the pod",
+            json!({}),
+            ic(&["v-init", "app-init"]),
+            vec!["v-init", "rh-init", "app-init"],
+        ),
+        (
+            "after restore-wait and Velero's container, whichever is later",
+            json!({}),
+            ic(&["restore-wait", "v-init", "app-init"]),
+            vec!["restore-wait", "v-init", "rh-init", "app-init"],
+        ),
+        (
+            "a mesh moved restore-wait after Velero's container",
+            json!({}),
+            ic(&["v-init", "istio-init", "restore-wait", "app-init"]),
+            vec![
+                "v-init",
+                "istio-init",
+                "restore-wait",
+                "rh-init",
+                "app-init",
+            ],
+        ),
+        (
+            "the annotation container, by its name",
+            annotated(Some("restore-data")),
+            ic(&["restore-data", "app-init"]),
+            vec!["restore-data", "rh-init", "app-init"],
+        ),
+        (
+            "the annotation container under Velero's generated name",
+            annotated(None),
+            ic(&["velero-restore-init-0a1b2c3d", "app-init"]),
+            vec!["velero-restore-init-0a1b2c3d", "rh-init", "app-init"],
+        ),
+        (
+            // With the annotation, Velero ignores its Restore's init entries for this pod.
+            "an app init container named like a Restore entry's is not Velero's under the annotation",
+            annotated(Some("restore-data")),
+            ic(&["v-init", "restore-data"]),
+            vec!["v-init", "restore-data", "rh-init"],
+        ),
+        (
+            "not every velero-restore-init- prefix is a generated name",
+            annotated(None),
+            ic(&["velero-restore-init-custom", "app-init"]),
+            vec!["rh-init", "velero-restore-init-custom", "app-init"],
+        ),
+        (
+            "nothing of Velero's in the pod",
+            json!({}),
+            ic(&["app-init"]),
+            vec!["rh-init", "app-init"],
+        ),
+    ];
+    for (what, annotations, init, want) in cases {
+        let p = pod(json!({"metadata": {"annotations": annotations},
+                            "spec": {"initContainers": init}}));
+        let a = admit(&p, &c, &EngineConfig::default());
+        assert_eq!(a.init_names(), want, "{what}");
+        assert_eq!(a.injected, ["rh-init"], "{what}");
+    }
+    // Under `own` restore-hooks injects Velero's hooks itself, in source order, and a pod in a
+    // labelled namespace (not created by Velero) has no Velero part: the rule above is `defer`'s.
+    let own_pod = pod(json!({"spec": {"initContainers": ic(&["app-init"])}}));
+    assert_eq!(
+        admit(&own_pod, &c, &own()).init_names(),
+        ["v-init", "rh-init", "app-init"]
+    );
 }
 
 #[test]
@@ -788,7 +884,7 @@ fn stale_state_is_removed_when_no_hook_applies() {
     // A plain in-scope pod without hooks only gets the mark that lets hook objects that arrive
     // later find it.
     let d = evaluate(&pod(json!({})), NS, &catalog(""), &EngineConfig::default()).unwrap();
-    let Decision::Patch { patch, .. } = d else {
+    let Admission::Patch { patch, .. } = d else {
         panic!("expected the restore-run mark: {d:?}")
     };
     let ops = serde_json::to_value(&patch).unwrap();
@@ -832,7 +928,7 @@ fn metadata_maps_are_created_when_absent_and_keys_are_escaped() {
     let mut p = pod(json!({"metadata": {"annotations": {"x/y~z": "1"}}}));
     p["metadata"]["labels"] = json!({"example.com/restore~name": "r7"});
     let decision = evaluate(&p, NS, &catalog(docs), &config).unwrap();
-    let Decision::Patch { patch, .. } = &decision else {
+    let Admission::Patch { patch, .. } = &decision else {
         panic!("expected a patch: {decision:?}")
     };
     let paths: Vec<String> = patch.0.iter().map(|op| op.path().to_string()).collect();
@@ -1157,8 +1253,8 @@ metadata: {name: shop, labels: {tier: data}}
 }
 
 /// The plan of a decision that patched the pod, as written.
-fn planned(decision: Decision, pod: &Value) -> (ExecPlan, Vec<String>) {
-    let Decision::Patch {
+fn planned(decision: Admission, pod: &Value) -> (ExecPlan, Vec<String>) {
+    let Admission::Patch {
         patch, warnings, ..
     } = decision
     else {
@@ -1345,7 +1441,7 @@ fn a_pod_that_brings_a_plan_gets_a_new_one() {
         "ZZZZZZZZZZZZZZZZ",
     )
     .unwrap();
-    let Decision::Patch { patch, .. } = &again else {
+    let Admission::Patch { patch, .. } = &again else {
         panic!("{again:?}")
     };
     let paths: Vec<String> = patch.0.iter().map(|op| op.path().to_string()).collect();

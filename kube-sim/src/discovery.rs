@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::Sim;
 use crate::error::{ApiError, ApiResult};
-use crate::server::json_response;
+use crate::request::json_response;
 
 fn ok(v: Value) -> Response {
     json_response(StatusCode::OK, v.to_string())

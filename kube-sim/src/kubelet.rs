@@ -316,16 +316,18 @@ async fn run_pod(sim: &Sim, ns: &str, name: &str, uid: &str) -> ApiResult<()> {
         gate(sim).await;
         let started = util::now_rfc3339();
         let running = json!({"running": {"startedAt": started}});
+        // A native sidecar is ready once started (unless told never to be); a plain init
+        // container is never ready, it runs to completion.
+        let ready = is_sidecar(c) && !never_ready.covers(cname(c));
+        update_status(sim, ns, name, Some(uid), |s| {
+            set_entry(
+                s,
+                "initContainerStatuses",
+                cname(c),
+                container_status(c, uid, running, ready, true),
+            );
+        })?;
         if is_sidecar(c) {
-            let ready = !never_ready.covers(cname(c));
-            update_status(sim, ns, name, Some(uid), |s| {
-                set_entry(
-                    s,
-                    "initContainerStatuses",
-                    cname(c),
-                    container_status(c, uid, running, ready, true),
-                );
-            })?;
             sim.emit(
                 SimEventKind::InitContainer,
                 ns,
@@ -334,14 +336,6 @@ async fn run_pod(sim: &Sim, ns: &str, name: &str, uid: &str) -> ApiResult<()> {
             );
             continue;
         }
-        update_status(sim, ns, name, Some(uid), |s| {
-            set_entry(
-                s,
-                "initContainerStatuses",
-                cname(c),
-                container_status(c, uid, running, false, true),
-            );
-        })?;
         let cmd = argv(c);
         let (code, stdout, stderr) = if cmd.is_empty() {
             (0, String::new(), String::new())
@@ -425,16 +419,9 @@ async fn run_pod(sim: &Sim, ns: &str, name: &str, uid: &str) -> ApiResult<()> {
             // The pod is Ready only when every container is.
             let all = never_ready == NeverReady::None;
             s.insert("conditions".into(), conditions(true, all));
-            for list in ["containerStatuses", "initContainerStatuses"] {
-                for st in s
-                    .get_mut(list)
-                    .and_then(Value::as_array_mut)
-                    .into_iter()
-                    .flatten()
-                {
-                    if st.pointer("/state/running").is_some() && !never_ready.covers(cname(st)) {
-                        st["ready"] = true.into();
-                    }
+            for st in container_statuses(s) {
+                if st.pointer("/state/running").is_some() && !never_ready.covers(cname(st)) {
+                    st["ready"] = true.into();
                 }
             }
         })?;
@@ -456,6 +443,15 @@ async fn run_pod(sim: &Sim, ns: &str, name: &str, uid: &str) -> ApiResult<()> {
     Ok(())
 }
 
+/// Every app and init container status of a pod status.
+fn container_statuses(status: &mut Map<String, Value>) -> impl Iterator<Item = &mut Value> {
+    status
+        .iter_mut()
+        .filter(|(k, _)| *k == "containerStatuses" || *k == "initContainerStatuses")
+        .filter_map(|(_, v)| v.as_array_mut())
+        .flatten()
+}
+
 fn set_phase_checked(
     sim: &Sim,
     ns: &str,
@@ -472,23 +468,16 @@ fn set_phase_checked(
             return;
         }
         s.insert("conditions".into(), conditions(true, false));
-        for list in ["containerStatuses", "initContainerStatuses"] {
-            for st in s
-                .get_mut(list)
-                .and_then(Value::as_array_mut)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(r) = st.pointer("/state/running").cloned() {
-                    st["state"] = json!({"terminated": {
-                        "exitCode": code,
-                        "reason": if code == 0 { "Completed" } else { "Error" },
-                        "startedAt": r.get("startedAt").cloned().unwrap_or(Value::Null),
-                        "finishedAt": now,
-                    }});
-                    st["ready"] = false.into();
-                    st["started"] = false.into();
-                }
+        for st in container_statuses(s) {
+            if let Some(r) = st.pointer("/state/running").cloned() {
+                st["state"] = json!({"terminated": {
+                    "exitCode": code,
+                    "reason": if code == 0 { "Completed" } else { "Error" },
+                    "startedAt": r.get("startedAt").cloned().unwrap_or(Value::Null),
+                    "finishedAt": now,
+                }});
+                st["ready"] = false.into();
+                st["started"] = false.into();
             }
         }
     })?;

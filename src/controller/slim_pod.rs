@@ -13,61 +13,80 @@ use jiff::Timestamp;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Resource;
+use restore_hooks_core::exec_step::{ContainerState, PodView, Presence};
 use restore_hooks_core::hooks::plan::{PLAN_ANNOTATION, STATUS_ANNOTATION};
 use restore_hooks_core::hooks::signing::{PLAN_SIGNATURE_ANNOTATION, STATUS_SIGNATURE_ANNOTATION};
 use restore_hooks_core::hooks::targets::ExecTargets;
-use restore_hooks_core::state::{ContainerState, PodView, Presence};
 use restore_hooks_core::trust::PodFacts;
 use serde::{Deserialize, Deserializer};
 
 /// A `v1` Pod as the controller reads it.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct SlimPod {
+    /// Names, uid, resourceVersion, timestamps, labels and annotations; never `managedFields`.
     #[serde(deserialize_with = "meta_without_managed_fields", default)]
     pub metadata: ObjectMeta,
+    /// The containers that can be exec targets.
     #[serde(default)]
     pub spec: Option<SlimSpec>,
+    /// The phase and which containers run and are ready.
     #[serde(default)]
     pub status: Option<SlimStatus>,
 }
 
+/// `spec`: only the containers' names and whether an init container is a native sidecar.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SlimSpec {
+    /// `spec.containers`.
     #[serde(default)]
     pub containers: Vec<Named>,
+    /// `spec.initContainers`: only native sidecars (`restartPolicy: Always`) can be exec
+    /// targets.
     #[serde(default)]
     pub init_containers: Option<Vec<Named>>,
 }
 
+/// A container of the spec.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Named {
+    /// The container's name.
     pub name: String,
+    /// `Always` for a native sidecar; only set on init containers.
     #[serde(default)]
     pub restart_policy: Option<String>,
 }
 
+/// `status`: what the state machine waits on.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SlimStatus {
+    /// `Pending`, `Running`, `Succeeded`, `Failed` or `Unknown`.
     #[serde(default)]
     pub phase: Option<String>,
+    /// Statuses of the regular containers.
     #[serde(default)]
     pub container_statuses: Option<Vec<SlimContainerStatus>>,
+    /// Statuses of the init containers, where native sidecars report.
     #[serde(default)]
     pub init_container_statuses: Option<Vec<SlimContainerStatus>>,
 }
 
+/// One container's status.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct SlimContainerStatus {
+    /// The container's name.
     pub name: String,
+    /// Whether its readiness probe passes (true without a probe once it runs).
     #[serde(default)]
     pub ready: bool,
+    /// Its current state.
     #[serde(default)]
     pub state: Option<SlimState>,
 }
 
+/// A container's current state: only whether it is running.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct SlimState {
     /// Only its presence matters.
@@ -134,21 +153,34 @@ impl Resource for SlimPod {
 /// What a pod worker keeps of its pod between events.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PodState {
+    /// `metadata.namespace`.
     pub namespace: String,
+    /// `metadata.name`.
     pub name: String,
+    /// `metadata.generateName`, when the pod has one (the plan may be signed without a name).
     pub generate_name: Option<String>,
+    /// `metadata.uid`: what the status signature is bound to.
     pub uid: String,
+    /// The precondition of the next write: a write against an older one conflicts.
     pub resource_version: String,
+    /// All labels (the exec label, the restore label for the scope check).
     pub labels: BTreeMap<String, String>,
-    /// Only restore-hooks' own annotations.
+    /// The raw `restore-hooks.dev/plan` annotation, as signed. Of the annotations, only
+    /// restore-hooks' own four are kept.
     pub plan: Option<String>,
+    /// The `restore-hooks.dev/plan-signature` annotation.
     pub plan_signature: Option<String>,
+    /// The raw `restore-hooks.dev/status` annotation, as signed.
     pub status: Option<String>,
+    /// The `restore-hooks.dev/status-signature` annotation.
     pub status_signature: Option<String>,
+    /// What the state machine looks at: presence, phase, creation time, containers.
     pub view: PodView,
 }
 
 impl PodState {
+    /// Keeps what a worker needs of a decoded pod; other annotations are dropped. Missing
+    /// names, uid and resourceVersion become empty strings.
     pub fn from_slim(pod: SlimPod) -> Arc<Self> {
         let SlimPod {
             metadata,
@@ -211,10 +243,13 @@ impl PodState {
         })
     }
 
+    /// `metadata.creationTimestamp`: `waitTimeout` counts from it; `None` when the API server
+    /// sent none.
     pub fn created(&self) -> Option<Timestamp> {
         self.view.created
     }
 
+    /// The pod as the plan and status checks see it (`restore_hooks_core::trust::verify`).
     pub fn facts(&self) -> PodFacts<'_> {
         PodFacts {
             namespace: &self.namespace,
@@ -229,10 +264,12 @@ impl PodState {
         }
     }
 
+    /// The value of label `key`, when set.
     pub fn label(&self, key: &str) -> Option<&str> {
         self.labels.get(key).map(String::as_str)
     }
 
+    /// `namespace/name`, for logs and messages.
     pub fn display(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }

@@ -27,12 +27,14 @@
 #![forbid(unsafe_code)]
 
 mod admission;
+mod deletion;
 mod discovery;
 mod error;
 mod exec;
 mod faults;
 mod kubelet;
 mod registry;
+mod request;
 mod selector;
 mod server;
 mod store;

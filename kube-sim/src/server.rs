@@ -10,9 +10,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use serde_json::{Map, Value, json};
 
+use crate::deletion::on_deleted;
 use crate::error::{ApiError, ApiResult};
 use crate::registry::ResourceType;
-use crate::selector::{FieldSelector, LabelSelector};
+use crate::request::{Target, json_response, object_json, present, selectors};
 use crate::store::meta_str;
 use crate::table::Shape;
 use crate::util::{self, Query};
@@ -69,10 +70,6 @@ async fn subject_access_review(State(sim): State<Arc<Sim>>, body: Bytes) -> Resp
     json_response(StatusCode::CREATED, out.to_string())
 }
 
-pub(crate) fn json_response(code: StatusCode, body: String) -> Response {
-    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
-}
-
 pub(crate) fn new_namespace(name: &str, uid: String) -> Value {
     json!({
         "apiVersion": "v1",
@@ -87,15 +84,6 @@ pub(crate) fn new_namespace(name: &str, uid: String) -> Value {
         "spec": {"finalizers": ["kubernetes"]},
         "status": {"phase": "Active"},
     })
-}
-
-/// A parsed resource URL.
-pub(crate) struct Target {
-    pub rt: Arc<ResourceType>,
-    pub version: String,
-    pub ns: Option<String>,
-    pub name: Option<String>,
-    pub sub: Option<String>,
 }
 
 enum Route {
@@ -245,24 +233,6 @@ fn parse_body(body: &Bytes) -> ApiResult<Value> {
         .map_err(|e| ApiError::bad_request(format!("error decoding body: {e}")))
 }
 
-/// Sets apiVersion/kind as served at the requested version (CRDs may serve several).
-fn present(rt: &ResourceType, version: &str, obj: &Value) -> Value {
-    let mut o = obj.clone();
-    if let Some(m) = o.as_object_mut() {
-        m.insert("apiVersion".into(), rt.api_version(version).into());
-        m.insert("kind".into(), rt.kind.clone().into());
-    }
-    o
-}
-
-pub(crate) fn object_json(rt: &ResourceType, version: &str, obj: &Value) -> String {
-    if rt.versions.len() > 1 {
-        present(rt, version, obj).to_string()
-    } else {
-        obj.to_string()
-    }
-}
-
 fn ok_object(rt: &ResourceType, version: &str, code: StatusCode, obj: &Value) -> Response {
     json_response(code, object_json(rt, version, obj))
 }
@@ -286,13 +256,6 @@ fn get_one(sim: &Sim, t: &Target, q: &Query, shape: Shape) -> ApiResult<Response
             json_response(StatusCode::OK, tbl.to_string())
         }
     })
-}
-
-pub(crate) fn selectors(q: &Query) -> ApiResult<(LabelSelector, FieldSelector)> {
-    Ok((
-        LabelSelector::parse(q.get("labelSelector").unwrap_or_default())?,
-        FieldSelector::parse(q.get("fieldSelector").unwrap_or_default())?,
-    ))
 }
 
 fn list(sim: &Sim, t: &Target, q: &Query, shape: Shape) -> ApiResult<Response> {
@@ -815,38 +778,6 @@ async fn patch(sim: &Sim, t: &Target, body: &Bytes, ctype: &str, q: &Query) -> A
     })?;
     after_write(sim, &t.rt, &stored);
     Ok(ok_object(&t.rt, &t.version, StatusCode::OK, &stored))
-}
-
-fn on_deleted(sim: &Sim, rt: &ResourceType, obj: &Value) {
-    let id = rt.id();
-    let ns = meta_str(obj, "namespace");
-    let name = meta_str(obj, "name");
-    match id.as_str() {
-        "pods" => sim.emit(SimEventKind::PodDeleted, ns, name, "pod deleted"),
-        "namespaces" => {
-            for t in sim.registry.all().iter().filter(|t| t.namespaced) {
-                for o in sim.store.delete_all(&t.id(), Some(name)) {
-                    on_deleted(sim, t, &o);
-                }
-            }
-        }
-        "customresourcedefinitions.apiextensions.k8s.io" => {
-            if let Some(crt) = ResourceType::from_crd(obj) {
-                sim.registry.unregister_crd(&crt.group, &crt.plural);
-                sim.store.delete_all(&crt.id(), None);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Deletes a pod as an outside actor would (used by fault injection).
-pub(crate) fn delete_pod(sim: &Sim, ns: &str, name: &str) -> ApiResult<()> {
-    let obj = sim.store.delete("pods", ns, name, |_| Ok(()))?;
-    if let Some(rt) = sim.registry.lookup("", "v1", "pods") {
-        on_deleted(sim, &rt, &obj);
-    }
-    Ok(())
 }
 
 fn delete(sim: &Sim, t: &Target, body: &Bytes, dry_run: bool) -> ApiResult<Response> {

@@ -138,12 +138,25 @@ impl Store {
         (list_in(&st, res, ns), st.rv)
     }
 
-    pub fn create(&self, res: &str, mut obj: Value) -> ApiResult<Arc<Value>> {
+    pub fn create(&self, res: &str, obj: Value) -> ApiResult<Arc<Value>> {
         let mut st = self.state.lock().unwrap();
         let key = key_of(&obj);
         if st.objects.get(res).is_some_and(|m| m.contains_key(&key)) {
             return Err(ApiError::already_exists(res, &key.1));
         }
+        Ok(self.store(&mut st, res, key, obj, None))
+    }
+
+    /// Stores `obj` under the next resourceVersion and announces it: Added without `old`,
+    /// Modified with it.
+    fn store(
+        &self,
+        st: &mut State,
+        res: &str,
+        key: Key,
+        mut obj: Value,
+        old: Option<Arc<Value>>,
+    ) -> Arc<Value> {
         st.rv += 1;
         let rv = st.rv;
         set_rv(&mut obj, rv);
@@ -152,18 +165,23 @@ impl Store {
             .entry(res.to_string())
             .or_default()
             .insert(key.clone(), obj.clone());
+        let kind = if old.is_some() {
+            ChangeType::Modified
+        } else {
+            ChangeType::Added
+        };
         self.commit(
-            &mut st,
+            st,
             Change {
                 res: res.into(),
-                kind: ChangeType::Added,
+                kind,
                 rv,
                 namespace: key.0,
                 object: obj.clone(),
-                old: None,
+                old,
             },
         );
-        Ok(obj)
+        obj
     }
 
     /// Atomic read-modify-write. A result equal to the current object is a no-op (no new RV,
@@ -177,38 +195,14 @@ impl Store {
     ) -> ApiResult<Arc<Value>> {
         let mut st = self.state.lock().unwrap();
         let key = (ns.to_string(), name.to_string());
-        let cur = st
-            .objects
-            .get(res)
-            .and_then(|m| m.get(&key))
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(res, name))?;
+        let cur = current(&st, res, &key)?;
         let mut new = f(&cur)?;
         let cur_rv: u64 = meta_str(&cur, "resourceVersion").parse().unwrap_or(0);
         set_rv(&mut new, cur_rv);
         if new == *cur {
             return Ok(cur);
         }
-        st.rv += 1;
-        let rv = st.rv;
-        set_rv(&mut new, rv);
-        let new = Arc::new(new);
-        st.objects
-            .entry(res.to_string())
-            .or_default()
-            .insert(key.clone(), new.clone());
-        self.commit(
-            &mut st,
-            Change {
-                res: res.into(),
-                kind: ChangeType::Modified,
-                rv,
-                namespace: key.0,
-                object: new.clone(),
-                old: Some(cur),
-            },
-        );
-        Ok(new)
+        Ok(self.store(&mut st, res, key, new, Some(cur)))
     }
 
     /// Deletes after `check` (preconditions) passes; returns the object as last stored,
@@ -222,12 +216,7 @@ impl Store {
     ) -> ApiResult<Arc<Value>> {
         let mut st = self.state.lock().unwrap();
         let key = (ns.to_string(), name.to_string());
-        let cur = st
-            .objects
-            .get(res)
-            .and_then(|m| m.get(&key))
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(res, name))?;
+        let cur = current(&st, res, &key)?;
         check(&cur)?;
         st.objects.get_mut(res).map(|m| m.remove(&key));
         st.rv += 1;
@@ -294,4 +283,13 @@ impl Store {
         st.history.clear();
         st.floor = st.rv;
     }
+}
+
+/// The stored object at `key`, or NotFound.
+fn current(st: &State, res: &str, key: &Key) -> ApiResult<Arc<Value>> {
+    st.objects
+        .get(res)
+        .and_then(|m| m.get(key))
+        .cloned()
+        .ok_or_else(|| ApiError::not_found(res, &key.1))
 }

@@ -17,7 +17,7 @@ use crate::error::ApiError;
 use crate::kubelet::{container_env, exit_code};
 use crate::store::meta_str;
 use crate::util::Query;
-use crate::{Sim, SimEventKind, server};
+use crate::{Sim, SimEventKind, deletion};
 
 const STDIN: u8 = 0;
 const STDOUT: u8 = 1;
@@ -393,7 +393,7 @@ async fn session(sim: Arc<Sim>, er: ExecRequest, socket: WebSocket) {
     });
 
     if sim.faults.take_delete_on_exec(&ns, &pod_name) {
-        let _ = server::delete_pod(&sim, &ns, &pod_name);
+        let _ = deletion::delete_pod(&sim, &ns, &pod_name);
         sim.emit(
             SimEventKind::Fault,
             &ns,

@@ -12,8 +12,8 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::Sim;
 use crate::error::{ApiError, ApiResult};
+use crate::request::{Target, object_json, selectors};
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::server::{Target, object_json, selectors};
 use crate::store::{Change, ChangeType, WatchStart};
 use crate::table::Shape;
 use crate::util::Query;

@@ -4,7 +4,7 @@
 //! tests below.
 //!
 //! The recorded status (`restore-hooks.dev/status`) is the only state shared between processes.
-//! The reconciler writes what [`decide`] returns before it acts on it, so a controller that
+//! The reconciler writes what [`next_step`] returns before it acts on it, so a controller that
 //! restarts (or a new leader) picks up exactly where the previous one stopped.
 //!
 //! Order (§6.3): the hooks of one container run one at a time, in plan order; containers do not
@@ -112,7 +112,7 @@ pub struct Context<'a> {
 /// What the controller does next for one pod: the status to write first, the hooks to start, and
 /// when to decide again (docs/behaviour.md §6).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Decision {
+pub struct ExecStep {
     /// The status with every transition that needs no exec applied (interrupted, expired,
     /// skipped, pod gone, missing container).
     pub status: ExecStatus,
@@ -124,17 +124,29 @@ pub struct Decision {
     pub start: Vec<usize>,
     /// Decide again at this time even if nothing changes (a wait or an in-flight deadline).
     pub wake_at: Option<Timestamp>,
-    /// Every hook is terminal: set the `restore-hooks.dev/exec` label to this.
+    /// Every hook is terminal and no exec of this process is still to be recorded: set the
+    /// `restore-hooks.dev/exec` label to this.
     pub finished: Option<&'static str>,
 }
 
+/// The plan with `--max-exec-timeout` applied to every hook. The state machine reads a hook's
+/// execTimeout for the in-flight deadline of a `Running` hook another process started (§6.10:
+/// the capped value, as no exec runs longer); the plan may hold a longer one (admitted under a
+/// higher cap, or written by hand and signed by `inject`).
+pub fn capped(mut plan: ExecPlan, max_exec_timeout_ms: u64) -> ExecPlan {
+    for hook in &mut plan.hooks {
+        hook.exec_timeout_ms = hook.exec_timeout_ms.min(max_exec_timeout_ms);
+    }
+    plan
+}
+
 /// Decides the next step for one pod. `recorded` is the pod's status annotation, if readable.
-pub fn decide(
+pub fn next_step(
     plan: &ExecPlan,
     recorded: Option<&ExecStatus>,
     pod: &PodView,
     ctx: &Context<'_>,
-) -> Decision {
+) -> ExecStep {
     let now = ctx.now;
     let mut status = align(plan, recorded);
     let mut ended = Vec::new();
@@ -242,7 +254,10 @@ pub fn decide(
     start.sort_unstable();
 
     let all_ended = status.hooks.iter().all(|h| h.phase.is_terminal());
-    let finished = all_ended.then(|| {
+    // An exec of this process whose result is not written yet keeps the pod open even when its
+    // status already reads terminal (another leader recorded it interrupted): the label is set
+    // last, after every result this process holds (§6.9).
+    let finished = (all_ended && ctx.running_here.is_empty()).then(|| {
         if status.hooks.iter().all(|h| h.phase == HookPhase::Succeeded) {
             EXEC_DONE
         } else {
@@ -252,8 +267,8 @@ pub fn decide(
     // A status that only gained its Pending shape is written when the pod has to wait, so that an
     // operator sees the pending hooks; when a hook starts, the Running write carries it anyway.
     let differs = recorded != Some(&status);
-    let write = !ended.is_empty() || (differs && start.is_empty() && finished.is_none());
-    Decision {
+    let write = !ended.is_empty() || (differs && start.is_empty() && !all_ended);
+    ExecStep {
         status,
         write,
         ended,
@@ -483,7 +498,7 @@ mod tests {
         s
     }
 
-    fn phases(d: &Decision) -> Vec<HookPhase> {
+    fn phases(d: &ExecStep) -> Vec<HookPhase> {
         d.status.hooks.iter().map(|h| h.phase).collect()
     }
 
@@ -588,7 +603,7 @@ mod tests {
         for row in rows {
             let recorded = (!row.recorded.is_empty()).then(|| with_phases(&p, &row.recorded));
             let here: BTreeSet<usize> = row.here.iter().copied().collect();
-            let d = decide(
+            let d = next_step(
                 &p,
                 recorded.as_ref(),
                 &pod(&row.up),
@@ -608,11 +623,11 @@ mod tests {
         side.wait_timeout_ms = Some(10_000);
         let p = plan(vec![side, hook("db", "db")]);
         let view = pod(&[("sidecar", true, false), ("db", true, true)]);
-        let d = decide(&p, None, &view, &at(1));
+        let d = next_step(&p, None, &view, &at(1));
         assert_eq!(d.start, vec![1]);
         assert_eq!(d.wake_at, Some(t(10)));
         let done = with_phases(&p, &[P, OK]);
-        let d = decide(&p, Some(&done), &view, &at(10));
+        let d = next_step(&p, Some(&done), &view, &at(10));
         assert_eq!(phases(&d), vec![F, OK]);
         assert!(d.status.hooks[0].message.contains("not up within 10s"));
         assert_eq!(d.finished, Some(EXEC_FAILED));
@@ -625,22 +640,22 @@ mod tests {
         let p = plan(vec![hook("a", "db"), ready]);
         let running_not_ready = pod(&[("db", true, false)]);
         assert!(
-            decide(&p, None, &running_not_ready, &at(1))
+            next_step(&p, None, &running_not_ready, &at(1))
                 .start
                 .is_empty()
         );
         let ready_pod = pod(&[("db", true, true)]);
-        assert_eq!(decide(&p, None, &ready_pod, &at(1)).start, vec![0]);
+        assert_eq!(next_step(&p, None, &ready_pod, &at(1)).start, vec![0]);
     }
 
     #[test]
     fn native_sidecars_are_targets_and_plain_init_containers_are_not() {
         let p = plan(vec![hook("a", "sidecar")]);
-        let d = decide(&p, None, &pod(&[("sidecar", true, false)]), &at(1));
+        let d = next_step(&p, None, &pod(&[("sidecar", true, false)]), &at(1));
         assert_eq!(d.start, vec![0]);
 
         let p = plan(vec![hook("a", "restore-hooks-init"), hook("b", "db")]);
-        let d = decide(&p, None, &pod(&[("db", true, true)]), &at(1));
+        let d = next_step(&p, None, &pod(&[("db", true, true)]), &at(1));
         assert_eq!(phases(&d), vec![F, P]);
         assert!(d.status.hooks[0].message.contains("plain init container"));
         assert_eq!(d.start, vec![1]);
@@ -651,7 +666,7 @@ mod tests {
     #[test]
     fn a_missing_container_fails_at_once_without_waiting() {
         let p = plan(vec![hook("a", "nope")]);
-        let d = decide(&p, None, &pod(&[]), &at(1));
+        let d = next_step(&p, None, &pod(&[]), &at(1));
         assert_eq!(phases(&d), vec![F]);
         assert_eq!(
             d.status.hooks[0].message,
@@ -666,24 +681,24 @@ mod tests {
         h.wait_timeout_ms = Some(10_000);
         let p = plan(vec![h, hook("b", "db")]);
         // Before the deadline: wait until it.
-        let d = decide(&p, None, &pod(&[]), &at(3));
+        let d = next_step(&p, None, &pod(&[]), &at(3));
         assert_eq!(d.wake_at, Some(t(10)));
         assert!(d.write, "the Pending status is written while waiting");
         assert!(d.ended.is_empty());
         // At the deadline, not up: expired, not started; the next hook (Continue) goes on.
-        let d = decide(&p, None, &pod(&[]), &at(10));
+        let d = next_step(&p, None, &pod(&[]), &at(10));
         assert_eq!(phases(&d), vec![F, P]);
         assert_eq!(
             d.status.hooks[0].message,
             "container db was not up within 10s of pod creation; not executed"
         );
         // Up, but the turn came too late: still not executed.
-        let d = decide(&p, None, &pod(&[("db", true, true)]), &at(11));
+        let d = next_step(&p, None, &pod(&[("db", true, true)]), &at(11));
         assert_eq!(phases(&d)[0], F);
         assert!(d.status.hooks[0].message.contains("turn came"));
         assert_eq!(d.start, vec![1]);
         // Up in time: runs.
-        let d = decide(&p, None, &pod(&[("db", true, true)]), &at(9));
+        let d = next_step(&p, None, &pod(&[("db", true, true)]), &at(9));
         assert_eq!(d.start, vec![0]);
     }
 
@@ -697,7 +712,7 @@ mod tests {
             awaiting_slot: &waiting,
             ..at(10)
         };
-        let d = decide(&p, None, &pod(&[("db", true, true)]), &ctx);
+        let d = next_step(&p, None, &pod(&[("db", true, true)]), &ctx);
         assert_eq!(phases(&d), vec![F]);
         assert!(
             d.status.hooks[0]
@@ -719,7 +734,7 @@ mod tests {
         ]);
         // A recorded Fail failure (after an exec); app's hook is running here and finishes.
         let here: BTreeSet<usize> = [2].into();
-        let d = decide(
+        let d = next_step(
             &p,
             Some(&with_phases(&p, &[F, P, R, P])),
             &pod(&[("db", true, true), ("app", true, true)]),
@@ -734,7 +749,7 @@ mod tests {
         assert!(d.start.is_empty());
         assert_eq!(d.finished, None, "hook c still runs");
         // An expiry of a Fail hook skips as well.
-        let d = decide(&p, None, &pod(&[]), &at(5));
+        let d = next_step(&p, None, &pod(&[]), &at(5));
         assert_eq!(phases(&d), vec![F, S, S, S]);
         assert_eq!(d.ended, vec![0, 1, 2, 3]);
     }
@@ -747,25 +762,53 @@ mod tests {
         let up = pod(&[("db", true, true)]);
         // 30 s exec timeout + 30 s grace: before t(60) the next hook of db never starts.
         for secs in [1, 59] {
-            let d = decide(&p, Some(&status), &up, &at(secs));
+            let d = next_step(&p, Some(&status), &up, &at(secs));
             assert_eq!(phases(&d), vec![R, P], "at {secs}");
             assert!(d.start.is_empty(), "at {secs}");
             assert_eq!(d.wake_at, Some(t(60)));
             assert!(!d.write);
         }
-        let d = decide(&p, Some(&status), &up, &at(60));
+        let d = next_step(&p, Some(&status), &up, &at(60));
         assert_eq!(phases(&d), vec![F, P]);
         assert_eq!(d.status.hooks[0].message, INTERRUPTED);
         assert_eq!(d.start, vec![1]);
         assert!(d.write);
         // Without a readable start time it cannot be waited for: interrupted at once.
         status.hooks[0].started_at = None;
-        let d = decide(&p, Some(&status), &up, &at(1));
+        let d = next_step(&p, Some(&status), &up, &at(1));
         assert_eq!(phases(&d), vec![F, P]);
         // The previous owner of the record finishing in time is just a recorded result.
         let mut finished = with_phases(&p, &[OK, P]);
         finished.hooks[0].started_at = Some(timestamp(t(0)));
-        assert_eq!(decide(&p, Some(&finished), &up, &at(2)).start, vec![1]);
+        assert_eq!(next_step(&p, Some(&finished), &up, &at(2)).start, vec![1]);
+    }
+
+    #[test]
+    fn a_pod_is_finished_only_once_no_exec_of_this_process_is_unrecorded() {
+        let p = plan(vec![hook("a", "db"), hook("b", "app")]);
+        let up = pod(&[("db", true, true), ("app", true, true)]);
+        // Hook 1's status reads terminal (another leader wrote it interrupted) while its exec
+        // still runs here: its result comes first, the label after.
+        let status = with_phases(&p, &[OK, F]);
+        let here = BTreeSet::from([1]);
+        let d = next_step(&p, Some(&status), &up, &running_here(&here, 5));
+        assert_eq!(d.finished, None);
+        assert!(!d.write && d.start.is_empty());
+        let d = next_step(&p, Some(&status), &up, &at(5));
+        assert_eq!(d.finished, Some(EXEC_FAILED));
+    }
+
+    #[test]
+    fn exec_timeouts_are_capped_for_in_flight_deadlines() {
+        let mut long = hook("a", "db");
+        long.exec_timeout_ms = 3_600_000;
+        let short = hook("b", "db");
+        let p = capped(plan(vec![long, short.clone()]), 60_000);
+        assert_eq!(p.hooks[0].exec_timeout_ms, 60_000);
+        assert_eq!(
+            p.hooks[1].exec_timeout_ms,
+            short.exec_timeout_ms.min(60_000)
+        );
     }
 
     #[test]
@@ -773,7 +816,7 @@ mod tests {
         let mut first = hook("a", "db");
         first.on_error = OnError::Fail;
         let p = plan(vec![first, hook("c", "db")]);
-        let d = decide(
+        let d = next_step(
             &p,
             Some(&with_phases(&p, &[R, P])),
             &pod(&[("db", true, true)]),
@@ -789,7 +832,7 @@ mod tests {
             out_of_scope: Some("namespace kube-system is excluded"),
             ..at(1)
         };
-        let d = decide(
+        let d = next_step(
             &p,
             Some(&with_phases(&p, &[OK, P])),
             &pod(&[("app", true, true)]),
@@ -811,19 +854,19 @@ mod tests {
         let p = plan(vec![refused.clone(), hook("b", "db"), hook("c", "app")]);
         // Whether its container is up or not: it never waits and never starts.
         for up in [vec![], vec![("db", true, true), ("app", true, true)]] {
-            let d = decide(&p, None, &pod(&up), &at(1));
+            let d = next_step(&p, None, &pod(&up), &at(1));
             assert_eq!(phases(&d)[0], F, "{up:?}");
             assert_eq!(d.status.hooks[0].message, refused.refused.clone().unwrap());
             assert!(!d.start.contains(&0), "{up:?}");
             assert!(d.ended.contains(&0) && d.write, "{up:?}");
         }
-        let d = decide(&p, None, &pod(&[("db", true, true)]), &at(1));
+        let d = next_step(&p, None, &pod(&[("db", true, true)]), &at(1));
         assert_eq!(d.start, vec![1], "the next hook of its container runs");
         // With onError: Fail it stops the pod's other hooks, as a failure would.
         let mut fail = refused;
         fail.on_error = OnError::Fail;
         let p = plan(vec![fail, hook("b", "db"), hook("c", "app")]);
-        let d = decide(
+        let d = next_step(
             &p,
             None,
             &pod(&[("db", true, true), ("app", true, true)]),
@@ -838,7 +881,7 @@ mod tests {
         let p = plan(vec![hook("a", "db"), hook("b", "db")]);
         let mut done = pod(&[]);
         done.phase = Some("Succeeded".to_string());
-        let d = decide(&p, Some(&with_phases(&p, &[OK, P])), &done, &at(5));
+        let d = next_step(&p, Some(&with_phases(&p, &[OK, P])), &done, &at(5));
         assert_eq!(phases(&d), vec![OK, F]);
         assert_eq!(
             d.status.hooks[1].message,
@@ -849,7 +892,7 @@ mod tests {
         for presence in [Presence::Terminating, Presence::Gone] {
             let mut gone = pod(&[("db", true, true)]);
             gone.presence = presence;
-            let d = decide(&p, None, &gone, &at(5));
+            let d = next_step(&p, None, &gone, &at(5));
             assert_eq!(phases(&d), vec![F, F], "{presence:?}: Failed, not Skipped");
             assert_eq!(
                 d.status.hooks[0].message,
@@ -863,9 +906,9 @@ mod tests {
     fn a_decided_status_is_stable() {
         // Deciding again on the written status settles nothing new and writes nothing.
         let p = plan(vec![hook("a", "nope"), hook("b", "db")]);
-        let first = decide(&p, None, &pod(&[]), &at(1));
+        let first = next_step(&p, None, &pod(&[]), &at(1));
         assert!(first.write);
-        let again = decide(&p, Some(&first.status), &pod(&[]), &at(2));
+        let again = next_step(&p, Some(&first.status), &pod(&[]), &at(2));
         assert!(!again.write);
         assert!(again.ended.is_empty());
         assert!(again.start.is_empty() && again.finished.is_none());
@@ -874,7 +917,7 @@ mod tests {
     #[test]
     fn no_write_before_a_start_when_only_the_shape_is_new() {
         let p = plan(vec![hook("a", "db")]);
-        let d = decide(&p, None, &pod(&[("db", true, false)]), &at(1));
+        let d = next_step(&p, None, &pod(&[("db", true, false)]), &at(1));
         assert_eq!(d.start, vec![0]);
         assert!(!d.write);
     }
@@ -884,12 +927,12 @@ mod tests {
         let p = plan(vec![hook("a", "db")]);
         let mut stale = with_phases(&p, &[OK]);
         stale.hooks[0].name = "other".to_string();
-        let d = decide(&p, Some(&stale), &pod(&[("db", true, true)]), &at(1));
+        let d = next_step(&p, Some(&stale), &pod(&[("db", true, true)]), &at(1));
         assert_eq!(d.start, vec![0]);
         assert_eq!(d.status.hooks[0].name, "a");
 
         let grown = plan(vec![hook("a", "db"), hook("late", "db")]);
-        let d = decide(
+        let d = next_step(
             &grown,
             Some(&with_phases(&p, &[OK])),
             &pod(&[("db", true, true)]),
@@ -901,7 +944,7 @@ mod tests {
 
     #[test]
     fn an_empty_plan_is_done() {
-        let d = decide(&plan(vec![]), None, &pod(&[]), &at(1));
+        let d = next_step(&plan(vec![]), None, &pod(&[]), &at(1));
         assert_eq!(d.finished, Some(EXEC_DONE));
         assert!(!d.write);
     }

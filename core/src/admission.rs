@@ -13,6 +13,7 @@ use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOp
 use serde_json::Value;
 
 use crate::config::{EngineConfig, OnInvalid};
+use crate::exec_step::timestamp;
 use crate::hooks::plan::{
     EXEC_LABEL, EXEC_PENDING, ExecPlan, INJECTED_ANNOTATION, MAX_PLAN_BYTES, MAX_STATUS_BYTES,
     MAX_TOTAL_ANNOTATION_BYTES, PLAN_ANNOTATION, RESTORE_RUN_LABEL, STATUS_ANNOTATION,
@@ -23,11 +24,6 @@ use crate::hooks::signing::{
     PLAN_SIGNATURE_ANNOTATION, PlanKeys, PodBinding, STATUS_SIGNATURE_ANNOTATION,
 };
 use crate::index::HookIndex;
-use crate::state::timestamp;
-
-/// Init containers that Velero's file-system restore puts in the pod; hook containers go after
-/// the last of them, because they need the restored volume data (docs/behaviour.md §4.2).
-pub const RESTORE_WAIT_CONTAINERS: [&str; 2] = ["restore-wait", "restic-wait"];
 
 /// How plans are issued: the installation's keys (none: unsigned, `inject` without a key), the
 /// time to stamp into `issuedAt` and the plan's id.
@@ -48,7 +44,7 @@ pub use crate::hooks::authority::{ExecRight, Requester};
 /// The admission answer for one pod (docs/behaviour.md §3.6, §4.5), as the webhook returns it and
 /// `restore-hooks inject` prints it.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Decision {
+pub enum Admission {
     /// Allow without a patch: not a restored pod, or nothing to change.
     Unchanged {
         /// Admission warnings (the AdmissionResponse's `warnings`, one entry each), e.g. skipped
@@ -82,30 +78,30 @@ pub fn evaluate(
     config: &EngineConfig,
     issuer: &Issuer<'_>,
     requester: &Requester<'_>,
-) -> Decision {
+) -> Admission {
     let Some(scope) = restore_scope(
         ctx.namespace,
         ctx.pod.labels(),
         ctx.namespace_labels,
         config,
     ) else {
-        return Decision::Unchanged { warnings: vec![] };
+        return Admission::Unchanged { warnings: vec![] };
     };
     let resolution = resolve_hooks(ctx, &scope, index, config, requester);
-    decide(ctx, resolution, config, issuer)
+    answer(ctx, resolution, config, issuer)
 }
 
 /// Turns a resolution into the admission decision for this pod.
-pub fn decide(
+pub fn answer(
     ctx: &PodContext<'_>,
     resolution: Resolution,
     config: &EngineConfig,
     issuer: &Issuer<'_>,
-) -> Decision {
+) -> Admission {
     let who = ctx.pod.display(ctx.namespace);
     if !resolution.problems.is_empty() && config.on_invalid == OnInvalid::Deny {
         let problems: Vec<String> = resolution.problems.iter().map(|p| p.to_string()).collect();
-        return Decision::Deny {
+        return Admission::Deny {
             message: format!(
                 "restore-hooks: pod {who} (restore {:?}) has invalid restore hooks: {}. Fix the \
                  hook definitions and recreate the pod, or run the webhook with --on-invalid warn \
@@ -129,11 +125,11 @@ pub fn decide(
     let restore = resolution.restore.clone();
     let refused_annotation_hook = resolution.refused_annotation_hook;
     match build_patch(ctx, resolution, issuer) {
-        Err(message) => Decision::Deny {
+        Err(message) => Admission::Deny {
             message: format!("restore-hooks: pod {who} (restore {restore:?}): {message}"),
         },
-        Ok((ops, _)) if ops.is_empty() => Decision::Unchanged { warnings },
-        Ok((ops, injected)) => Decision::Patch {
+        Ok((ops, _)) if ops.is_empty() => Admission::Unchanged { warnings },
+        Ok((ops, injected)) => Admission::Patch {
             patch: Patch(ops),
             warnings,
             injected,
@@ -168,6 +164,7 @@ fn build_patch(
         scope,
         restore,
         init,
+        init_index,
         exec,
         not_applicable,
         ..
@@ -175,7 +172,7 @@ fn build_patch(
 
     // 1. Init containers: stale copies of our own are replaced where they stand (before any
     // insertion, so their indices are still the admitted ones), new ones go directly after the
-    // last restore-wait / restic-wait.
+    // last restore-wait / restic-wait or Velero's own init hook (`init_index`, §4.2).
     let mut injected: Vec<String> = Vec::new();
     let mut to_add: Vec<Value> = Vec::new();
     for placed in init.into_iter().flat_map(|h| h.containers) {
@@ -207,13 +204,9 @@ fn build_patch(
                 pointer(["spec", "initContainers"]),
                 Value::Array(to_add),
             )),
-            Some(existing) => {
-                let start = existing
-                    .iter()
-                    .rposition(|c| RESTORE_WAIT_CONTAINERS.contains(&&*c.name))
-                    .map_or(0, |i| i + 1);
+            Some(_) => {
                 for (i, value) in to_add.into_iter().enumerate() {
-                    let index = (start + i).to_string();
+                    let index = (init_index + i).to_string();
                     ops.push(add(
                         pointer(["spec", "initContainers", index.as_str()]),
                         value,

@@ -296,7 +296,10 @@ def expected_args(ctx: Ctx, role: str) -> list[str]:
         if cfg.get("maxConcurrentExecsPerNamespace") is not None:
             args.append(f"--max-concurrent-execs-per-namespace={cfg['maxConcurrentExecsPerNamespace']}")
         args += [f"--inherited-exec-grace={cfg['inheritedExecGrace']}",
-                 f"--late-hook-window={cfg['lateHookWindow']}",
+                 f"--late-hook-window={cfg['lateHookWindow']}"]
+        if cfg.get("unmutatedLookback") is not None:
+            args.append(f"--unmutated-lookback={cfg['unmutatedLookback']}")
+        args += [
                  f"--restore-run-retention={cfg['restoreRunRetention']}",
                  f"--lease-name={ctx.lease}",
                  f"--lease-namespace={ctx.ns}",

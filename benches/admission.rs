@@ -20,12 +20,12 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use restore_hooks::admission::Issuer;
 use restore_hooks::catalog::StaticCatalog;
 use restore_hooks::catalog::static_files::{DocumentDefaults, add_documents};
 use restore_hooks::config::{EngineConfig, VeleroHooksMode};
 use restore_hooks::hooks::signing::PlanKeys;
 use restore_hooks::index::HookIndex;
-use restore_hooks::admission::Issuer;
 use restore_hooks::webhook::review::{
     BadReview, Outcome, ReviewContext, Reviewed, allowed, parse_review,
 };

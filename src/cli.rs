@@ -22,13 +22,18 @@ use crate::hooks::duration::parse_flag as duration;
         A mutating admission webhook injects restore init containers into restored pods and \
         stamps them with an exec plan; a controller runs the post-restore exec hooks once each \
         target container is up, recording every outcome on the pod. Hooks come from Velero pod \
-        annotations, Velero Restore objects and RestoreHook resources."
+        annotations, Velero Restore objects, ClusterRestoreHooks and RestoreHooks."
 )]
+/// The whole command line, as `main` parses it. `--help` shows the `about` and `long_about`
+/// above, not this comment.
 pub struct Cli {
+    /// The role to run.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The subcommands: one per role, plus the offline tools. Each variant's doc comment is its
+/// one-line `--help` summary.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the webhook and the controller in one process (what the Helm chart deploys).
@@ -65,12 +70,14 @@ pub struct EngineArgs {
     /// namespace, or a RestoreHook/ClusterRestoreHook with `podAnnotationHooks: Allow` selects it.
     #[arg(long, env = "RESTORE_HOOKS_VELERO_SERVICE_ACCOUNT", value_name = "NAME", default_value = DEFAULT_VELERO_SERVICE_ACCOUNT)]
     pub velero_service_account: String,
-    /// Who runs hooks from Velero pod annotations and Restore objects: `defer` leaves them to
-    /// Velero on pods Velero created; `own` runs them everywhere.
+    /// Who runs the hooks of Velero pod annotations and Velero Restore objects.
+    // What each value does is said once, in `VeleroHooksMode::meaning` (docs/behaviour.md §3.3):
+    // `--help` lists it under the values.
     #[arg(long, env = "RESTORE_HOOKS_VELERO_HOOKS", value_enum, default_value_t = VeleroHooksArg::Defer)]
     pub velero_hooks: VeleroHooksArg,
-    /// What to do with invalid hook definitions: `deny` the pod, or `warn` and admit it without
-    /// the invalid hook.
+    /// What to do with a pod whose hook definitions are invalid.
+    // What each value does is said once, in `OnInvalid::meaning` (docs/behaviour.md §3.6):
+    // `--help` lists it under the values.
     #[arg(long, env = "RESTORE_HOOKS_ON_INVALID", value_enum, default_value_t = OnInvalidArg::Deny)]
     pub on_invalid: OnInvalidArg,
     /// Longest exec timeout a hook may have; longer ones are capped, with an admission warning
@@ -91,11 +98,12 @@ pub struct EngineArgs {
 /// `--velero-hooks`: the command-line face of [`VeleroHooksMode`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum VeleroHooksArg {
-    /// Pods Velero created (restore pod label) keep Velero's own hooks; only RestoreHook and
-    /// ClusterRestoreHook hooks apply to them. Every other in-scope pod gets all four sources.
+    /// [`VeleroHooksMode::Defer`].
     #[default]
+    #[value(help = VeleroHooksMode::Defer.meaning())]
     Defer,
-    /// All four sources for every in-scope pod: Velero without a hook engine, or another tool.
+    /// [`VeleroHooksMode::Own`].
+    #[value(help = VeleroHooksMode::Own.meaning())]
     Own,
 }
 
@@ -111,10 +119,12 @@ impl From<VeleroHooksArg> for VeleroHooksMode {
 /// `--on-invalid`: the command-line face of [`OnInvalid`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum OnInvalidArg {
-    /// Deny the pod with a message naming the pod, the hook source and the problem.
+    /// [`OnInvalid::Deny`].
     #[default]
+    #[value(help = OnInvalid::Deny.meaning())]
     Deny,
-    /// Admit the pod without the invalid hooks, with an admission warning for each.
+    /// [`OnInvalid::Warn`].
+    #[value(help = OnInvalid::Warn.meaning())]
     Warn,
 }
 
@@ -128,6 +138,8 @@ impl From<OnInvalidArg> for OnInvalid {
 }
 
 impl EngineArgs {
+    /// The flags as the rules in core take them: `--max-exec-timeout` in milliseconds (saturating
+    /// at `u64::MAX`), the value enums converted to their core types.
     pub fn engine_config(&self) -> EngineConfig {
         EngineConfig {
             restore_label: self.restore_label.clone(),
@@ -143,6 +155,7 @@ impl EngineArgs {
     }
 }
 
+/// `--log-format`: how log lines are written to standard error.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     /// One JSON object per line (for log pipelines).
@@ -185,6 +198,7 @@ pub struct RuntimeArgs {
     /// and the key of this replica's entry in RestoreHook status. Default: the host name.
     #[arg(long, env = "RESTORE_HOOKS_IDENTITY")]
     pub identity: Option<String>,
+    /// Where the plan key comes from.
     #[command(flatten)]
     pub plan_key: PlanKeyArgs,
 }
@@ -269,6 +283,12 @@ pub struct ControllerArgs {
     /// still adds its exec hooks to that pod if the pod is younger than this. 0 disables.
     #[arg(long, env = "RESTORE_HOOKS_LATE_HOOK_WINDOW", value_parser = duration, default_value = "30m")]
     pub late_hook_window: Duration,
+    /// Pods of a namespace carrying the restore-namespace label, created without the webhook's
+    /// mark up to this long before the controller first saw the label, are reported as restored
+    /// pods the webhook never saw (when the label was set is not recorded anywhere). Default: the
+    /// larger of --late-hook-window and 30m.
+    #[arg(long, env = "RESTORE_HOOKS_UNMUTATED_LOOKBACK", value_parser = duration)]
+    pub unmutated_lookback: Option<Duration>,
     /// RestoreRun objects are deleted this long after their restore's hooks completed.
     #[arg(long, env = "RESTORE_HOOKS_RESTORE_RUN_RETENTION", value_parser = duration, default_value = "168h")]
     pub restore_run_retention: Duration,
@@ -288,6 +308,14 @@ pub struct ControllerArgs {
 }
 
 impl ControllerArgs {
+    /// `--unmutated-lookback`, defaulted (docs/behaviour.md §6.1): the webhook that was down
+    /// usually took the controller with it, so "first seen" alone would miss exactly the pods to
+    /// report; at least the late-hook window, and never less than 30 minutes unless set.
+    pub fn unmutated_lookback(&self) -> Duration {
+        self.unmutated_lookback
+            .unwrap_or_else(|| self.late_hook_window.max(DEFAULT_UNMUTATED_LOOKBACK))
+    }
+
     /// `--max-concurrent-execs-per-namespace`, defaulted.
     pub fn per_namespace_execs(&self) -> usize {
         self.max_concurrent_execs_per_namespace
@@ -296,38 +324,57 @@ impl ControllerArgs {
     }
 }
 
+/// The shortest default `--unmutated-lookback`.
+const DEFAULT_UNMUTATED_LOOKBACK: Duration = Duration::from_secs(30 * 60);
+
+/// `serve`: every flag of the webhook and of the controller, which share one process, one admin
+/// port and one hook index.
 #[derive(Clone, Debug, Args)]
 pub struct ServeArgs {
+    /// Logging, the admin port and cluster access.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+    /// Which pods are restored pods, and which hook sources apply.
     #[command(flatten)]
     pub engine: EngineArgs,
+    /// The HTTPS admission server.
     #[command(flatten)]
     pub webhook: WebhookArgs,
+    /// The post-restore exec controller.
     #[command(flatten)]
     pub controller: ControllerArgs,
 }
 
+/// `webhook`: the admission server alone (no exec, no Lease).
 #[derive(Clone, Debug, Args)]
 pub struct WebhookCommand {
+    /// Logging, the admin port and cluster access.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+    /// Which pods are restored pods, and which hook sources apply.
     #[command(flatten)]
     pub engine: EngineArgs,
+    /// The HTTPS admission server.
     #[command(flatten)]
     pub webhook: WebhookArgs,
 }
 
+/// `controller`: the exec controller alone. It takes the engine flags too, with the webhook's
+/// values: its scope check and late hooks apply the same rules.
 #[derive(Clone, Debug, Args)]
 pub struct ControllerCommand {
+    /// Logging, the admin port and cluster access.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
+    /// Which pods are restored pods, and which hook sources apply.
     #[command(flatten)]
     pub engine: EngineArgs,
+    /// The post-restore exec controller.
     #[command(flatten)]
     pub controller: ControllerArgs,
 }
 
+/// `inject --output`: what the preview prints.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
     /// The mutated pod as YAML.
@@ -339,6 +386,8 @@ pub enum OutputFormat {
     Patch,
 }
 
+/// `inject`: the webhook's decision for one pod manifest, computed offline from files alone (no
+/// API server: namespace labels, the creator and its exec right are given as flags).
 #[derive(Clone, Debug, Args)]
 pub struct InjectArgs {
     /// Pod manifest (YAML or JSON); `-` reads standard input.
@@ -357,6 +406,7 @@ pub struct InjectArgs {
     /// Namespace of the pod when its manifest names none.
     #[arg(short = 'n', long, default_value = "default")]
     pub namespace: String,
+    /// The webhook's engine flags, so that the preview decides as the webhook would.
     #[command(flatten)]
     pub engine: EngineArgs,
     /// Output: the mutated pod (`yaml`, `json`) or the JSON Patch (`patch`).
@@ -378,6 +428,8 @@ pub struct InjectArgs {
     pub creator_cannot_exec: bool,
 }
 
+/// `demo`: runs on the built-in API-server simulator (the `testbed` module), so it takes no
+/// cluster flags.
 #[derive(Clone, Debug, Args)]
 pub struct DemoArgs {
     /// Print every step, including the simulator's own log lines.
@@ -412,6 +464,68 @@ mod tests {
         assert_eq!(args.runtime.admin_listen.to_string(), "0.0.0.0:8080");
         assert_eq!(args.webhook.tls_reload_interval, Duration::from_secs(10));
         assert_eq!(args.engine.engine_config(), EngineConfig::default());
+    }
+
+    #[test]
+    fn the_unmutated_lookback_defaults_to_the_late_hook_window_and_at_least_30m() {
+        let lookback = |args: &[&str]| {
+            let mut argv = vec!["restore-hooks", "controller"];
+            argv.extend(args);
+            let Command::Controller(c) = Cli::try_parse_from(argv).unwrap().command else {
+                panic!("expected controller")
+            };
+            c.controller.unmutated_lookback()
+        };
+        let min = Duration::from_secs(60);
+        let cases: [(&[&str], Duration); 4] = [
+            (&[], 30 * min),
+            (&["--late-hook-window", "0"], 30 * min),
+            (&["--late-hook-window", "2h"], 120 * min),
+            (
+                &["--late-hook-window", "2h", "--unmutated-lookback", "5m"],
+                5 * min,
+            ),
+        ];
+        for (args, want) in cases {
+            assert_eq!(lookback(args), want, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn value_help_is_the_core_meaning() {
+        // The one text per value lives in core (docs/behaviour.md §3.3, §3.6); `--help` shows it.
+        let cli = Cli::command();
+        let serve = cli.find_subcommand("serve").unwrap();
+        let shown = |flag: &str| -> Vec<(String, String)> {
+            let arg = serve
+                .get_arguments()
+                .find(|a| a.get_long() == Some(flag))
+                .unwrap();
+            arg.get_possible_values()
+                .iter()
+                .map(|v| (v.get_name().to_string(), v.get_help().unwrap().to_string()))
+                .collect()
+        };
+        let meanings = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(n, m)| (n.to_string(), m.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            shown("velero-hooks"),
+            meanings(&[
+                ("defer", VeleroHooksMode::Defer.meaning()),
+                ("own", VeleroHooksMode::Own.meaning()),
+            ])
+        );
+        assert_eq!(
+            shown("on-invalid"),
+            meanings(&[
+                ("deny", OnInvalid::Deny.meaning()),
+                ("warn", OnInvalid::Warn.meaning()),
+            ])
+        );
     }
 
     #[test]

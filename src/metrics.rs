@@ -1,25 +1,83 @@
 //! Prometheus metrics of the webhook and the controller (docs/operations.md). One registry per
 //! process (not the global one) so that tests can run several servers side by side.
 
+use prometheus::core::Collector;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,
 };
 
+/// Every value of each fixed-value counter label that the code writes, and no other. Each series
+/// exists from start-up at 0, so that dashboards show it and an `increase()` alert fires on its
+/// first event; `tests/docs_tables.rs` checks that docs/operations.md lists every one.
+pub const LABEL_VALUES: &[(&str, &[&str])] = &[
+    (
+        "restore_hooks_admission_requests_total",
+        &[
+            "unchanged",
+            "patched",
+            "warned",
+            "denied",
+            "bad_request",
+            "too_large",
+            "body_timeout",
+            "overloaded",
+            "unavailable",
+        ],
+    ),
+    (
+        "restore_hooks_exec_hooks_total",
+        &["succeeded", "failed", "skipped"],
+    ),
+    ("restore_hooks_tls_reloads_total", &["success", "error"]),
+    (
+        "restore_hooks_namespace_lookups_total",
+        &["found", "not_found", "error"],
+    ),
+    (
+        "restore_hooks_plans_rejected_total",
+        &[
+            "unsigned_plan",
+            "other_pod",
+            "forged_status",
+            "unreadable_plan",
+            "claimed_by_other_pod",
+            "plan_replaced",
+            "no_issued_at",
+            "unbound_plan",
+            "record_full",
+        ],
+    ),
+    (
+        "restore_hooks_annotation_hooks_refused_total",
+        &["creator_may_not_exec", "exec_check_failed"],
+    ),
+];
+
+/// The metrics of one process.
 #[derive(Clone)]
 pub struct Metrics {
+    /// The registry `/metrics` renders.
     pub registry: Registry,
+    /// Every registered metric's name (a labelled metric without series is not in a scrape).
+    pub names: std::sync::Arc<[String]>,
     /// `outcome`: `unchanged` (allowed, no patch), `patched`, `denied`, `warned` (patched or
     /// allowed with warnings), `bad_request` (undecodable review).
     pub admission_requests: IntCounterVec,
+    /// `restore_hooks_admission_duration_seconds`: time to decide one request, decoded body to
+    /// encoded response.
     pub admission_duration: Histogram,
+    /// `restore_hooks_init_containers_injected_total`: restore init containers the webhook added.
     pub init_containers_injected: IntCounter,
     /// `result`: `succeeded`, `failed`, `skipped`.
     pub exec_hooks: IntCounterVec,
+    /// `restore_hooks_exec_duration_seconds`: exec hooks' durations, exec start to exit.
     pub exec_duration: Histogram,
+    /// `restore_hooks_pending_pods`: pods labelled `restore-hooks.dev/exec=pending` being tracked.
     pub pending_pods: IntGauge,
     /// `result`: `success`, `error`.
     pub tls_reloads: IntCounterVec,
+    /// `restore_hooks_leader`: 1 while this replica holds the controller Lease (and may exec).
     pub leader: IntGauge,
     /// Unix time of the serving certificate's notAfter (alert before it passes).
     pub certificate_expiry: IntGauge,
@@ -49,6 +107,8 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// A fresh registry with every metric registered, and each fixed label value of
+    /// [`LABEL_VALUES`] at 0.
     pub fn new() -> Self {
         let registry = Registry::new();
         let admission_requests = IntCounterVec::new(
@@ -184,8 +244,9 @@ impl Metrics {
             "Pods whose restore-hooks.dev/status was found behind the controller's record of what ran (rolled back or removed); nothing re-ran",
         )
         .expect("valid metric");
+        let mut names = Vec::new();
         for c in [
-            Box::new(admission_requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(admission_requests.clone()) as Box<dyn Collector>,
             Box::new(admission_duration.clone()),
             Box::new(init_containers_injected.clone()),
             Box::new(exec_hooks.clone()),
@@ -205,10 +266,29 @@ impl Metrics {
             Box::new(annotation_hooks_refused.clone()),
             Box::new(status_rollbacks.clone()),
         ] {
+            names.extend(c.desc().iter().map(|d| d.fq_name.clone()));
             registry.register(c).expect("metric names are unique");
+        }
+        for counter in [
+            &admission_requests,
+            &exec_hooks,
+            &tls_reloads,
+            &namespace_lookups,
+            &plans_rejected,
+            &annotation_hooks_refused,
+        ] {
+            let name = counter.desc()[0].fq_name.clone();
+            let values = LABEL_VALUES
+                .iter()
+                .find(|(metric, _)| *metric == name)
+                .map_or(&[][..], |(_, values)| *values);
+            for value in values {
+                counter.with_label_values(&[*value]);
+            }
         }
         Self {
             registry,
+            names: names.into(),
             admission_requests,
             admission_duration,
             init_containers_injected,

@@ -25,12 +25,12 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Client;
 use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use restore_hooks_core::hooks::plan::{
     EXEC_LABEL, EXEC_PENDING, ExecPlan, ExecStatus, PLAN_ANNOTATION, PlannedHook,
     RESTORE_RUN_LABEL, STATUS_ANNOTATION,
 };
 use restore_hooks_core::hooks::signing::{PLAN_SIGNATURE_ANNOTATION, PlanKeys, PodBinding};
+use restore_hooks_testkit::ThrowawayCa;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -51,12 +51,15 @@ pub const EXCLUDED_NAMESPACES: [&str; 3] = ["kube-system", "kube-node-lease", "r
 /// The restore every [`Testbed::planned_pod`] belongs to.
 pub const RESTORE: &str = "nightly-1";
 
+/// What [`Testbed::start`] sets up. The default runs the kubelet, without the webhook.
 #[derive(Clone, Debug)]
 pub struct TestbedOptions {
     /// Run the simulator's kubelet (pods' containers come up).
     pub kubelet: bool,
     /// Serve the webhook and register it.
     pub webhook: bool,
+    /// The engine config of the whole installation (the index's watch, the webhook and every
+    /// controller); the default's excluded namespaces are [`EXCLUDED_NAMESPACES`].
     pub engine: EngineConfig,
     /// Where the simulated pods run (a temporary directory when `None`).
     pub workdir: Option<PathBuf>,
@@ -76,8 +79,13 @@ impl Default for TestbedOptions {
     }
 }
 
+/// A running installation: the simulator, the hook index's watch and, if asked, the webhook.
+/// Controllers are started separately ([`Testbed::start_controller`]); end with
+/// [`Testbed::stop`].
 pub struct Testbed {
+    /// The simulator itself (pod directories, shutdown).
     pub sim: kube_sim::SimHandle,
+    /// A client of the simulator: the index's watch, the webhook and the controllers use it too.
     pub client: Client,
     /// The installation's plan key (the webhook signs with it, controllers verify with it).
     pub keys: Arc<PlanKeys>,
@@ -87,6 +95,7 @@ pub struct Testbed {
     pub index: Arc<SharedIndex>,
     /// The webhook's metrics.
     pub metrics: Metrics,
+    /// [`TestbedOptions::engine`]: what the webhook and each controller are given.
     pub engine: EngineConfig,
     /// `https://…/mutate` of the webhook, when serving.
     pub webhook_url: Option<String>,
@@ -97,9 +106,13 @@ pub struct Testbed {
 
 /// A running controller of the testbed.
 pub struct ControllerHandle {
+    /// Its name in the Lease (`--identity`).
     pub identity: String,
+    /// Its own metrics, apart from the webhook's and other controllers'.
     pub metrics: Metrics,
+    /// Cancelled to stop it as SIGTERM would (see [`Self::stop`]).
     pub shutdown: CancellationToken,
+    /// The controller's task: its result once it has stopped.
     pub task: JoinHandle<anyhow::Result<()>>,
 }
 
@@ -126,18 +139,22 @@ impl ControllerHandle {
     /// [`Self::hooks`] once it has reached `at_least`: the counters are bumped after the status
     /// write a test observes, so reading them right after it races the controller.
     pub async fn hooks_reaching(&self, result: &str, at_least: u64) -> u64 {
-        crate::eventually!(format!("{at_least} {result} hook(s) counted"), {
+        eventually!(format!("{at_least} {result} hook(s) counted"), {
             let n = self.hooks(result);
             (n >= at_least).then_some(n)
         })
     }
 
+    /// Whether it holds the Lease now (its `restore_hooks_leader` gauge).
     pub fn is_leader(&self) -> bool {
         self.metrics.leader.get() == 1
     }
 }
 
 impl Testbed {
+    /// Starts the simulator with the CRDs, the hook index's watch, the installation's namespace
+    /// `restore-hooks` and, with `options.webhook`, the webhook registered as the chart registers
+    /// it; returns once the index has its initial lists. No controller runs yet.
     pub async fn start(options: TestbedOptions) -> anyhow::Result<Self> {
         crate::install_crypto_provider();
         let (workdir, tempdir) = match options.workdir {
@@ -209,6 +226,7 @@ impl Testbed {
         Ok(bed)
     }
 
+    /// The plan key as the webhook and the controllers take it (never rotated).
     pub fn key_ring(&self) -> KeyRing {
         KeyRing::fixed((*self.keys).clone())
     }
@@ -284,6 +302,7 @@ impl Testbed {
             max_concurrent_execs_per_namespace: None,
             inherited_exec_grace: Duration::from_secs(2),
             late_hook_window: Duration::from_secs(30 * 60),
+            unmutated_lookback: None,
             restore_run_retention: Duration::from_secs(7 * 24 * 3600),
             lease_name: "restore-hooks-controller".into(),
             lease_namespace: "restore-hooks".into(),
@@ -322,6 +341,8 @@ impl Testbed {
         }
     }
 
+    /// Creates a namespace with `labels` (a JSON object). One that exists already is left as it
+    /// is, its labels unchanged.
     pub async fn create_namespace(&self, name: &str, labels: Value) -> anyhow::Result<()> {
         let api: Api<Namespace> = Api::all(self.client.clone());
         let ns: Namespace = serde_json::from_value(json!({
@@ -348,7 +369,9 @@ impl Testbed {
         let plan = ExecPlan {
             id: crate::plan_key::new_plan_id().expect("random plan id"),
             restore: RESTORE.into(),
-            issued_at: Some(restore_hooks_core::exec_step::timestamp(jiff::Timestamp::now())),
+            issued_at: Some(restore_hooks_core::exec_step::timestamp(
+                jiff::Timestamp::now(),
+            )),
             hooks,
             ..ExecPlan::default()
         };
@@ -460,6 +483,8 @@ impl Testbed {
         self.sim.pod_dir(namespace, name)
     }
 
+    /// Stops its own tasks (the watch, the webhook), giving each up to 5 s, then the simulator.
+    /// Controllers have their own shutdown: stop them first ([`ControllerHandle::stop`]).
     pub async fn stop(mut self) {
         self.shutdown.cancel();
         for t in self.tasks.drain(..) {
@@ -487,29 +512,8 @@ pub fn sh_hook(name: &str, container: &str, script: &str) -> PlannedHook {
     }
 }
 
-/// How long a test's waits poll before they give up: a guard against hangs, never a speed
-/// requirement (a loaded CI machine may be slow; only a hang must fail).
-pub const GUARD: Duration = Duration::from_secs(60);
-
-/// Polls `$probe` (an expression yielding `Option<T>`, may `.await`) until it is `Some`, and
-/// panics naming `$what` after [`GUARD`].
-#[macro_export]
-macro_rules! eventually {
-    ($what:expr, $probe:expr) => {{
-        let deadline = std::time::Instant::now() + $crate::testbed::GUARD;
-        loop {
-            if let Some(v) = $probe {
-                break v;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "gave up waiting for {}",
-                $what
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-    }};
-}
+/// The workspace's one way to wait (see `restore_hooks_testkit`): `eventually!(what, probe)`.
+pub use restore_hooks_testkit::{GUARD, eventually};
 
 /// Runs a test body under a limit, so that a hang fails the test instead of blocking CI.
 pub async fn bounded(limit: Duration, f: impl std::future::Future<Output = ()>) {
@@ -616,20 +620,12 @@ struct Pki {
 
 impl Pki {
     fn new() -> anyhow::Result<Self> {
-        let mut ca = CertificateParams::new(Vec::<String>::new())?;
-        ca.distinguished_name
-            .push(DnType::CommonName, "restore-hooks testbed CA");
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate()?)?;
-        let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".into()])?;
-        leaf.distinguished_name
-            .push(DnType::CommonName, "restore-hooks webhook");
-        let key = KeyPair::generate()?;
-        let cert = leaf.signed_by(&key, &ca)?;
+        let ca = ThrowawayCa::root("restore-hooks testbed CA")?;
+        let leaf = ca.issue(&["127.0.0.1", "localhost"])?;
         Ok(Self {
-            ca_pem: ca.pem(),
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
+            ca_pem: ca.cert_pem(),
+            cert_pem: leaf.chain_pem,
+            key_pem: leaf.key_pem,
         })
     }
 }

@@ -29,6 +29,7 @@ use restore_hooks::hooks::signing::PLAN_SIGNATURE_ANNOTATION;
 use restore_hooks::testbed::{
     ControllerHandle, Testbed, TestbedOptions, exec_label as label, exec_status,
 };
+use restore_hooks_testkit::eventually;
 use serde_json::json;
 
 const NS: &str = "default";
@@ -37,8 +38,6 @@ const PODS: usize = 100;
 const LIMIT: Duration = Duration::from_secs(120);
 /// Faults are injected for at most this long; then the system must converge on its own.
 const CHAOS_FOR: Duration = Duration::from_secs(45);
-/// The longest a hook's process runs (its sleep), plus margin: orphaned execs have ended by then.
-const SETTLE: Duration = Duration::from_millis(1500);
 /// Short, so that a killed leader's running hooks are declared interrupted soon (after this plus
 /// the grace); far longer than any hook's sleep.
 const EXEC_TIMEOUT_MS: u64 = 5_000;
@@ -357,8 +356,26 @@ async fn chaos() {
     );
 
     // Orphaned execs (of a killed leader, or recorded after the Lease moved) end within their
-    // sleep; count runs only then.
-    tokio::time::sleep(SETTLE).await;
+    // sleep; count runs only once every process that started has logged its end.
+    eventually!("every hook process to log its end", {
+        let running: Vec<String> = finished_pods
+            .iter()
+            .flat_map(|p| {
+                let name = p.metadata.name.clone().unwrap();
+                let log = std::fs::read_to_string(bed.pod_dir(NS, &name).join("runs.log"))
+                    .unwrap_or_default();
+                runs(&log)
+                    .into_iter()
+                    .filter(|(_, runs)| runs.iter().any(|r| r.end.is_none()))
+                    .map(|(id, _)| id)
+            })
+            .collect();
+        if running.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("still running: {running:?}"))
+        }
+    });
     let mut violations = Vec::new();
     let mut phases: BTreeMap<String, usize> = BTreeMap::new();
     let mut interrupted = 0;
@@ -597,19 +614,17 @@ async fn controller_json_logs_have_one_message_per_line() {
             .await
             .unwrap();
         bed.create_pod(&forged).await.unwrap();
-        loop {
-            let failed = |p: Result<Pod, kube::Error>| p.is_ok_and(|p| label(&p) == "failed");
-            if failed(pods.get("logs").await) && failed(pods.get("forged").await) {
-                break;
-            }
-            if let Ok(Some(s)) = child.try_wait() {
+        let failed = |p: Result<Pod, kube::Error>| p.is_ok_and(|p| label(&p) == "failed");
+        eventually!("pods logs and forged labelled failed", {
+            let done = failed(pods.get("logs").await) && failed(pods.get("forged").await);
+            if !done && let Ok(Some(s)) = child.try_wait() {
                 panic!(
                     "controller exited ({s}): {}",
                     std::fs::read_to_string(&log_path).unwrap_or_default()
                 );
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            done
+        });
         let _ = std::process::Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status();

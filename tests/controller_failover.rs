@@ -28,14 +28,7 @@ const WAIT: Duration = Duration::from_secs(45);
 
 /// Polls `check` until it holds; panics naming `what` after `limit`.
 async fn wait_for(what: &str, limit: Duration, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + limit;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not within {limit:?}: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    restore_hooks_testkit::eventually!(what, limit, check().await)
 }
 
 /// Hook `name` in container db: records its process' start (and, if `body` returns, its end)

@@ -86,14 +86,7 @@ async fn events(bed: &Testbed, pod: &str) -> Vec<(String, String, String)> {
 
 /// Polls `check` until it holds; panics naming `what` after [`WAIT`] (a guard, not a measure).
 async fn wait_for(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not within {WAIT:?}: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    restore_hooks_testkit::eventually!(what, WAIT, check().await)
 }
 
 async fn label_of(bed: &Testbed, name: &str) -> Option<String> {
@@ -729,7 +722,9 @@ async fn only_the_leader_execs_and_a_successor_takes_over() {
         let a = start(&bed, "replica-a");
         wait_for("replica-a leads", async || a.is_leader()).await;
         let b = start(&bed, "replica-b");
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Two renewals by A: B, which looks at the Lease more often than A renews it, has
+        // looked since it started, and found it held.
+        lease_renewed(&bed, 2).await;
         assert!(!b.is_leader(), "one leader at a time");
 
         create(
@@ -880,37 +875,55 @@ async fn two_hundred_pods_with_two_hooks_each() {
     .await;
 }
 
+/// Waits until the Lease's holder has renewed it `n` times from now.
+async fn lease_renewed(bed: &Testbed, n: usize) {
+    let args = bed.controller_args();
+    let leases: Api<Lease> = Api::namespaced(bed.client.clone(), &args.lease_namespace);
+    let renewed = async || {
+        let lease = leases.get(&args.lease_name).await.ok()?;
+        lease.spec?.renew_time.map(|t| t.0)
+    };
+    let mut last = renewed().await;
+    for i in 0..n {
+        last = restore_hooks_testkit::eventually!(format!("renewal {i} of the Lease"), WAIT, {
+            let now = renewed().await;
+            (now.is_some() && now != last).then_some(now)
+        });
+    }
+}
+
 /// Waits until `n` pods are labelled `done`; after `limit`, fails listing the pods that are not.
 async fn wait_until_done(pods: &Api<Pod>, n: usize, limit: Duration) {
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        let Ok(list) = pods.list(&ListParams::default()).await else {
-            continue;
-        };
-        let left: Vec<String> = list
-            .items
-            .iter()
-            .filter(|p| exec_label(p) != "done")
-            .map(|p| {
-                format!(
-                    "{} label={:?} status={:?}",
-                    p.metadata.name.as_deref().unwrap_or_default(),
-                    exec_label(p),
-                    exec_status(p).map(|s| phases(&s))
-                )
-            })
-            .collect();
-        if list.items.len() == n && left.is_empty() {
-            return;
+    restore_hooks_testkit::eventually!(format!("{n} pods labelled done"), limit, {
+        match pods.list(&ListParams::default()).await {
+            Err(e) => Err(e.to_string()),
+            Ok(list) => {
+                let left: Vec<String> = list
+                    .items
+                    .iter()
+                    .filter(|p| exec_label(p) != "done")
+                    .map(|p| {
+                        format!(
+                            "{} label={:?} status={:?}",
+                            p.metadata.name.as_deref().unwrap_or_default(),
+                            exec_label(p),
+                            exec_status(p).map(|s| phases(&s))
+                        )
+                    })
+                    .collect();
+                if list.items.len() == n && left.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{} pods, {} not done:\n{}",
+                        list.items.len(),
+                        left.len(),
+                        left.join("\n")
+                    ))
+                }
+            }
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} of {n} pods not done within {limit:?}:\n{}",
-            left.len(),
-            left.join("\n")
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -938,7 +951,21 @@ async fn losing_the_lease_stops_new_execs_until_it_is_held_again() {
         steal(json!("intruder")).await;
         wait_for("the controller steps down", async || !ctl.is_leader()).await;
         create(&bed, "p", vec![hook("h", "db", "touch ran")], json!({})).await;
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // Two Lease reads by the controller since the pod exists (each answered with an error
+        // the simulator injects and reports in its step log; the controller retries): it was
+        // running and looking, and still nothing ran.
+        let mut log = bed.sim.subscribe_log();
+        for i in 0..2 {
+            bed.sim.faults().fail_next("get", "leases", 1);
+            restore_hooks_testkit::eventually!(format!("Lease read {i} by the controller"), WAIT, {
+                let mut read = false;
+                while let Ok(ev) = log.try_recv() {
+                    read |= ev.kind == kube_sim::SimEventKind::Fault
+                        && ev.message == "injected 500 for get leases";
+                }
+                read
+            });
+        }
         assert!(!exists(&bed, "p", "ran"), "no exec without the Lease");
         assert_eq!(bed.status_of(NS, "p").await, None, "nothing recorded without the Lease");
         // The intruder releases it: the controller takes it again and runs the hook.

@@ -19,14 +19,7 @@ const WAIT: Duration = Duration::from_secs(45);
 
 /// Polls `check` until it holds; panics naming `what` after [`WAIT`].
 async fn wait_for(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not within {WAIT:?}: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    restore_hooks_testkit::eventually!(what, WAIT, check().await)
 }
 
 async fn bed() -> Testbed {

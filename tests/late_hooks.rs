@@ -13,7 +13,6 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams, PostParams};
 use restore_hooks::cli::ControllerArgs;
-use restore_hooks::eventually;
 use restore_hooks::hooks::plan::{
     ExecPlan, ExecStatus, HookPhase, PLAN_ANNOTATION, RESTORE_RUN_LABEL,
 };
@@ -21,6 +20,7 @@ use restore_hooks::hooks::types::{ClusterRestoreHook, HookObjectStatus, RestoreH
 use restore_hooks::testbed::{
     ControllerHandle, GUARD, RESTORE, Testbed, TestbedOptions, bounded, exec_label,
 };
+use restore_hooks_testkit::eventually;
 use serde_json::{Value, json};
 
 const NS: &str = "shop";

@@ -16,7 +16,6 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Event, Pod, Secret};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use restore_hooks::controller::{self, ControllerDeps};
-use restore_hooks::eventually;
 use restore_hooks::hooks::plan::{
     EXEC_LABEL, EXEC_PENDING, ExecPlan, ExecStatus, HookPhase, OnError, PLAN_ANNOTATION,
     PlannedHook, RESTORE_RUN_LABEL, STATUS_ANNOTATION,
@@ -29,6 +28,7 @@ use restore_hooks::ledger::RESTORED_FROM_RECORD;
 use restore_hooks::metrics::Metrics;
 use restore_hooks::plan_key::{CURRENT, KeyRing, PREVIOUS, SecretKeys};
 use restore_hooks::testbed::{ControllerHandle, GUARD, RESTORE, Testbed, TestbedOptions, bounded};
+use restore_hooks_testkit::eventually;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 

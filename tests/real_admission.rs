@@ -100,7 +100,7 @@ fn while_the_webhook_is_down_fail_refuses_and_ignore_is_reported() {
         ("down-ns", json!({})),
     ] {
         let admitted = wait_until(
-            &format!("{ns}/unhooked admitted under failurePolicy Ignore"),
+            format!("{ns}/unhooked admitted under failurePolicy Ignore"),
             Duration::from_secs(30),
             || {
                 let (ok, stderr) = scenarios::kubectl_object(
@@ -123,7 +123,7 @@ fn while_the_webhook_is_down_fail_refuses_and_ignore_is_reported() {
     second.wait_leader(Duration::from_secs(60));
     for ns in ["down", "down-ns"] {
         let event = wait_until(
-            &format!("a RestoreHooksNotApplied Event on {ns}/unhooked"),
+            format!("a RestoreHooksNotApplied Event on {ns}/unhooked"),
             // The leader looks every 30 s.
             Duration::from_secs(75),
             || {

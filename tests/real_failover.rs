@@ -7,7 +7,7 @@ mod real;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use real::*;
@@ -22,6 +22,8 @@ type Seen = BTreeMap<(String, usize), Vec<String>>;
 /// Every phase each (pod, hook) was seen in, in order, by polling the pods until stopped.
 struct Watcher {
     stop: Arc<AtomicBool>,
+    /// Samples taken so far.
+    samples: Arc<AtomicUsize>,
     thread: Option<std::thread::JoinHandle<Seen>>,
 }
 
@@ -32,6 +34,8 @@ impl Watcher {
         let kubectl = cp.kubectl_path().to_path_buf();
         let cache = cp.work_dir().join("kubectl-cache-watcher");
         let flag = stop.clone();
+        let samples = Arc::new(AtomicUsize::new(0));
+        let sampled = samples.clone();
         let thread = std::thread::spawn(move || {
             let mut seen = Seen::new();
             loop {
@@ -55,6 +59,7 @@ impl Watcher {
                         }
                     }
                 }
+                sampled.fetch_add(1, Ordering::SeqCst);
                 if last {
                     return seen;
                 }
@@ -63,8 +68,19 @@ impl Watcher {
         });
         Watcher {
             stop,
+            samples,
             thread: Some(thread),
         }
+    }
+
+    /// Waits until a sample that started after this call is in.
+    fn sample_after_now(&self) {
+        let now = self.samples.load(Ordering::SeqCst);
+        wait_until(
+            "the watcher's next full sample",
+            Duration::from_secs(60),
+            || self.samples.load(Ordering::SeqCst) >= now + 2,
+        );
     }
 
     fn finish(mut self) -> Seen {
@@ -148,7 +164,7 @@ fn leader_stopped_mid_hook(signal: &str) {
     }
     for p in PODS {
         wait_until(
-            &format!("{p}'s first hook running"),
+            format!("{p}'s first hook running"),
             Duration::from_secs(90),
             || {
                 let pod = get_pod(cp, NS, p).ok_or("no pod")?;
@@ -175,8 +191,17 @@ fn leader_stopped_mid_hook(signal: &str) {
         .iter()
         .map(|p| wait_hooks_ended(cp, NS, p, Duration::from_secs(120)))
         .collect();
-    // Let the watcher see the final state, and late (wrong) writes a chance to show.
-    std::thread::sleep(Duration::from_secs(2));
+    // The new leader's last write about a pod is its HooksCompleted Event (the old one is dead
+    // or has exited): once every pod has it, a wrong write would have been made, and a sample
+    // taken after that shows the final state.
+    for p in PODS {
+        wait_until(
+            format!("the HooksCompleted Event of {p}"),
+            Duration::from_secs(60),
+            || !events_with(cp, NS, p, "HooksCompleted").is_empty(),
+        );
+    }
+    watcher.sample_after_now();
     let seen = watcher.finish();
     eprintln!("phases seen: {seen:?}");
 

@@ -24,7 +24,7 @@ fn workload_pods(cp: &ControlPlane, ns: &str, app: &str) -> Vec<serde_json::Valu
 /// Waits until `n` live pods of app=`app` have ended their hooks; returns them.
 fn wait_workload(cp: &ControlPlane, ns: &str, app: &str, n: usize) -> Vec<serde_json::Value> {
     wait_until(
-        &format!("{n} pods of {ns}/{app} with their hooks ended"),
+        format!("{n} pods of {ns}/{app} with their hooks ended"),
         std::time::Duration::from_secs(180),
         || {
             let pods: Vec<_> = workload_pods(cp, ns, app)

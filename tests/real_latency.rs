@@ -116,7 +116,7 @@ fn running_to_first_hook_over_many_pods() {
     .unwrap_or_else(|e| panic!("{e:#}"));
     let create_took = created.elapsed();
     wait_until(
-        &format!("{n} hooks to run"),
+        format!("{n} hooks to run"),
         Duration::from_secs(600),
         || {
             let done = names.iter().filter(|p| dir.join(p).exists()).count();

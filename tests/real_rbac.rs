@@ -17,6 +17,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use real::*;
+use restore_hooks_testkit::try_wait_until;
 use serde_json::{Value, json};
 
 /// One rule of one role, and the process whose ServiceAccount the role is bound to.
@@ -182,20 +183,27 @@ fn exercise(
                "spec": {"labelSelector": {"matchLabels": {"app": app}},
                         "postHooks": [{"exec": {"command": ["sh", "-c", mark_cmd(&mark, name)]}}]}})
     };
-    // Admission needs the webhook up and holding the plan key: wait for that (or a refusal).
+    // The round's waits share one limit; each ends early (`Ok(false)`) once `enough`.
     let deadline = Instant::now() + Duration::from_secs(45);
+    let wait = |what: &str, done: &dyn Fn() -> bool| -> Result<bool, String> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        try_wait_until(what, left, || {
+            if done() {
+                Some(true)
+            } else if enough() {
+                Some(false)
+            } else {
+                None
+            }
+        })
+        .map_err(|e| e.to_string())
+    };
+    // Admission needs the webhook up and holding the plan key: wait for that (or a refusal).
     let ready = || matches!(serve::http_get(webhook.admin_port, "/readyz"), Ok((200, _)));
-    while !ready() {
-        if enough() {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(format!(
-                "the webhook is not ready:\n{}",
-                webhook.log_tail(10)
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(200));
+    if !wait("the webhook to be ready", &ready)
+        .map_err(|e| format!("{e}:\n{}", webhook.log_tail(10)))?
+    {
+        return Ok(());
     }
     apply_list(cp, &[hook("main", "main")]);
     let create_pod = |name: &str, app: &str, annotations: Value| {
@@ -210,18 +218,6 @@ fn exercise(
     let compiled = || {
         get_json(cp, &["get", "restorehook", "main", "-n", &ns])
             .is_some_and(|h| h["status"]["webhooks"][&webhook.identity]["observedGeneration"] == 1)
-    };
-    let wait = |what: &str, done: &dyn Fn() -> bool| -> Result<bool, String> {
-        while !done() {
-            if enough() {
-                return Ok(false);
-            }
-            if Instant::now() > deadline {
-                return Err(format!("{what} did not happen"));
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        Ok(true)
     };
     if !wait("the RestoreHook's compilation report", &compiled)? {
         return Ok(());

@@ -181,7 +181,7 @@ fn only_authors_entitled_to_exec_get_a_command_run() {
     assert!(ok, "{stderr}");
     let web_pods = |want_phase: &str| {
         wait_until(
-            &format!("2 web pods with their hook {want_phase}"),
+            format!("2 web pods with their hook {want_phase}"),
             Duration::from_secs(120),
             || {
                 let list = get_json(cp, &["get", "pods", "-n", ns, "-l", "app=web"]).unwrap();
@@ -371,7 +371,7 @@ fn a_hook_never_runs_again_after_its_status_is_removed_and_the_leader_is_killed(
             "{hook}"
         );
         wait_until(
-            &format!("{rollbacks} StatusRolledBack Event(s)"),
+            format!("{rollbacks} StatusRolledBack Event(s)"),
             Duration::from_secs(30),
             || {
                 let events = events_with(cp, ns, "db", "StatusRolledBack");

@@ -13,7 +13,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use restore_hooks::eventually;
 use restore_hooks::hooks::plan::HookPhase;
 use restore_hooks::hooks::types::{
     ClusterRestoreHook, FailedPod, HookCounts, HookObjectStatus, RestoreHook, RestoreRun,
@@ -22,6 +21,7 @@ use restore_hooks::hooks::types::{
 use restore_hooks::testbed::{
     ControllerHandle, GUARD, RESTORE, Testbed, TestbedOptions, bounded, exec_label, exec_status,
 };
+use restore_hooks_testkit::eventually;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::Command;

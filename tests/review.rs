@@ -2,11 +2,11 @@
 //! verifies a webhook response (uid echo, apiVersion/kind, patch ⇔ patchType).
 
 use base64::Engine;
+use restore_hooks::admission::Issuer;
 use restore_hooks::catalog::StaticCatalog;
 use restore_hooks::catalog::static_files::{DocumentDefaults, add_documents};
 use restore_hooks::config::{EngineConfig, OnInvalid};
 use restore_hooks::hooks::signing::{PLAN_SIGNATURE_ANNOTATION, PlanKeys, PodBinding};
-use restore_hooks::admission::Issuer;
 use restore_hooks::webhook::review::{BadReview, Outcome, ReviewContext, Reviewed};
 use serde_json::{Value, json};
 

@@ -25,14 +25,7 @@ use tokio::task::JoinHandle;
 const PATIENCE: Duration = Duration::from_secs(20);
 
 async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !done() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    restore_hooks_testkit::eventually!(what, PATIENCE, done())
 }
 
 fn review_body(uid: &str) -> Vec<u8> {
@@ -308,8 +301,10 @@ async fn connections_over_the_cap_wait_for_a_slot() {
     let mut rest = Vec::new();
     let closed = tokio::time::timeout(PATIENCE, first.stream.read_to_end(&mut rest)).await;
     assert!(closed.is_ok(), "the idle connection did not yield its slot");
+    // Fewer than two wait: exactly one, usually, but the third (first in line) may already
+    // have been served and yielded its slot to the fourth when this looks.
     wait_for("a waiting connection to get the slot", || {
-        stats.waiting_connections() == 1
+        stats.waiting_connections() < 2
     })
     .await;
     assert!(stats.yielded() >= 1);

@@ -22,6 +22,7 @@ use hyper::StatusCode;
 use restore_hooks::catalog::StaticCatalog;
 use restore_hooks::catalog::static_files::{DocumentDefaults, add_documents};
 use restore_hooks::webhook::{MAX_BODY_BYTES, Timeouts};
+use restore_hooks_testkit::eventually;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
@@ -190,16 +191,15 @@ impl Checker {
     /// Waits until `n` more answers were checked; fails at once if a checker failed.
     async fn progress(&mut self, n: usize) {
         let target = self.count() + n;
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        while self.count() < target {
-            self.fail_fast().await;
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "valid traffic stalled: {} of {target} answers",
-                self.count()
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        eventually!(format!("{target} answers of valid traffic"), PATIENCE, {
+            let count = self.count();
+            if count >= target {
+                Ok(())
+            } else {
+                self.fail_fast().await;
+                Err(format!("stalled at {count}"))
+            }
+        })
     }
 
     async fn fail_fast(&mut self) {
@@ -817,15 +817,16 @@ async fn certificate_rotation_under_load_fails_no_request() {
         let (ok, workers) = (ok.clone(), &workers);
         async move {
             let target = ok.load(Ordering::Relaxed) + n;
-            let deadline = tokio::time::Instant::now() + PATIENCE;
-            while ok.load(Ordering::Relaxed) < target {
-                if workers.iter().any(JoinHandle::is_finished) {
-                    return false; // joined below, with its error
+            eventually!(format!("{target} answers"), PATIENCE, {
+                let count = ok.load(Ordering::Relaxed);
+                if count >= target {
+                    Ok(true)
+                } else if workers.iter().any(JoinHandle::is_finished) {
+                    Ok(false) // joined below, with its error
+                } else {
+                    Err(format!("traffic stalled at {count}"))
                 }
-                assert!(tokio::time::Instant::now() < deadline, "traffic stalled");
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            true
+            })
         }
     };
 
@@ -927,20 +928,7 @@ async fn sigterm_under_load_fails_no_in_flight_request() {
     let exited = tokio::task::spawn_blocking(move || child.wait_with_output());
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        if TcpStream::connect(admin).await.is_ok()
-            && http_get(admin, "/readyz").await.0 == StatusCode::OK
-        {
-            break;
-        }
-        assert!(
-            !exited.is_finished(),
-            "the webhook exited before it was ready"
-        );
-        assert!(tokio::time::Instant::now() < deadline, "never ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_process_ready(admin, PATIENCE, || exited.is_finished()).await;
 
     // The signal time, as seen by the workers: 0 until sent.
     let signalled = Arc::new(AtomicBool::new(false));
@@ -1021,18 +1009,18 @@ async fn sigterm_under_load_fails_no_in_flight_request() {
     slow.flush().await.unwrap();
 
     // Let load build up, then signal.
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while ok_before.load(Ordering::Relaxed) < 200 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no load before SIGTERM"
-        );
-        assert!(
-            !workers.iter().any(JoinHandle::is_finished),
-            "a worker failed"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually!("load before SIGTERM", PATIENCE, {
+        let count = ok_before.load(Ordering::Relaxed);
+        if count >= 200 {
+            Ok(())
+        } else {
+            assert!(
+                !workers.iter().any(JoinHandle::is_finished),
+                "a worker failed"
+            );
+            Err(format!("{count} answers"))
+        }
+    });
     signalled.store(true, Ordering::SeqCst);
     let kill = std::process::Command::new("kill")
         .args(["-TERM", &pid.to_string()])
@@ -1041,14 +1029,11 @@ async fn sigterm_under_load_fails_no_in_flight_request() {
     assert!(kill.success());
 
     // Past --shutdown-delay the listener is closed; finish the in-flight request then.
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while TcpStream::connect(addr).await.is_ok() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "listener never closed"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually!(
+        "the listener to close",
+        PATIENCE,
+        TcpStream::connect(addr).await.is_err()
+    );
     slow.write_all(rest).await.unwrap();
     slow.flush().await.unwrap();
     let response = read_until_closed(&mut slow, "in-flight request").await;

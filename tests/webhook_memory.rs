@@ -18,7 +18,6 @@ use common::*;
 use hyper::StatusCode;
 use restore_hooks::webhook::MAX_BODY_BYTES;
 use serde_json::Value;
-use tokio::net::TcpStream;
 
 /// The goal for four concurrent maximum-size hostile bodies (issue: reliability, item 1).
 const PEAK_RSS_LIMIT_MIB: u64 = 160;
@@ -115,20 +114,10 @@ impl Webhook {
             addr: format!("127.0.0.1:{port}").parse().unwrap(),
             admin: format!("127.0.0.1:{admin_port}").parse().unwrap(),
         };
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            if TcpStream::connect(webhook.admin).await.is_ok()
-                && http_get(webhook.admin, "/readyz").await.0 == StatusCode::OK
-            {
-                break;
-            }
-            assert!(
-                webhook.child.try_wait().unwrap().is_none(),
-                "the webhook exited before it was ready"
-            );
-            assert!(tokio::time::Instant::now() < deadline, "never ready");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_process_ready(webhook.admin, PATIENCE, || {
+            webhook.child.try_wait().unwrap().is_some()
+        })
+        .await;
         webhook
     }
 

@@ -20,14 +20,7 @@ const SUCCESS_RELOADS: &str = r#"restore_hooks_tls_reloads_total{result="success
 /// Polls `done` until it holds; panics after 20 s (the workers are bounded, so a stalled
 /// condition must fail the test rather than hang it).
 async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !done() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    restore_hooks_testkit::eventually!(what, Duration::from_secs(20), done())
 }
 
 fn review_body(uid: &str) -> Vec<u8> {
@@ -430,8 +423,17 @@ async fn a_bad_replacement_keeps_the_old_certificate() {
         StatusCode::OK
     );
 
-    // A bad pair is reported once, not at every poll.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A bad pair is reported once, not at every poll: the webhook polls it twice more (seen
+    // as its reads of tls.key), and nothing more is reported.
+    let (cert, key) = (next.chain_pem.clone(), unrelated.key_pem.clone());
+    let observed = tokio::task::spawn_blocking(move || {
+        dir.observe_key_reads(&cert, &key, 3);
+        dir
+    });
+    let mut dir = tokio::time::timeout(Duration::from_secs(20), observed)
+        .await
+        .expect("the webhook read tls.key three more times")
+        .unwrap();
     assert_eq!(metric(&server.metrics_text().await, ERROR_RELOADS), 2.0);
 
     // A good pair afterwards is picked up.
@@ -535,7 +537,11 @@ async fn readyz_turns_503_on_shutdown_while_still_serving_during_the_delay() {
     );
 
     server.shutdown.cancel();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let admin = server.admin_addr;
+    wait_until_async("/readyz to report the shutdown", || async move {
+        http_get(admin, "/readyz").await.0 == StatusCode::SERVICE_UNAVAILABLE
+    })
+    .await;
     let (status, body) = http_get(server.admin_addr, "/readyz").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(body.contains("shutting down"), "{body}");
@@ -601,17 +607,23 @@ async fn graceful_shutdown_finishes_in_flight_requests_and_closes_idle_ones() {
     let (first, rest) = body.split_at(body.len() / 2);
     stream.write_all(first).await.unwrap();
     stream.flush().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The server has it: the request holds its in-flight reservation.
+    wait_until("the request in flight", || server.stats.in_flight() == 1).await;
 
     let started = tokio::time::Instant::now();
     server.shutdown.cancel();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // New connections are refused once draining started...
+    let addr = server.addr;
+    let h1_probe = &h1;
+    wait_until_async("the listener to close", || async move {
+        h1_probe.connect(addr).await.is_err()
+    })
+    .await;
+    // ...and the server is still there for the in-flight request.
     assert!(
         !server.task.is_finished(),
         "waits for the in-flight request"
     );
-    // New connections are refused once draining started.
-    assert!(h1.connect(server.addr).await.is_err());
     // The idle connection was closed by the server.
     assert!(idle.post("/mutate", review_body("after")).await.is_err());
 
@@ -736,17 +748,10 @@ async fn the_binary_serves_and_exits_cleanly_on_sigterm() {
         .spawn()
         .unwrap();
     let admin: std::net::SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        if tokio::net::TcpStream::connect(admin).await.is_ok()
-            && http_get(admin, "/readyz").await.0 == StatusCode::OK
-        {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "never ready");
-        assert!(child.try_wait().unwrap().is_none(), "exited early");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_process_ready(admin, Duration::from_secs(20), || {
+        child.try_wait().unwrap().is_some()
+    })
+    .await;
     let addr = format!("127.0.0.1:{port}").parse().unwrap();
     let mut conn = Conn::over(TlsClient::trusting(&ca).connect(addr).await.unwrap()).await;
     let (status, body) = conn
@@ -981,12 +986,5 @@ async fn wait_until_async<F: std::future::Future<Output = bool>>(
     what: &str,
     mut done: impl FnMut() -> F,
 ) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !done().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    restore_hooks_testkit::eventually!(what, Duration::from_secs(20), done().await)
 }

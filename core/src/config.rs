@@ -1,25 +1,59 @@
 //! Policy settings shared by the webhook, `inject` and the controller.
 
 /// Who runs the hooks of Velero's own sources (pod annotations and Velero `Restore` objects).
+/// What each value means is [`VeleroHooksMode::meaning`], which `--help` shows too.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum VeleroHooksMode {
-    /// Pods Velero created (restore pod label) keep Velero's own hooks; only hook-object hooks
-    /// (RestoreHook, ClusterRestoreHook) apply to them. Every other in-scope pod gets all four
-    /// sources (docs/behaviour.md §3.3).
+    /// Velero runs its own hooks on the pods it created; see [`VeleroHooksMode::meaning`].
     #[default]
     Defer,
-    /// All four sources for every in-scope pod: Velero without a hook engine, or another tool.
+    /// restore-hooks runs every source everywhere; see [`VeleroHooksMode::meaning`].
     Own,
 }
 
-/// What to do with a pod whose hook definitions are invalid.
+impl VeleroHooksMode {
+    /// The one description of this value (docs/behaviour.md §3.3), for the API docs and
+    /// `--help`.
+    pub const fn meaning(self) -> &'static str {
+        match self {
+            Self::Defer => {
+                "Pods Velero created (restore pod label) keep Velero's own hooks: only the hooks of \
+                 RestoreHooks and ClusterRestoreHooks apply to them, placed after Velero's own \
+                 init hooks. Every other in-scope pod gets all four sources (Velero pod \
+                 annotations, Velero Restore hooks, ClusterRestoreHooks, RestoreHooks)"
+            }
+            Self::Own => {
+                "All four sources for every in-scope pod: for Velero without its own hook engine, \
+                 or another restore tool"
+            }
+        }
+    }
+}
+
+/// What to do with a pod whose hook definitions are invalid. What each value means is
+/// [`OnInvalid::meaning`], which `--help` shows too.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OnInvalid {
-    /// Deny the pod with a message naming the pod, the hook source and the problem.
+    /// Refuse the pod; see [`OnInvalid::meaning`].
     #[default]
     Deny,
-    /// Admit the pod without the invalid hooks, with an admission warning for each.
+    /// Admit it without the invalid hooks; see [`OnInvalid::meaning`].
     Warn,
+}
+
+impl OnInvalid {
+    /// The one description of this value (docs/behaviour.md §3.6), for the API docs and
+    /// `--help`.
+    pub const fn meaning(self) -> &'static str {
+        match self {
+            Self::Deny => {
+                "Deny the pod with a message naming the pod, the hook source and the problem"
+            }
+            Self::Warn => {
+                "Admit the pod without the invalid hooks, with an admission warning for each"
+            }
+        }
+    }
 }
 
 /// Everything the hook rules need to know about the installation.

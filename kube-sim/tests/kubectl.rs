@@ -1,5 +1,6 @@
-//! The real kubectl against the simulator: the proof that it speaks the protocol.
-//! Skipped (with a note) when `kubectl` is not on PATH.
+//! The real kubectl against the simulator: the proof that it speaks the protocol. The kubectl
+//! is the one pinned with the real control plane (`realcp::pinned_kubectl`, built when missing),
+//! never whatever is on `PATH`.
 
 mod common;
 
@@ -14,17 +15,10 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::Command;
 
-fn kubectl_available() -> bool {
-    std::process::Command::new("kubectl")
-        .args(["version", "--client"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 fn kubectl(kubeconfig: &Path, cache: &Path) -> Command {
-    let mut c = Command::new("kubectl");
+    static PINNED: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let path = PINNED.get_or_init(|| realcp::pinned_kubectl().unwrap_or_else(|e| panic!("{e:#}")));
+    let mut c = Command::new(path);
     c.arg("--kubeconfig")
         .arg(kubeconfig)
         .arg("--cache-dir")
@@ -48,10 +42,6 @@ async fn run(mut c: Command) -> (i32, String, String) {
 
 #[tokio::test]
 async fn kubectl_get_watch_apply_exec() {
-    if !kubectl_available() {
-        eprintln!("note: kubectl not on PATH; skipping the kubectl test");
-        return;
-    }
     let t = sim().await;
     let kc = t.dir.path().join("kubeconfig");
     let cache = t.dir.path().join("kube-cache");
@@ -69,7 +59,16 @@ async fn kubectl_get_watch_apply_exec() {
         "{out}{err}"
     );
 
-    // A watch: header, then rows as pods change.
+    // A watch: header, then rows as pods change. A pod that exists before it starts is in its
+    // first list (without one kubectl prints nothing, not even the header): once its row is out,
+    // kubectl has listed, and its watch starts from that list, so it sees what follows.
+    let pods: Api<Pod> = Api::default_namespaced(t.client.clone());
+    let before: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "before"},
+        "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &before).await.unwrap();
     let mut watch = kubectl(&kc, &cache);
     watch
         .args(["get", "pods", "-w"])
@@ -84,8 +83,18 @@ async fn kubectl_get_watch_apply_exec() {
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  labels: {app: web}\nspec:\n  containers:\n  - name: app\n    image: nginx:1.27\n",
     )
     .unwrap();
-    // Give the watch a moment to be established, so it sees the pod appear.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut got = Vec::new();
+    let listed = async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            got.push(l.clone());
+            if l.starts_with("before ") {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), listed)
+        .await
+        .unwrap_or_else(|_| panic!("kubectl get -w never listed pod before: {got:?}"));
     let (code, out, err) = run({
         let mut c = kubectl(&kc, &cache);
         c.arg("apply").arg("-f").arg(&manifest);
@@ -95,7 +104,6 @@ async fn kubectl_get_watch_apply_exec() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.trim(), "pod/web created");
 
-    let mut got = Vec::new();
     let read = async {
         while let Some(l) = lines.next_line().await.unwrap() {
             got.push(l.clone());
@@ -113,7 +121,6 @@ async fn kubectl_get_watch_apply_exec() {
     );
     watch.kill().await.unwrap();
 
-    let pods: Api<Pod> = Api::default_namespaced(t.client.clone());
     wait_pod(&pods, "web", ready).await;
 
     // Re-applying an unchanged manifest is a no-op; a changed one patches.
@@ -173,10 +180,6 @@ async fn kubectl_get_watch_apply_exec() {
 /// custom resource returns once its status says so.
 #[tokio::test]
 async fn kubectl_prints_printer_columns_of_custom_resources() {
-    if !kubectl_available() {
-        eprintln!("note: kubectl not on PATH; skipping the kubectl test");
-        return;
-    }
     let t = sim().await;
     let kc = t.dir.path().join("kubeconfig");
     let cache = t.dir.path().join("kube-cache");
@@ -277,6 +280,8 @@ spec:
     // kubectl wait reads the object, then watches it until the JSONPath matches.
     let mut wait = kubectl(&kc, &cache);
     wait.args([
+        // At -v=2 its informer logs "Caches populated" once it has the object and watches it.
+        "-v=2",
         "wait",
         "--for=jsonpath={.status.replicas}=4",
         "widget/big",
@@ -284,10 +289,29 @@ spec:
     ])
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
-    let wait = wait.spawn().unwrap();
-    // Usually kubectl is watching by the time the status changes; if not, its first read sees
-    // the new status. It must return either way: the pause only makes the watch path likely.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut wait = wait.spawn().unwrap();
+    // The status changes only once kubectl is watching: it must see the change as a watch event.
+    let mut log = BufReader::new(wait.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let synced = async {
+        while let Some(l) = log.next_line().await.unwrap() {
+            let populated = l.contains("Caches populated");
+            seen.push(l);
+            if populated {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), synced)
+        .await
+        .unwrap_or_else(|_| panic!("kubectl wait never populated its cache: {seen:#?}"));
+    let rest_of_log = tokio::spawn(async move {
+        let mut rest = Vec::new();
+        while let Ok(Some(l)) = log.next_line().await {
+            rest.push(l);
+        }
+        rest
+    });
     api.patch_status(
         "big",
         &kube::api::PatchParams::default(),
@@ -299,11 +323,12 @@ spec:
         .await
         .expect("kubectl wait returned")
         .unwrap();
+    seen.extend(rest_of_log.await.unwrap());
     assert!(
         out.status.success(),
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        seen.join("\n")
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("condition met"));
     t.sim.shutdown().await;

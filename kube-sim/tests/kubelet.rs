@@ -138,6 +138,14 @@ async fn timing_annotations_and_phase_control() {
     )
     .await
     .unwrap();
+    // Created after "never" and Ready three times later than the default: once it is Ready, the
+    // kubelet is past the moment it would have made "never" Ready.
+    pods.create(
+        &PostParams::default(),
+        &mk("witness", json!({"sim.kube/ready-after": "300ms"})),
+    )
+    .await
+    .unwrap();
     pods.create(
         &PostParams::default(),
         &mk("job", json!({"sim.kube/phase-after": "Succeeded:200ms"})),
@@ -165,7 +173,7 @@ async fn timing_annotations_and_phase_control() {
     );
 
     let never = wait_pod(&pods, "never", |p| phase(p) == "Running").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_pod(&pods, "witness", ready).await;
     assert!(!ready(&pods.get("never").await.unwrap()), "{never:?}");
 
     t.sim.set_pod_phase("default", "never", "Failed").await;

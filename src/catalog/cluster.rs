@@ -441,11 +441,7 @@ mod tests {
     }
 
     async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-        while !check() {
-            assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        restore_hooks_testkit::eventually!(what, Duration::from_secs(15), check())
     }
 
     #[tokio::test]

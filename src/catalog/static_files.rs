@@ -27,4 +27,3 @@ pub fn load_with_defaults(
     }
     Ok(catalog)
 }
-

@@ -1,7 +1,7 @@
 //! Kubernetes Events on pods (`HookSucceeded`, `HookFailed`, `HookRefused`, `HooksCompleted`,
-//! `PlanRejected`, `StatusRolledBack`) and on hook objects (`InitHooksMissed`,
-//! `LateHooksAdded`): what an operator sees in `kubectl describe`. Best effort: a failed Event is
-//! logged, never retried at the expense of the hooks.
+//! `PlanRejected`, `StatusRolledBack`, `RestoreHooksNotApplied`) and on hook objects
+//! (`InitHooksMissed`, `LateHooksAdded`): what an operator sees in `kubectl describe`. Best
+//! effort: a failed Event is logged, never retried at the expense of the hooks.
 
 use std::time::Duration;
 
@@ -10,11 +10,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time
 use kube::api::{Api, PostParams};
 use tracing::warn;
 
+/// A hook succeeded (Normal): the message ends with the tail of its stdout.
 pub const HOOK_SUCCEEDED: &str = "HookSucceeded";
+/// A hook failed, or was recorded `Failed` without running (expired, pod gone, out of scope,
+/// interrupted): the message and the tail of its stderr.
 pub const HOOK_FAILED: &str = "HookFailed";
 /// An annotation exec hook nobody entitled to exec into the pod authored: recorded `Failed`,
 /// never run.
 pub const HOOK_REFUSED: &str = "HookRefused";
+/// Every hook of the pod ended: counts of succeeded, failed and skipped, and the final label
+/// (Normal if all succeeded, else Warning).
 pub const HOOKS_COMPLETED: &str = "HooksCompleted";
 /// A pod's plan or status failed verification: nothing of it ran.
 pub const PLAN_REJECTED: &str = "PlanRejected";
@@ -27,25 +32,50 @@ pub const INIT_HOOKS_MISSED: &str = "InitHooksMissed";
 /// On a RestoreHook or ClusterRestoreHook: its exec hooks were added to pods admitted before it.
 pub const LATE_HOOKS_ADDED: &str = "LateHooksAdded";
 
+/// On a restored pod the webhook never saw (admitted while it was unavailable): its hooks were
+/// not applied.
+pub const NOT_ADMITTED: &str = "RestoreHooksNotApplied";
+
+/// Every reason the controller writes Events with, [`NOT_ADMITTED`] included: a
+/// new reason belongs here, and `tests/docs_tables.rs` checks that docs/behaviour.md §6.12 lists
+/// each.
+pub const REASONS: &[&str] = &[
+    HOOK_SUCCEEDED,
+    HOOK_FAILED,
+    HOOK_REFUSED,
+    HOOKS_COMPLETED,
+    PLAN_REJECTED,
+    STATUS_ROLLED_BACK,
+    INIT_HOOKS_MISSED,
+    LATE_HOOKS_ADDED,
+    NOT_ADMITTED,
+];
+
 /// The component name in Events.
 pub const COMPONENT: &str = "restore-hooks-controller";
 
 /// Event messages are capped like the API server's (1 KiB is plenty with the output tails).
 const MAX_MESSAGE: usize = 1024;
 
+/// Writes Events as this replica (its identity is their reporting instance); cheap to clone.
 #[derive(Clone)]
 pub struct EventSink {
     client: kube::Client,
     instance: String,
 }
 
+/// An Event's `type` (docs/behaviour.md §6.12 gives each reason's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventType {
+    /// Things went as planned.
     Normal,
+    /// Something an operator should look at: a hook that failed, was refused or was not applied.
     Warning,
 }
 
 impl EventSink {
+    /// `instance`: this replica's name (`--identity`), written as each Event's
+    /// `reportingInstance`.
     pub fn new(client: kube::Client, instance: String) -> Self {
         Self { client, instance }
     }
@@ -115,15 +145,22 @@ impl EventSink {
 /// The object an Event is about.
 #[derive(Clone, Debug)]
 pub struct Regarding {
+    /// `v1`, `velero.io/v1` or `restore-hooks.dev/v1alpha1`.
     pub api_version: &'static str,
+    /// `Pod`, `Restore`, `RestoreHook` or `ClusterRestoreHook`.
     pub kind: &'static str,
+    /// `None` for a cluster-scoped object: its Events are written in `default`.
     pub namespace: Option<String>,
+    /// The object's name (the Event's name is generated from it).
     pub name: String,
+    /// `None` when not known (hook objects): the Event then refers to the object by name only.
     pub uid: Option<String>,
+    /// The version of the object the Event is about; `None` when not known (hook objects).
     pub resource_version: Option<String>,
 }
 
 impl Regarding {
+    /// A pod, as the controller last saw it.
     pub fn pod(pod: &super::slim_pod::PodState) -> Self {
         Self {
             api_version: "v1",
@@ -135,6 +172,8 @@ impl Regarding {
         }
     }
 
+    /// A RestoreHook, ClusterRestoreHook or Velero Restore (`namespace` `None` for a
+    /// ClusterRestoreHook), by name only.
     pub fn hook_object(
         kind: restore_hooks_core::hooks::compiled::SourceKind,
         namespace: Option<&str>,

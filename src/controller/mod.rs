@@ -51,14 +51,19 @@ use self::slots::ExecSlots;
 
 /// Everything the controller needs from the process that hosts it.
 pub struct ControllerDeps {
+    /// The API server: pods, exec, Events, the Lease, RestoreRuns and hook object status.
     pub client: kube::Client,
+    /// The controller's flags (slots, grace, windows, the Lease).
     pub args: ControllerArgs,
+    /// The same scope rules as the webhook's (which pods are restored pods, excluded namespaces).
     pub engine: EngineConfig,
+    /// Where the controller's metrics go (shared with the webhook under `serve`).
     pub metrics: Metrics,
     /// This replica's name in the Lease.
     pub identity: String,
     /// Namespace labels and hook objects (the scope check, late hooks, Ready conditions).
     pub index: Arc<SharedIndex>,
+    /// The plan key: nothing runs until it is loaded, and only plans it verifies run.
     pub keys: KeyRing,
     /// Cancelled on SIGTERM: stop starting hooks, let running ones finish or time out, release
     /// the Lease, return.
@@ -174,7 +179,7 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
                 engine: engine.clone(),
                 events: events.clone(),
                 metrics: metrics.clone(),
-                window: args.late_hook_window,
+                lookback: args.unmutated_lookback(),
             }
             .run(term.clone()),
         ));

@@ -8,7 +8,7 @@
 //!
 //! Two scopes, two queries, both cheap label selections: pods with the restore label and without
 //! the mark; and, in each namespace carrying the restore-namespace label, pods without the mark
-//! created after this controller first saw the label, or at most `--late-hook-window` before it.
+//! created after this controller first saw the label, or at most `--unmutated-lookback` before it.
 //! When the label was set is not recorded anywhere; pods much older than the label were not
 //! restored, they were there before, and under `serve` a webhook that was down usually means a
 //! controller that was down too, so "first seen" alone would miss exactly the pods to report.
@@ -27,27 +27,34 @@ use restore_hooks_core::hooks::plan::RESTORE_RUN_LABEL;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::events::{EventSink, EventType, Regarding};
+use super::events::{EventSink, EventType, NOT_ADMITTED, Regarding};
 use crate::catalog::SharedIndex;
 use crate::metrics::Metrics;
-
-/// Event reason on such a pod.
-pub const NOT_ADMITTED: &str = "RestoreHooksNotApplied";
 
 /// How often the leader looks. A restore runs for minutes; this is a report, not a control loop.
 const EVERY: Duration = Duration::from_secs(30);
 
+/// The leader's look-out for restored pods the webhook never saw; [`Unmutated::run`] while
+/// leading.
 pub struct Unmutated {
+    /// Lists pods (metadata only) and writes the Events.
     pub client: kube::Client,
+    /// Which namespaces carry the restore-namespace label (from the watch cache, not a list).
     pub index: Arc<SharedIndex>,
+    /// The restore labels to select by, and the excluded namespaces, which are never reported.
     pub engine: EngineConfig,
+    /// Where the [`NOT_ADMITTED`] Event on each such pod goes.
     pub events: EventSink,
+    /// `restore_hooks_unmutated_pods_total` is counted here.
     pub metrics: Metrics,
-    /// How far before the first sight of a namespace's restore label its pods still count.
-    pub window: Duration,
+    /// How far before the first sight of a namespace's restore label its pods still count
+    /// (`--unmutated-lookback`).
+    pub lookback: Duration,
 }
 
 impl Unmutated {
+    /// Looks every 30 s until `stop` is cancelled, reporting each pod once per leadership (the
+    /// reported uids live in memory only: a new leader may report a pod again).
     pub async fn run(self, stop: CancellationToken) {
         let mut reported: HashSet<String> = HashSet::new();
         let mut labelled_since: HashMap<String, Timestamp> = HashMap::new();
@@ -116,10 +123,10 @@ impl Unmutated {
                 .filter(|n| !self.engine.excluded_namespaces.contains(n))
                 .collect()
         };
-        let reach = jiff::SignedDuration::try_from(self.window.max(Duration::from_secs(30 * 60)))
-            .unwrap_or(jiff::SignedDuration::from_secs(30 * 60));
+        let reach =
+            jiff::SignedDuration::try_from(self.lookback).unwrap_or(jiff::SignedDuration::MAX);
         let now = Timestamp::now();
-        let first_seen = now.checked_sub(reach).unwrap_or(now);
+        let first_seen = now.checked_sub(reach).unwrap_or(Timestamp::MIN);
         labelled_since.retain(|ns, _| labelled.contains(ns));
         let mut out = Vec::new();
         for namespace in labelled {

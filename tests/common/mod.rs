@@ -1,13 +1,13 @@
-//! Shared helpers for integration tests: a test CA (rcgen), serving certificates with every key
+//! Shared helpers for integration tests: a test CA, serving certificates with every key
 //! encoding the webhook accepts, a `--tls-dir` laid out like a kubelet Secret volume (with
 //! atomic `..data` symlink rotation), a TLS client that trusts only the test CA, and small HTTP
-//! helpers for the webhook and admin ports.
+//! helpers for the webhook and admin ports. The CA and the waits are the workspace's
+//! (`restore_hooks_testkit`).
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -15,20 +15,18 @@ use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
-    SerialNumber,
-};
+use rcgen::KeyPair;
 use restore_hooks::admin::{AdminServer, Readiness};
+use restore_hooks::admission::ExecRight;
 use restore_hooks::catalog::{SharedIndex, StaticCatalog};
 use restore_hooks::cli::WebhookArgs;
 use restore_hooks::config::EngineConfig;
 use restore_hooks::hooks::signing::PlanKeys;
-use restore_hooks::admission::ExecRight;
 use restore_hooks::metrics::Metrics;
 use restore_hooks::plan_key::KeyRing;
 use restore_hooks::webhook::exec_rights::ExecRights;
 use restore_hooks::webhook::{Bound, LimitStats, Limits, Timeouts, WebhookError, WebhookSources};
+use restore_hooks_testkit::ThrowawayCa;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
@@ -61,72 +59,30 @@ pub enum KeyKind {
     RsaPkcs1,
 }
 
-/// A CA (root or intermediate) that issues serving certificates.
-pub struct Ca {
-    issuer: CertifiedIssuer<'static, KeyPair>,
-    /// Intermediates between this CA and the root, this CA's own certificate first (empty for
-    /// a root): appended to leaf chains.
-    chain_pem: String,
-}
+/// A CA (root or intermediate) that issues serving certificates with every key encoding the
+/// webhook accepts: the workspace's throwaway CA, with [`KeyKind`]s.
+pub struct Ca(ThrowawayCa);
 
 /// A serving certificate and its key, as the files of a Secret.
-#[derive(Clone, Debug)]
-pub struct Leaf {
-    /// `tls.crt`: the leaf, then intermediates.
-    pub chain_pem: String,
-    /// `tls.key`, encoded as asked.
-    pub key_pem: String,
-    /// DER of the leaf certificate (what a client sees first).
-    pub der: Vec<u8>,
-}
-
-static SERIAL: AtomicU64 = AtomicU64::new(1);
-
-fn next_serial() -> SerialNumber {
-    // Unique per process, and different across runs, so that a rotated certificate is
-    // always distinguishable from the one it replaces.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64;
-    SerialNumber::from((nanos & 0x00ff_ffff_ffff_0000) | SERIAL.fetch_add(1, Ordering::Relaxed))
-}
-
-fn ca_params(common_name: &str) -> CertificateParams {
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, common_name);
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    params.serial_number = Some(next_serial());
-    params
-}
+pub use restore_hooks_testkit::Leaf;
 
 impl Ca {
     pub fn root(common_name: &str) -> Self {
-        let key = KeyPair::generate().unwrap();
-        Self {
-            issuer: CertifiedIssuer::self_signed(ca_params(common_name), key).unwrap(),
-            chain_pem: String::new(),
-        }
+        Self(ThrowawayCa::root(common_name).unwrap())
     }
 
     /// An intermediate CA signed by this one.
     pub fn intermediate(&self, common_name: &str) -> Self {
-        let key = KeyPair::generate().unwrap();
-        let issuer = CertifiedIssuer::signed_by(ca_params(common_name), key, &self.issuer).unwrap();
-        let chain_pem = format!("{}{}", issuer.pem(), self.chain_pem);
-        Self { issuer, chain_pem }
+        Self(self.0.intermediate(common_name).unwrap())
     }
 
     /// This CA's certificate (what a client trusts, for a root).
     pub fn cert_pem(&self) -> String {
-        self.issuer.pem()
+        self.0.cert_pem()
     }
 
     pub fn cert_der(&self) -> CertificateDer<'static> {
-        self.issuer.der().clone()
+        CertificateDer::from(self.0.cert_der())
     }
 
     /// A serving certificate for `SERVICE_DNS`, `localhost` and 127.0.0.1.
@@ -136,17 +92,7 @@ impl Ca {
 
     pub fn leaf_with_names(&self, kind: KeyKind, names: &[&str]) -> Leaf {
         let (key, key_pem) = leaf_key(kind);
-        let mut params =
-            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-                .unwrap();
-        params.distinguished_name.push(DnType::CommonName, names[0]);
-        params.serial_number = Some(next_serial());
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        Leaf {
-            chain_pem: format!("{}{}", cert.pem(), self.chain_pem),
-            key_pem,
-            der: cert.der().to_vec(),
-        }
+        self.0.issue_with_key(names, &key, key_pem).unwrap()
     }
 }
 
@@ -338,6 +284,11 @@ impl SecretDir {
 
     pub fn rotate_bytes(&mut self, cert: &[u8], key: &[u8]) {
         let new = self.write_generation(cert, key);
+        self.swap_to(new);
+    }
+
+    /// Points `..data` at generation `new` (atomically) and deletes the current one.
+    fn swap_to(&mut self, new: PathBuf) {
         let tmp = self.path().join("..data_tmp");
         std::os::unix::fs::symlink(&new, &tmp).unwrap();
         std::fs::rename(&tmp, self.path().join("..data")).unwrap();
@@ -347,6 +298,43 @@ impl SecretDir {
 
     pub fn rotate_to(&mut self, leaf: &Leaf) {
         self.rotate(&leaf.chain_pem, &leaf.key_pem);
+    }
+
+    /// Returns once the webhook has read `tls.key` `reads` times, each time getting `key_pem`
+    /// (with `cert_pem` as `tls.crt`): the proof that it polled the pair that often. `tls.key`
+    /// is a FIFO meanwhile, whose opening for writing waits for a reader; before the last read
+    /// gets its key, the directory rotates to plain files with the same bytes, so no later read
+    /// waits. Blocking: run it off the runtime the webhook polls on.
+    pub fn observe_key_reads(&mut self, cert_pem: &str, key_pem: &str, reads: usize) {
+        assert!(reads > 0);
+        let mkfifo = |path: &Path| {
+            let made = std::process::Command::new("mkfifo")
+                .arg(path)
+                .status()
+                .unwrap();
+            assert!(made.success(), "mkfifo {}", path.display());
+        };
+        self.generation += 1;
+        let name = format!("..2026_12_02_22_00_00.{:09}", self.generation);
+        let dir = self.path().join(&name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("tls.crt"), cert_pem).unwrap();
+        let fifo = dir.join("tls.key");
+        mkfifo(&fifo);
+        self.swap_to(PathBuf::from(name));
+        for read in 1..=reads {
+            let mut key = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+            // A reader has this FIFO open. The next read opens another one, so that neither can
+            // get the other's bytes (this reader may not have seen its end yet).
+            if read == reads {
+                self.rotate(cert_pem, key_pem);
+            } else {
+                let next = dir.join("tls.key.next");
+                mkfifo(&next);
+                std::fs::rename(&next, &fifo).unwrap();
+            }
+            std::io::Write::write_all(&mut key, key_pem.as_bytes()).unwrap();
+        }
     }
 }
 
@@ -461,6 +449,20 @@ impl Conn {
 }
 
 /// `GET http://addr/path` over plain HTTP/1.1 (the admin port).
+/// Waits until a webhook started as a process answers 200 on `/readyz` at `admin`; fails at once
+/// when `exited` says the process is gone.
+pub async fn wait_process_ready(
+    admin: SocketAddr,
+    limit: Duration,
+    mut exited: impl FnMut() -> bool,
+) {
+    restore_hooks_testkit::eventually!("the webhook process to be ready", limit, {
+        assert!(!exited(), "the webhook exited before it was ready");
+        TcpStream::connect(admin).await.is_ok()
+            && http_get(admin, "/readyz").await.0 == StatusCode::OK
+    })
+}
+
 pub async fn http_get(addr: SocketAddr, path: &str) -> (StatusCode, String) {
     let tcp = TcpStream::connect(addr).await.unwrap();
     let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
@@ -670,18 +672,14 @@ impl TestServer {
 
     /// Polls `/metrics` until `sample` reaches `value` (or panics after `within`).
     pub async fn wait_metric(&self, sample: &str, value: f64, within: Duration) -> String {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
+        restore_hooks_testkit::eventually!(format!("{sample} to reach {value}"), within, {
             let text = self.metrics_text().await;
             if metric(&text, sample) >= value {
-                return text;
+                Ok(text)
+            } else {
+                Err(text)
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{sample} did not reach {value} within {within:?}:\n{text}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        })
     }
 
     /// Cancels the shutdown token and waits for the webhook to stop.

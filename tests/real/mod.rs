@@ -56,29 +56,8 @@ pub fn heavy() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Polls `probe` every 250 ms until it gives `Ok`; panics after `timeout` with `what` and the
-/// last `Err` (what was seen instead). A failure guard, not a performance bound.
-pub fn wait_until<T>(
-    what: &str,
-    timeout: Duration,
-    mut probe: impl FnMut() -> Result<T, String>,
-) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match probe() {
-            Ok(v) => return v,
-            Err(last) => {
-                if Instant::now() >= deadline {
-                    panic!(
-                        "timed out after {} s waiting for {what}; last seen: {last}",
-                        timeout.as_secs()
-                    );
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
+/// The workspace's blocking wait (see `restore_hooks_testkit`).
+pub use restore_hooks_testkit::wait_until;
 
 /// The pinned helm (`.ci/install-tools.sh` installs it). Missing, the test fails, naming the fix.
 pub fn helm() -> PathBuf {
@@ -334,7 +313,7 @@ impl Install {
                 .collect::<Vec<_>>()
                 .join(",");
             let pods = wait_until(
-                &format!("the pods of Deployment {name}"),
+                format!("the pods of Deployment {name}"),
                 Duration::from_secs(120),
                 || {
                     let list = get_json(&self.cp, &["get", "pods", "-n", NAMESPACE, "-l", &labels])
@@ -522,7 +501,7 @@ pub fn namespace(cp: &ControlPlane, name: &str, labels: Value) {
     )
     .unwrap();
     wait_until(
-        &format!("ServiceAccount {name}/default"),
+        format!("ServiceAccount {name}/default"),
         Duration::from_secs(120),
         || {
             cp.kubectl(["get", "serviceaccount", "default", "-n", name])
@@ -585,7 +564,7 @@ pub fn wait_hooks_ended(
     timeout: Duration,
 ) -> Value {
     wait_until(
-        &format!("the hooks of pod {namespace}/{name} to end"),
+        format!("the hooks of pod {namespace}/{name} to end"),
         timeout,
         || {
             let pod = get_pod(cp, namespace, name).ok_or("no pod")?;
@@ -603,7 +582,7 @@ pub fn wait_hooks_ended(
 /// Waits until the pod is Running.
 pub fn wait_running(cp: &ControlPlane, namespace: &str, name: &str) -> Value {
     wait_until(
-        &format!("pod {namespace}/{name} Running"),
+        format!("pod {namespace}/{name} Running"),
         Duration::from_secs(120),
         || {
             let pod = get_pod(cp, namespace, name).ok_or("no pod")?;
@@ -678,7 +657,7 @@ pub fn wait_restore_run(
     timeout: Duration,
 ) -> Value {
     wait_until(
-        &format!("RestoreRun {name} in phase {phases:?}"),
+        format!("RestoreRun {name} in phase {phases:?}"),
         timeout,
         || {
             let run = get_json(cp, &["get", "restoreruns.restore-hooks.dev", name])

@@ -98,7 +98,7 @@ pub fn chart_as_installed(install: &Install, serve: &Replica) {
     // clusterrole-aggregation controller folds the chart's roles in).
     for (role, verb) in [("view", "list"), ("edit", "create"), ("admin", "delete")] {
         wait_until(
-            &format!("ClusterRole {role} to include restorehooks {verb}"),
+            format!("ClusterRole {role} to include restorehooks {verb}"),
             Duration::from_secs(60),
             || {
                 let r = get_json(cp, &["get", "clusterrole", role]).ok_or("no role")?;
@@ -220,7 +220,7 @@ fn restore_hook(namespace: &str, name: &str, spec: Value) -> Value {
 /// compiled its current generation.
 pub fn wait_compiled(cp: &ControlPlane, namespace: &str, name: &str, replicas: &[&str]) {
     wait_until(
-        &format!("restorehook {namespace}/{name} compiled by {replicas:?}"),
+        format!("restorehook {namespace}/{name} compiled by {replicas:?}"),
         Duration::from_secs(60),
         || {
             let rh = get_json(cp, &["get", "restorehook", name, "-n", namespace]).ok_or("gone")?;

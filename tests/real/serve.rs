@@ -12,6 +12,8 @@ use realcp::{HostCommand, HostProcess};
 use regex::Regex;
 use serde_json::Value;
 
+use restore_hooks_testkit::try_wait_until;
+
 use super::{Install, NAMESPACE, RELEASE, wait_until};
 
 /// Which replica of which rendered Deployment to run.
@@ -201,27 +203,23 @@ impl Serve {
     pub fn wait_ready(&mut self, timeout: Duration) {
         let port = self.admin_port;
         let what = format!("{} /readyz", self.proc.name());
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.proc.exited() {
+        let proc = &mut self.proc;
+        let ready = try_wait_until(what, timeout, || {
+            if let Some(status) = proc.exited() {
                 panic!(
                     "{} exited ({status}) before it was ready:\n{}",
-                    self.proc.name(),
-                    self.proc.log_tail(60)
+                    proc.name(),
+                    proc.log_tail(60)
                 );
             }
             match http_get(port, "/readyz") {
-                Ok((200, _)) => return,
-                Ok((_, body)) if std::time::Instant::now() >= deadline => panic!(
-                    "timed out waiting for {what}: {body}\n{}",
-                    self.proc.log_tail(60)
-                ),
-                Err(e) if std::time::Instant::now() >= deadline => panic!(
-                    "timed out waiting for {what}: {e}\n{}",
-                    self.proc.log_tail(60)
-                ),
-                _ => std::thread::sleep(Duration::from_millis(100)),
+                Ok((200, _)) => Ok(()),
+                Ok((_, body)) => Err(body),
+                Err(e) => Err(e.to_string()),
             }
+        });
+        if let Err(timed_out) = ready {
+            panic!("{timed_out}\n{}", self.proc.log_tail(60));
         }
     }
 
@@ -325,7 +323,7 @@ impl Serve {
     }
 
     pub fn wait_leader(&self, timeout: Duration) {
-        wait_until(&format!("{} to lead", self.identity), timeout, || {
+        wait_until(format!("{} to lead", self.identity), timeout, || {
             self.is_leader()
                 .then_some(())
                 .ok_or_else(|| self.log_tail(5))

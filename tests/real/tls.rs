@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Once};
 
 use base64::Engine as _;
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use restore_hooks_testkit::{Leaf, ThrowawayCa};
 use serde_json::{Value, json};
 
 /// A CA and a serving certificate it signed, written as `tls.crt` (leaf and CA) and `tls.key`
@@ -23,14 +23,8 @@ impl Certs {
     /// Names: the chart's Service names (as make-certs.sh makes them) and 127.0.0.1, where the
     /// API server reaches the host process.
     pub fn new(dir: &Path, service: &str, namespace: &str) -> Certs {
-        let ca_key = KeyPair::generate().unwrap();
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, "restore-hooks real-cp test CA");
-        let ca = CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
-        let names = vec![
+        let ca = ThrowawayCa::root("restore-hooks real-cp test CA").unwrap();
+        let names = [
             format!("{service}.{namespace}.svc"),
             format!("{service}.{namespace}.svc.cluster.local"),
             format!("{service}.{namespace}"),
@@ -38,22 +32,21 @@ impl Certs {
             "localhost".to_string(),
             "127.0.0.1".to_string(),
         ];
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(names.clone()).unwrap();
-        params
-            .distinguished_name
-            .push(DnType::CommonName, names[0].as_str());
-        let cert = params.signed_by(&key, &*ca).unwrap();
-        std::fs::create_dir_all(dir).unwrap();
-        let ca_pem = ca.pem();
-        let chain = format!("{}{}", cert.pem(), ca_pem);
-        std::fs::write(dir.join("tls.crt"), &chain).unwrap();
-        std::fs::write(dir.join("tls.key"), key.serialize_pem()).unwrap();
-        std::fs::write(dir.join("ca.crt"), &ca_pem).unwrap();
+        let leaf = ca
+            .issue(&names.iter().map(String::as_str).collect::<Vec<_>>())
+            .unwrap();
+        let ca_pem = ca.cert_pem();
+        // As cert-manager writes a CA-issued Secret: the chain up to and including the CA.
+        let leaf = Leaf {
+            chain_pem: format!("{}{}", leaf.chain_pem, ca_pem),
+            ..leaf
+        };
+        leaf.write(dir, "tls").unwrap();
+        ca.write_cert(dir, "ca.crt").unwrap();
         Certs {
             ca_pem,
-            cert_pem: chain,
-            key_pem: key.serialize_pem(),
+            cert_pem: leaf.chain_pem,
+            key_pem: leaf.key_pem,
             dir: dir.to_path_buf(),
         }
     }
@@ -125,14 +118,11 @@ impl MeshWebhook {
         });
         ready_rx.recv().unwrap();
         // bind happens inside serve: wait until it accepts.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the mesh webhook never listened"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        super::wait_until(
+            "the mesh webhook to listen",
+            std::time::Duration::from_secs(30),
+            || std::net::TcpStream::connect(("127.0.0.1", port)),
+        );
         MeshWebhook {
             port,
             calls,

@@ -19,6 +19,14 @@ pub fn cache_dir() -> PathBuf {
     home.join(".cache").join("restore-hooks-realcp")
 }
 
+/// The kubectl built from the same Kubernetes as the control plane (built first when missing):
+/// the one the tests use, never whatever `kubectl` is on `PATH`, which may be outside the
+/// supported version skew.
+pub fn pinned_kubectl() -> Result<PathBuf> {
+    ensure_built(Group::ControlPlane)?;
+    Ok(bin("kubectl"))
+}
+
 pub(crate) fn bin(name: &str) -> PathBuf {
     cache_dir().join("bin").join(name)
 }

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+use restore_hooks_testkit::try_wait_until;
 use serde_json::{Value, json};
 
 use crate::NODE;
@@ -347,11 +348,6 @@ impl ControlPlane {
         &self.ca_pem
     }
 
-    /// The same CA as a file.
-    pub fn ca_path(&self) -> &Path {
-        &self.ca_crt
-    }
-
     /// This instance's work dir: logs (`<component>.log`), PKI, kubeconfigs, pod work dirs.
     pub fn work_dir(&self) -> &Path {
         &self.work
@@ -497,17 +493,7 @@ impl ControlPlane {
     }
 
     fn spawn(&self, name: &str, args: Vec<String>, env: Vec<(&str, OsString)>) -> Result<()> {
-        let proc = Proc::spawn(Spec {
-            name,
-            program: &bin(name),
-            args: args.into_iter().map(OsString::from).collect(),
-            cwd: &self.work,
-            env,
-            clear_env: false,
-            log: self.log_path(name),
-        })?;
-        lock(&self.procs).push(proc);
-        Ok(())
+        spawn_into(&self.procs, &self.work, name, &bin(name), args, env)
     }
 
     /// Polls `probe` until it gives `Some`, failing early with the log of any component that
@@ -519,19 +505,8 @@ impl ControlPlane {
         timeout: Duration,
         mut probe: impl FnMut(&Self) -> Result<Option<T>>,
     ) -> Result<T> {
-        wait_for(&self.procs, what, timeout, || probe(self)).map_err(|e| match e {
-            WaitError::Died(e) => e,
-            WaitError::Timeout(last) => {
-                let log = self.log_path(blame);
-                anyhow!(
-                    "timed out after {} s waiting for {what} (last probe: {last}); \
-                     last lines of {blame}'s log {}:\n{}\n(set REALCP_KEEP=1 to keep the work dir)",
-                    timeout.as_secs(),
-                    log.display(),
-                    tail(&log, 30)
-                )
-            }
-        })
+        let log = self.log_path(blame);
+        wait_for(&self.procs, what, timeout, (blame, &log), || probe(self))
     }
 
     /// Adds the end of `component`'s log to a startup step's error.
@@ -646,39 +621,62 @@ fn sweep_orphaned_work_dirs() {
     }
 }
 
-pub(crate) enum WaitError {
-    Died(anyhow::Error),
-    Timeout(String),
+/// Starts `program` as component `name` (working directory `work`, log `work/<name>.log`) and
+/// adds it to `procs`, which are stopped together.
+pub(crate) fn spawn_into(
+    procs: &Mutex<Vec<Proc>>,
+    work: &Path,
+    name: &str,
+    program: &Path,
+    args: Vec<String>,
+    env: Vec<(&str, OsString)>,
+) -> Result<()> {
+    let proc = Proc::spawn(Spec {
+        name,
+        program,
+        args: args.into_iter().map(OsString::from).collect(),
+        cwd: work,
+        env,
+        clear_env: false,
+        log: work.join(format!("{name}.log")),
+    })?;
+    lock(procs).push(proc);
+    Ok(())
 }
 
 pub(crate) fn lock(procs: &Mutex<Vec<Proc>>) -> std::sync::MutexGuard<'_, Vec<Proc>> {
     procs.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Polls `probe` (the workspace's blocking wait) until it yields a value. Fails at once when one
+/// of `procs` exited (its log says why), and after `timeout` with the last lines of `blame`'s log
+/// (the component that should have made the probe succeed).
 pub(crate) fn wait_for<T>(
     procs: &Mutex<Vec<Proc>>,
     what: &str,
     timeout: Duration,
+    (blame, log): (&str, &Path),
     mut probe: impl FnMut() -> Result<Option<T>>,
-) -> Result<T, WaitError> {
-    let deadline = Instant::now() + timeout;
-    loop {
+) -> Result<T> {
+    let waited = try_wait_until(what, timeout, || {
         for p in lock(procs).iter_mut() {
             if p.exited().is_some() {
-                return Err(WaitError::Died(
-                    p.died(&format!("while waiting for {what}")),
-                ));
+                return Ok(Err(p.died(&format!("while waiting for {what}"))));
             }
         }
-        let last = match probe() {
-            Ok(Some(v)) => return Ok(v),
-            Ok(None) => "not there yet".to_string(),
-            Err(e) => format!("{e:#}"),
-        };
-        if Instant::now() >= deadline {
-            return Err(WaitError::Timeout(last));
+        match probe() {
+            Ok(Some(v)) => Ok(Ok(v)),
+            Ok(None) => Err("not there yet".to_string()),
+            Err(e) => Err(format!("{e:#}")),
         }
-        std::thread::sleep(Duration::from_millis(200));
+    });
+    match waited {
+        Ok(done) => done,
+        Err(timed_out) => bail!(
+            "{timed_out}; last lines of {blame}'s log {}:\n{}\n(set REALCP_KEEP=1 to keep the work dir)",
+            log.display(),
+            tail(log, 30)
+        ),
     }
 }
 

@@ -27,7 +27,7 @@ mod process;
 mod util;
 mod velero;
 
-pub use cache::cache_dir;
+pub use cache::{cache_dir, pinned_kubectl};
 pub use controlplane::{ControlPlane, Options};
 pub use host::{HostCommand, HostProcess};
 pub use util::free_port;

@@ -4,14 +4,15 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
+use restore_hooks_testkit::try_wait_until;
 use serde_json::json;
 
 use crate::cache::{self, Group, bin, cache_dir};
-use crate::controlplane::{ControlPlane, WaitError, checked, lock, wait_for};
-use crate::process::{self, Proc, Spec};
+use crate::controlplane::{ControlPlane, checked, lock, spawn_into, wait_for};
+use crate::process::{self, Proc};
 use crate::util::{free_port, http_get, tail};
 
 /// Velero's controller-runtime manager serves metrics on this port on all interfaces, with no
@@ -250,17 +251,7 @@ impl<'cp> Velero<'cp> {
         args: Vec<String>,
         env: Vec<(&str, OsString)>,
     ) -> Result<()> {
-        let proc = Proc::spawn(Spec {
-            name,
-            program,
-            args: args.into_iter().map(OsString::from).collect(),
-            cwd: &self.work,
-            env,
-            clear_env: false,
-            log: self.log_path(name),
-        })?;
-        lock(&self.procs).push(proc);
-        Ok(())
+        spawn_into(&self.procs, &self.work, name, program, args, env)
     }
 
     fn wait_for<T>(
@@ -269,19 +260,8 @@ impl<'cp> Velero<'cp> {
         blame: &str,
         probe: impl FnMut() -> Result<Option<T>>,
     ) -> Result<T> {
-        wait_for(&self.procs, what, TIMEOUT, probe).map_err(|e| match e {
-            WaitError::Died(e) => e,
-            WaitError::Timeout(last) => {
-                let log = self.log_path(blame);
-                anyhow!(
-                    "timed out after {} s waiting for {what} (last probe: {last}); \
-                     last lines of {blame}'s log {}:\n{}",
-                    TIMEOUT.as_secs(),
-                    log.display(),
-                    tail(&log, 30)
-                )
-            }
-        })
+        let log = self.log_path(blame);
+        wait_for(&self.procs, what, TIMEOUT, (blame, &log), probe)
     }
 }
 
@@ -301,11 +281,12 @@ fn machine_lock() -> Result<File> {
         .write(true)
         .open(&path)
         .with_context(|| format!("velero: cannot open {}", path.display()))?;
-    let deadline = Instant::now() + Duration::from_secs(30 * 60);
     let mut told = false;
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(file),
+    let locked = try_wait_until(
+        format_args!("the lock on {}", path.display()),
+        Duration::from_secs(30 * 60),
+        || match file.try_lock() {
+            Ok(()) => Ok(Ok(())),
             Err(TryLockError::WouldBlock) => {
                 if !told {
                     eprintln!(
@@ -314,14 +295,14 @@ fn machine_lock() -> Result<File> {
                     );
                     told = true;
                 }
-                if Instant::now() > deadline {
-                    bail!("velero: {} stayed locked for 30 minutes", path.display());
-                }
-                std::thread::sleep(Duration::from_millis(500));
+                Err("held by another Velero on this machine")
             }
-            Err(TryLockError::Error(e)) => {
-                return Err(e).with_context(|| format!("velero: cannot lock {}", path.display()));
-            }
-        }
+            Err(TryLockError::Error(e)) => Ok(Err(e)),
+        },
+    );
+    match locked {
+        Ok(Ok(())) => Ok(file),
+        Ok(Err(e)) => Err(e).with_context(|| format!("velero: cannot lock {}", path.display())),
+        Err(timed_out) => bail!("velero: {timed_out}"),
     }
 }

@@ -2,24 +2,14 @@
 //! Timeouts are failure guards, never performance assertions.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use realcp::{ControlPlane, NODE, Options, Velero};
+use restore_hooks_testkit::wait_until;
 use serde_json::{Value, json};
 
 fn start(opts: Options) -> ControlPlane {
     ControlPlane::start(opts).unwrap_or_else(|e| panic!("{e:#}"))
-}
-
-fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
-    }
 }
 
 fn get_json(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
@@ -44,7 +34,7 @@ fn pod(namespace: &str, name: &str) -> String {
 
 fn wait_running(cp: &ControlPlane, namespace: &str, name: &str) -> Value {
     wait_until(
-        &format!("pod {namespace}/{name} Running"),
+        format!("pod {namespace}/{name} Running"),
         Duration::from_secs(120),
         || {
             let p = get_json(cp, &["get", "pod", name, "-n", namespace])?;
@@ -418,7 +408,7 @@ fn host_processes_get_a_clean_environment_and_die_with_their_handle() {
     });
     drop(p);
     for gone in [pid, child] {
-        wait_until(&format!("pid {gone} gone"), Duration::from_secs(30), || {
+        wait_until(format!("pid {gone} gone"), Duration::from_secs(30), || {
             let status =
                 std::fs::read_to_string(format!("/proc/{gone}/status")).unwrap_or_default();
             // Gone, or a zombie nobody reaps yet.

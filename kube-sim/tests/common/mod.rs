@@ -53,19 +53,12 @@ pub fn pod(name: &str, labels: Value) -> Pod {
 
 /// Polls `get` until `cond` holds (bounded; panics with the last object on timeout).
 pub async fn wait_pod(api: &Api<Pod>, name: &str, cond: impl Fn(&Pod) -> bool) -> Pod {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let p = api.get_opt(name).await.unwrap();
-        if let Some(p) = &p
-            && cond(p)
-        {
-            return p.clone();
+    restore_hooks_testkit::eventually!(format!("pod {name}"), Duration::from_secs(10), {
+        match api.get_opt(name).await.unwrap() {
+            Some(p) if cond(&p) => Ok(p),
+            other => Err(format!("{other:?}")),
         }
-        if tokio::time::Instant::now() > deadline {
-            panic!("timed out waiting for pod {name}: {p:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
 }
 
 pub fn phase(p: &Pod) -> &str {
@@ -103,22 +96,12 @@ where
     F: Fn(&Value) -> Value + Send + Sync + 'static,
 {
     install_crypto();
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "kube-sim test CA");
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
-    let leaf_key = rcgen::KeyPair::generate().unwrap();
-    let leaf_params =
-        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-            .unwrap();
-    let leaf = leaf_params.signed_by(&leaf_key, &*ca).unwrap();
+    let ca = restore_hooks_testkit::ThrowawayCa::root("kube-sim test CA").unwrap();
+    let leaf = ca.issue(&["127.0.0.1", "localhost"]).unwrap();
 
     let config = axum_server::tls_rustls::RustlsConfig::from_pem(
-        leaf.pem().into_bytes(),
-        leaf_key.serialize_pem().into_bytes(),
+        leaf.chain_pem.into_bytes(),
+        leaf.key_pem.into_bytes(),
     )
     .await
     .unwrap();
@@ -151,7 +134,7 @@ where
     });
     Webhook {
         url: format!("https://{addr}/mutate"),
-        ca_bundle: base64::engine::general_purpose::STANDARD.encode(ca.pem()),
+        ca_bundle: base64::engine::general_purpose::STANDARD.encode(ca.cert_pem()),
         handle,
         calls,
     }

@@ -245,7 +245,16 @@ impl Metrics {
         )
         .expect("valid metric");
         let mut names = Vec::new();
-        for c in [
+        // The process' own resident memory, CPU seconds and file descriptors (from /proc; on other
+        // systems the collector reports nothing): what the chart's limits are compared with.
+        #[cfg(target_os = "linux")]
+        let process = Some(
+            Box::new(prometheus::process_collector::ProcessCollector::for_self())
+                as Box<dyn Collector>,
+        );
+        #[cfg(not(target_os = "linux"))]
+        let process: Option<Box<dyn Collector>> = None;
+        for c in process.into_iter().chain([
             Box::new(admission_requests.clone()) as Box<dyn Collector>,
             Box::new(admission_duration.clone()),
             Box::new(init_containers_injected.clone()),
@@ -265,7 +274,7 @@ impl Metrics {
             Box::new(api_forbidden.clone()),
             Box::new(annotation_hooks_refused.clone()),
             Box::new(status_rollbacks.clone()),
-        ] {
+        ]) {
             names.extend(c.desc().iter().map(|d| d.fq_name.clone()));
             registry.register(c).expect("metric names are unique");
         }
@@ -324,5 +333,40 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The value of an unlabelled sample in the text exposition.
+    fn sample(text: &str, name: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_process_own_memory_cpu_and_fds_are_exposed() {
+        let text = Metrics::new().render();
+        let rss = sample(&text, "process_resident_memory_bytes").expect("resident memory");
+        assert!(rss > 1024.0 * 1024.0, "{rss} bytes resident");
+        assert!(sample(&text, "process_open_fds").is_some_and(|n| n >= 3.0));
+        assert!(sample(&text, "process_cpu_seconds_total").is_some());
+    }
+
+    #[test]
+    fn labelled_counters_exist_at_zero_from_the_start() {
+        let text = Metrics::new().render();
+        for (metric, values) in LABEL_VALUES {
+            for value in *values {
+                assert!(
+                    text.lines()
+                        .any(|l| l.starts_with(metric) && l.contains(&format!("\"{value}\"}} 0"))),
+                    "{metric} {value}"
+                );
+            }
+        }
     }
 }

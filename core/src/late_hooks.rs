@@ -32,6 +32,8 @@ pub enum LateMerge {
     Extended {
         /// The plan with the object's hooks appended.
         plan: ExecPlan,
+        /// `plan` as the annotation value, within [`MAX_PLAN_BYTES`].
+        annotation: String,
         /// How many exec hooks were added.
         exec: usize,
         /// How many init hooks were recorded as missed.
@@ -115,19 +117,24 @@ pub fn merge(
     plan.hooks.extend(new_exec);
     plan.missed_init.extend(new_missed);
     plan.not_applicable.extend(new_not_applicable);
-    let bytes = plan.to_annotation().len();
-    if bytes > MAX_PLAN_BYTES {
-        return Err(PlanTooLarge { bytes });
+    let annotation = plan.to_annotation();
+    if annotation.len() > MAX_PLAN_BYTES {
+        return Err(PlanTooLarge {
+            bytes: annotation.len(),
+        });
     }
     Ok(LateMerge::Extended {
         plan,
+        annotation,
         exec,
         missed_init,
     })
 }
 
-/// Whether `source` has any hook in the plan: exec, missed init or not applicable.
-fn contributed(plan: &ExecPlan, source: &str) -> bool {
+/// Whether `source` has any hook in the plan: exec, missed init or not applicable. Such an object
+/// is done with the pod ([`merge`] adds nothing); the controller asks first, before it resolves
+/// the object against the pod.
+pub fn contributed(plan: &ExecPlan, source: &str) -> bool {
     plan.hooks
         .iter()
         .map(|h| &h.source)
@@ -345,9 +352,11 @@ mod tests {
                 LateMerge::TooOld => Want::TooOld,
                 LateMerge::Extended {
                     plan,
+                    annotation,
                     exec,
                     missed_init,
                 } => {
+                    assert_eq!(annotation, plan.to_annotation(), "{what}");
                     assert_eq!(plan.hooks.len(), before.hooks.len() + exec, "{what}");
                     assert_eq!(
                         plan.hooks[..before.hooks.len()],

@@ -30,7 +30,9 @@ use restore_hooks_core::hooks::pod::AdmittedPod;
 use restore_hooks_core::hooks::resolve::{PodContext, resolve_late_hooks};
 use restore_hooks_core::hooks::scope::restore_scope;
 use restore_hooks_core::hooks::signing::{PLAN_SIGNATURE_ANNOTATION, PodBinding};
-use restore_hooks_core::late_hooks::{LateMerge, LatePod, applied_at_admission, merge};
+use restore_hooks_core::late_hooks::{
+    LateMerge, LatePod, applied_at_admission, contributed, merge,
+};
 use restore_hooks_core::trust::{PodFacts, verify};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -358,6 +360,14 @@ impl LateHooks {
                     }
                 }
             };
+            // An object that contributed to this plan before (at admission, or late) is done
+            // with this pod (§7.2): nothing to resolve.
+            if existing
+                .as_ref()
+                .is_some_and(|p| contributed(p, &object.source()))
+            {
+                return Ok(PodResult::Nothing);
+            }
             let value = serde_json::to_value(&pod)?;
             let text = value.to_string();
             let view = AdmittedPod::from_json_str(&text)?;
@@ -415,18 +425,18 @@ impl LateHooks {
             };
             let window =
                 jiff::SignedDuration::try_from(self.window).unwrap_or(jiff::SignedDuration::MAX);
-            let (plan, exec, missed_init) =
+            let (plan, text, exec, missed_init) =
                 match merge(plan, object, late, facts, Timestamp::now(), window)? {
                     LateMerge::Unchanged => return Ok(PodResult::Nothing),
                     LateMerge::TooOld => return Ok(PodResult::TooOld),
                     LateMerge::Extended {
                         plan,
+                        annotation,
                         exec,
                         missed_init,
-                    } => (plan, exec, missed_init),
+                    } => (plan, annotation, exec, missed_init),
                 };
             self.ledger.claim(&plan.restore, uid, &plan.id)?;
-            let text = plan.to_annotation();
             let binding = PodBinding {
                 namespace,
                 name,

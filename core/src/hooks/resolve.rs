@@ -161,12 +161,16 @@ pub fn resolve_hooks(
         None => spec_init_hooks(&entries, &mut out.problems),
     };
     out.init = place_init_hooks(init, &shape, &mut out.problems);
-    let velero_init = if velero_sources {
-        VeleroInit::default()
-    } else {
-        VeleroInit::of(ctx, &out.restore, velero)
-    };
-    out.init_index = init_index(shape.init, &velero_init);
+    // Where to insert matters only when something is inserted (most restored pods get nothing).
+    let mut placed = out.init.iter().flat_map(|h| &h.containers);
+    if placed.any(|c| c.placement == Placement::New) {
+        let velero_init = if velero_sources {
+            VeleroInit::default()
+        } else {
+            VeleroInit::of(ctx, &out.restore, velero)
+        };
+        out.init_index = init_index(shape.init, &velero_init);
+    }
 
     // Exec hooks: a non-empty command annotation means exactly one annotation hook.
     match ann::get(annotations, ann::POST_COMMAND) {

@@ -84,6 +84,12 @@ pub struct EngineArgs {
     /// (a running hook holds one of the controller's exec slots).
     #[arg(long, env = "RESTORE_HOOKS_MAX_EXEC_TIMEOUT", value_parser = duration, default_value = "4h")]
     pub max_exec_timeout: Duration,
+    /// waitTimeout of an exec hook that sets none: a hook whose container is not up this long
+    /// after the pod's creation is recorded Failed, with the reason, and not run, so every
+    /// restore reaches an end. `0`: no limit (Velero's default). A hook's own `waitTimeout: 0`
+    /// still means no limit.
+    #[arg(long, env = "RESTORE_HOOKS_DEFAULT_WAIT_TIMEOUT", value_parser = duration, default_value = "1h")]
+    pub default_wait_timeout: Duration,
     /// Namespaces whose pods are never mutated and never exec'd into, whatever they carry
     /// (the chart passes its own namespace, kube-system and kube-node-lease). Repeatable.
     #[arg(
@@ -138,8 +144,9 @@ impl From<OnInvalidArg> for OnInvalid {
 }
 
 impl EngineArgs {
-    /// The flags as the rules in core take them: `--max-exec-timeout` in milliseconds (saturating
-    /// at `u64::MAX`), the value enums converted to their core types.
+    /// The flags as the rules in core take them: durations in milliseconds (saturating at
+    /// `u64::MAX`; `--default-wait-timeout 0` as no limit), the value enums converted to their
+    /// core types.
     pub fn engine_config(&self) -> EngineConfig {
         EngineConfig {
             restore_label: self.restore_label.clone(),
@@ -150,6 +157,10 @@ impl EngineArgs {
             on_invalid: self.on_invalid.into(),
             max_exec_timeout_ms: u64::try_from(self.max_exec_timeout.as_millis())
                 .unwrap_or(u64::MAX),
+            default_wait_timeout_ms: match self.default_wait_timeout.as_millis() {
+                0 => None,
+                ms => Some(u64::try_from(ms).unwrap_or(u64::MAX)),
+            },
             excluded_namespaces: self.exclude_namespaces.clone(),
         }
     }

@@ -167,3 +167,108 @@ fn statefulset_and_deployment_pods_in_a_restore_namespace_get_their_hooks_once()
     assert_eq!(run["status"]["hooks"]["failed"], 0, "{}", run["status"]);
     serve.assert_no_forbidden();
 }
+
+/// Parameters from the restore (docs/behaviour.md §2.8) and `--default-wait-timeout` (§6.5), set
+/// through the chart's `config.defaultWaitTimeout`: a StatefulSet pod's exec hook runs with the
+/// restore's values in its argv; an init container gets env entries the API server accepts; a
+/// pod that is never scheduled fails its hook (which sets no `waitTimeout`) at the default, with
+/// the reason, on the pod, the hook object and the RestoreRun, which ends `PartiallyFailed`.
+#[test]
+fn parameters_expand_and_an_unset_wait_timeout_ends_the_restore_with_the_reason() {
+    use serde_json::json;
+    use std::time::Duration;
+
+    let install = Install::new(InstallOptions {
+        helm_args: vec!["--set".into(), "config.defaultWaitTimeout=20s".into()],
+        ..InstallOptions::default()
+    });
+    let serve = install.start(0);
+    let cp = &install.cp;
+    let ns = "params";
+    namespace(cp, ns, json!({NAMESPACE_LABEL: "r-params"}));
+    let mark = install.mark("params");
+    let hook = json!({
+        "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+        "metadata": {"name": "migrate", "namespace": ns},
+        "spec": {
+            "labelSelector": {"matchLabels": {"app": "db"}},
+            "postHooks": [
+                {"init": {"initContainers": [{"name": "fetch", "image": "busybox:1.36",
+                    "command": ["sh", "-c", "echo $(RESTORE_NAME) $(POD_NAME)"]}]}},
+                {"exec": {"container": "db", "command": ["sh", "-c", format!(
+                    "echo $(RESTORE_NAME) $(NAMESPACE) $(SOURCE_NAMESPACE) $(POD_NAME) $(POD_ORDINAL) '$$(POD_NAME)' >> '{}'",
+                    mark.display())]}},
+            ],
+        },
+    });
+    scenarios::apply_hooks(cp, &[hook]);
+
+    let sts_labels = json!({"app": "db", "statefulset.kubernetes.io/pod-name": "db-1"});
+    create(cp, &pod(ns, "db-1", &["db"], sts_labels, json!({})));
+    // Never scheduled: a node selector no node matches, so the kubelet never reports a status.
+    let mut stuck = pod(ns, "db-stuck", &["db"], json!({"app": "db"}), json!({}));
+    stuck["spec"]["nodeSelector"] = json!({"restore-hooks.dev/no-such-node": "true"});
+    create(cp, &stuck);
+
+    let db1 = wait_hooks_ended(cp, ns, "db-1", Duration::from_secs(120));
+    assert_eq!(
+        db1["metadata"]["labels"][EXEC_LABEL], "done",
+        "{}",
+        db1["metadata"]
+    );
+    assert_eq!(
+        mark_lines(&mark),
+        ["r-params params params db-1 1 $(POD_NAME)"],
+        "the argv the signed plan holds, with $$ as a literal $ (quoted for the shell)"
+    );
+    let plan = plan(&db1).unwrap();
+    assert_eq!(plan["hooks"][0]["waitTimeoutMs"], 20_000, "{plan}");
+    let fetch = &db1["spec"]["initContainers"][0];
+    assert_eq!(fetch["command"][2], "echo $(RESTORE_NAME) $(POD_NAME)");
+    assert_eq!(
+        fetch["env"],
+        json!([{"name": "RESTORE_NAME", "value": "r-params"}, {"name": "POD_NAME", "value": "db-1"}])
+    );
+
+    let stuck = wait_hooks_ended(cp, ns, "db-stuck", Duration::from_secs(120));
+    assert_eq!(stuck["metadata"]["labels"][EXEC_LABEL], "failed");
+    let why = "container db never started (the pod reports no status for it: not scheduled, or \
+               its init containers have not finished) within waitTimeout 20s of pod creation; \
+               not executed";
+    assert_eq!(hook_status(&stuck).unwrap()["hooks"][0]["message"], why);
+    let run = wait_restore_run(
+        cp,
+        "r-params",
+        &["PartiallyFailed"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        run["status"]["failedPods"],
+        json!([{"namespace": ns, "pod": "db-stuck", "hook": "migrate", "message": why}]),
+        "{}",
+        run["status"]
+    );
+    let object = wait_until(
+        "the hook object's failedPods",
+        Duration::from_secs(60),
+        || {
+            let o = get_json(
+                cp,
+                &["get", "restorehooks.restore-hooks.dev", "migrate", "-n", ns],
+            )
+            .ok_or("no RestoreHook")?;
+            if o["status"]["failedPods"][0]["message"] == why {
+                Ok(o)
+            } else {
+                Err(format!("{}", o["status"]))
+            }
+        },
+    );
+    assert_eq!(
+        object["status"]["hooks"]["failed"], 1,
+        "{}",
+        object["status"]
+    );
+    assert_eq!(mark_lines(&mark).len(), 1, "the stuck pod's hook never ran");
+    serve.assert_no_forbidden();
+}

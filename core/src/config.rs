@@ -78,9 +78,17 @@ pub struct EngineConfig {
     /// `--max-exec-timeout`: longer exec timeouts are capped (a hook holds an exec slot while it
     /// runs; docs/behaviour.md §6.11).
     pub max_exec_timeout_ms: u64,
+    /// `--default-wait-timeout`: the `waitTimeout` of a hook that sets none; `None` (the flag at
+    /// 0): no limit, Velero's behaviour (docs/behaviour.md §6.5).
+    pub default_wait_timeout_ms: Option<u64>,
     /// Namespaces never mutated and never exec'd into (docs/behaviour.md §1.3).
     pub excluded_namespaces: Vec<String>,
 }
+
+/// Default `--default-wait-timeout`: 1 h. Long enough for a large volume's data to be restored
+/// before its container starts; short enough that a restore whose container never comes up ends
+/// (docs/behaviour.md §6.5).
+pub const DEFAULT_WAIT_TIMEOUT_MS: u64 = 3_600_000;
 
 /// Default `--max-exec-timeout`: 4 h, Velero's own cap.
 pub const DEFAULT_MAX_EXEC_TIMEOUT_MS: u64 = 4 * 3_600_000;
@@ -117,6 +125,7 @@ impl Default for EngineConfig {
             velero_hooks: VeleroHooksMode::Defer,
             on_invalid: OnInvalid::Deny,
             max_exec_timeout_ms: DEFAULT_MAX_EXEC_TIMEOUT_MS,
+            default_wait_timeout_ms: Some(DEFAULT_WAIT_TIMEOUT_MS),
             excluded_namespaces: Vec::new(),
         }
     }

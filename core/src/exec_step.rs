@@ -45,13 +45,29 @@ pub enum Presence {
     Gone,
 }
 
-/// One container's readiness for exec.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// One container's readiness for exec, and what the kubelet says about it when it is not up (named
+/// when a wait expires, docs/behaviour.md §6.5).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ContainerState {
     /// The container status has `state.running`: the container is up (docs/behaviour.md §6.4).
     pub running: bool,
     /// The container status has `ready: true`: up for a container with a `waitForReady` hook.
     pub ready: bool,
+    /// `state.waiting.reason` (`ImagePullBackOff`, `CrashLoopBackOff`, ...).
+    pub waiting_reason: Option<String>,
+    /// How the container last ended: `state.terminated`, else `lastState.terminated`.
+    pub last_exit: Option<LastExit>,
+    /// `restartCount`.
+    pub restarts: u32,
+}
+
+/// A container's last termination, as its status reports it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LastExit {
+    /// `exitCode`.
+    pub code: i32,
+    /// `reason` (`Error`, `OOMKilled`, `Completed`), when given.
+    pub reason: Option<String>,
 }
 
 /// The parts of a pod the state machine looks at.
@@ -345,10 +361,49 @@ fn cannot_run(
         )
     } else {
         format!(
-            "container {} was not up within {wait} of pod creation; not executed",
-            hook.container
+            "{} within waitTimeout {wait} of pod creation; not executed",
+            not_up_reason(&hook.container, pod.containers.get(&hook.container))
         )
     })
+}
+
+/// Why a container is not up, in the words an operator looks for in `kubectl describe pod`: never
+/// started (and what it waits on), running but never Ready, or how it last ended (§6.5).
+fn not_up_reason(container: &str, state: Option<&ContainerState>) -> String {
+    let Some(state) = state else {
+        return format!(
+            "container {container} never started (the pod reports no status for it: not \
+             scheduled, or its init containers have not finished)"
+        );
+    };
+    if state.running {
+        return format!(
+            "container {container} was running but never Ready (a hook of it waits for Ready)"
+        );
+    }
+    let mut facts = Vec::new();
+    if let Some(reason) = &state.waiting_reason {
+        facts.push(format!("waiting: {reason}"));
+    }
+    if state.restarts > 0 {
+        facts.push(format!("restarted {} times", state.restarts));
+    }
+    if let Some(exit) = &state.last_exit {
+        facts.push(match &exit.reason {
+            Some(reason) => format!("last exit code {} ({reason})", exit.code),
+            None => format!("last exit code {}", exit.code),
+        });
+    }
+    let verb = if state.restarts == 0 && state.last_exit.is_none() {
+        "never started"
+    } else {
+        "was not running"
+    };
+    if facts.is_empty() {
+        format!("container {container} {verb}")
+    } else {
+        format!("container {container} {verb} ({})", facts.join(", "))
+    }
 }
 
 /// When the hook's wait expires: `waitTimeout` after the pod's creation (so that a restarted
@@ -483,6 +538,7 @@ mod tests {
                         ContainerState {
                             running: *running,
                             ready: *ready,
+                            ..ContainerState::default()
                         },
                     )
                 })
@@ -629,7 +685,9 @@ mod tests {
         let done = with_phases(&p, &[P, OK]);
         let d = next_step(&p, Some(&done), &view, &at(10));
         assert_eq!(phases(&d), vec![F, OK]);
-        assert!(d.status.hooks[0].message.contains("not up within 10s"));
+        assert!(d.status.hooks[0].message.contains(
+            "running but never Ready (a hook of it waits for Ready) within waitTimeout 10s"
+        ));
         assert_eq!(d.finished, Some(EXEC_FAILED));
     }
 
@@ -690,7 +748,8 @@ mod tests {
         assert_eq!(phases(&d), vec![F, P]);
         assert_eq!(
             d.status.hooks[0].message,
-            "container db was not up within 10s of pod creation; not executed"
+            "container db never started (the pod reports no status for it: not scheduled, or its \
+             init containers have not finished) within waitTimeout 10s of pod creation; not executed"
         );
         // Up, but the turn came too late: still not executed.
         let d = next_step(&p, None, &pod(&[("db", true, true)]), &at(11));
@@ -700,6 +759,81 @@ mod tests {
         // Up in time: runs.
         let d = next_step(&p, None, &pod(&[("db", true, true)]), &at(9));
         assert_eq!(d.start, vec![0]);
+    }
+
+    #[test]
+    fn an_expired_wait_says_why_the_container_was_not_up() {
+        let waiting = |reason: &str| ContainerState {
+            waiting_reason: Some(reason.to_string()),
+            ..ContainerState::default()
+        };
+        let crashing = ContainerState {
+            waiting_reason: Some("CrashLoopBackOff".into()),
+            restarts: 5,
+            last_exit: Some(LastExit {
+                code: 1,
+                reason: Some("Error".into()),
+            }),
+            ..ContainerState::default()
+        };
+        let exited = ContainerState {
+            last_exit: Some(LastExit {
+                code: 137,
+                reason: None,
+            }),
+            ..ContainerState::default()
+        };
+        let not_ready = ContainerState {
+            running: true,
+            ..ContainerState::default()
+        };
+        let cases: [(&str, ContainerState, bool, &str); 5] = [
+            (
+                "image never pulled",
+                waiting("ImagePullBackOff"),
+                false,
+                "container db never started (waiting: ImagePullBackOff)",
+            ),
+            (
+                "crash loop",
+                crashing,
+                false,
+                "container db was not running (waiting: CrashLoopBackOff, restarted 5 times, last exit code 1 (Error))",
+            ),
+            (
+                "exited for good",
+                exited,
+                false,
+                "container db was not running (last exit code 137)",
+            ),
+            (
+                "no facts at all",
+                ContainerState::default(),
+                false,
+                "container db never started",
+            ),
+            (
+                "running, a hook waits for Ready",
+                not_ready,
+                true,
+                "container db was running but never Ready (a hook of it waits for Ready)",
+            ),
+        ];
+        for (case, state, wait_for_ready, reason) in cases {
+            let mut h = hook("a", "db");
+            h.wait_timeout_ms = Some(3_600_000);
+            h.wait_for_ready = wait_for_ready;
+            let p = plan(vec![h]);
+            let mut view = pod(&[]);
+            view.containers.insert("db".into(), state);
+            let d = next_step(&p, None, &view, &at(3_600));
+            assert_eq!(phases(&d), vec![F], "{case}");
+            assert_eq!(
+                d.status.hooks[0].message,
+                format!("{reason} within waitTimeout 1h0m0s of pod creation; not executed"),
+                "{case}"
+            );
+        }
     }
 
     #[test]

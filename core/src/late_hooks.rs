@@ -217,7 +217,7 @@ mod tests {
             namespace: "shop",
             namespace_labels: None,
         };
-        resolve_late_hooks(&ctx, &scope, "r1", object, &config)
+        resolve_late_hooks(&ctx, &scope, "r1", None, object, &config)
     }
 
     fn exec_hook() -> serde_json::Value {

@@ -239,7 +239,8 @@ fn restorehooks_apply_in_name_order_with_effective_values() {
     );
     assert_eq!(h[1].on_error, OnError::Continue);
     assert_eq!(h[1].exec_timeout_ms, 30_000);
-    assert_eq!(h[1].wait_timeout_ms, None);
+    // Unset: --default-wait-timeout (1h), so that every restore reaches an end (§6.5).
+    assert_eq!(h[1].wait_timeout_ms, Some(3_600_000));
     assert!(!h[1].wait_for_ready);
     // Exact wire format of the plan (docs/behaviour.md §5.1).
     let raw: Value = serde_json::from_str(a.annotation("restore-hooks.dev/plan").unwrap()).unwrap();
@@ -247,7 +248,7 @@ fn restorehooks_apply_in_name_order_with_effective_values() {
         raw["hooks"][1],
         json!({"name": "b-second", "source": "restorehook/b-second", "index": 0,
                "container": "db", "command": ["/bin/second"], "onError": "Continue",
-               "execTimeoutMs": 30000, "waitTimeoutMs": null, "waitForReady": false})
+               "execTimeoutMs": 30000, "waitTimeoutMs": 3600000, "waitForReady": false})
     );
 }
 
@@ -462,7 +463,10 @@ fn annotation_defaults() {
     // No splitting, no shell.
     assert_eq!(h.command, ["/usr/bin/populate /data full"]);
     assert_eq!(h.container, "db");
-    assert_eq!((h.exec_timeout_ms, h.wait_timeout_ms), (30_000, None));
+    assert_eq!(
+        (h.exec_timeout_ms, h.wait_timeout_ms),
+        (30_000, Some(3_600_000))
+    );
     assert!(!h.wait_for_ready);
 }
 
@@ -1452,4 +1456,148 @@ fn a_pod_that_brings_a_plan_gets_a_new_one() {
     );
     let (plan, _) = planned(again, &first.pod);
     assert_eq!(plan.id, "ZZZZZZZZZZZZZZZZ");
+}
+
+/// `--default-wait-timeout` fills an unset `waitTimeout`; a hook's own `0` keeps "no limit", and so
+/// does the flag at 0 (docs/behaviour.md §5.2, §6.5).
+#[test]
+fn unset_wait_timeouts_take_the_default_and_zero_means_no_limit() {
+    let docs = |wait: &str| {
+        format!(
+            "apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {{name: h}}\n\
+             spec:\n  postHooks:\n  - exec: {{command: [/bin/true]{wait}}}\n"
+        )
+    };
+    let no_default = EngineConfig {
+        default_wait_timeout_ms: None,
+        ..EngineConfig::default()
+    };
+    let cases: [(&str, &str, &EngineConfig, Option<u64>); 5] = [
+        (
+            "unset: the default",
+            "",
+            &EngineConfig::default(),
+            Some(3_600_000),
+        ),
+        (
+            "own value",
+            ", waitTimeout: 5m",
+            &EngineConfig::default(),
+            Some(300_000),
+        ),
+        (
+            "own zero: no limit",
+            ", waitTimeout: \"0\"",
+            &EngineConfig::default(),
+            None,
+        ),
+        ("unset, flag at 0: no limit", "", &no_default, None),
+        (
+            "own value, flag at 0",
+            ", waitTimeout: 10s",
+            &no_default,
+            Some(10_000),
+        ),
+    ];
+    for (case, wait, config, want) in cases {
+        let a = admit(&pod(json!({})), &catalog(&docs(wait)), config);
+        assert_eq!(a.plan().unwrap().hooks[0].wait_timeout_ms, want, "{case}");
+    }
+}
+
+const PARAMETERS: &str = r#"
+apiVersion: velero.io/v1
+kind: Restore
+metadata: {name: r1, namespace: velero}
+spec:
+  backupName: nightly-backup
+  namespaceMapping: {prod: shop}
+  hooks:
+    resources:
+    - name: velero-entry
+      postHooks:
+      - exec: {container: db, command: [/bin/echo, "$(RESTORE_NAME)"]}
+---
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: migrate}
+spec:
+  postHooks:
+  - init:
+      initContainers:
+      - name: fetch
+        image: restore-tools:1
+        args: ["--backup=$(BACKUP_NAME)", "--pod=$(POD_NAME)"]
+  - exec:
+      command: [/bin/migrate, "--restore=$(RESTORE_NAME)", "--backup=$(BACKUP_NAME)",
+                "--from=$(SOURCE_NAMESPACE)/$(POD_NAME)", "--to=$(NAMESPACE)",
+                "--ordinal=$(POD_ORDINAL)", "--literal=$$(RESTORE_NAME)", "$(OTHER)"]
+"#;
+
+/// Hook-object hooks take the restore's parameters: exec commands expanded into the signed plan,
+/// init containers given env entries for the kubelet to expand; Velero's own entries run as
+/// Velero defines them (docs/behaviour.md §2.8).
+#[test]
+fn restore_parameters_expand_in_hook_object_hooks_only() {
+    let sts = json!({"metadata": {"labels": {"statefulset.kubernetes.io/pod-name": "db-0"}}});
+    let a = admit(&pod(sts), &catalog(PARAMETERS), &own());
+    let plan = a.plan().unwrap();
+    let by_name = |name: &str| plan.hooks.iter().find(|h| h.name == name).unwrap();
+    assert_eq!(
+        by_name("velero-entry").command,
+        ["/bin/echo", "$(RESTORE_NAME)"]
+    );
+    assert_eq!(
+        by_name("migrate").command,
+        [
+            "/bin/migrate",
+            "--restore=r1",
+            "--backup=nightly-backup",
+            "--from=prod/db-0",
+            "--to=shop",
+            "--ordinal=0",
+            "--literal=$(RESTORE_NAME)",
+            "$(OTHER)"
+        ]
+    );
+    let fetch = &a.pod["spec"]["initContainers"][0];
+    assert_eq!(
+        fetch["args"],
+        json!(["--backup=$(BACKUP_NAME)", "--pod=$(POD_NAME)"])
+    );
+    assert_eq!(
+        fetch["env"],
+        json!([{"name": "BACKUP_NAME", "value": "nightly-backup"},
+               {"name": "POD_NAME", "value": "db-0"}])
+    );
+
+    // A generateName pod: no name, no ordinal yet. The kubelet gets POD_NAME from the downward
+    // API; the exec hook keeps $(POD_NAME) as written and the admission says why.
+    let mut generated = pod(json!({}));
+    generated["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("name");
+    generated["metadata"]["generateName"] = json!("web-");
+    let a = admit(&generated, &catalog(PARAMETERS), &own());
+    let migrate = a
+        .plan()
+        .unwrap()
+        .hooks
+        .into_iter()
+        .find(|h| h.name == "migrate")
+        .unwrap();
+    assert_eq!(migrate.command[3], "--from=prod/$(POD_NAME)");
+    assert_eq!(migrate.command[5], "--ordinal=$(POD_ORDINAL)");
+    assert!(
+        a.warnings
+            .iter()
+            .any(|w| w.contains("$(POD_NAME) stays as written")),
+        "{:?}",
+        a.warnings
+    );
+    assert_eq!(
+        a.pod["spec"]["initContainers"][0]["env"][1],
+        json!({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+    );
 }

@@ -377,12 +377,10 @@ impl LateHooks {
                 let namespace_labels = index.namespace_labels(namespace);
                 restore_scope(namespace, view.labels(), namespace_labels, &self.engine).map(
                     |scope| {
+                        let velero =
+                            index.velero_restore(&self.engine.velero_namespace, &scope.restore);
                         let restore = existing.as_ref().map_or_else(
-                            || {
-                                index
-                                    .velero_restore(&self.engine.velero_namespace, &scope.restore)
-                                    .map_or(scope.restore.clone(), |r| r.name.clone())
-                            },
+                            || velero.map_or(scope.restore.clone(), |r| r.name.clone()),
                             |p| p.restore.clone(),
                         );
                         let ctx = PodContext {
@@ -390,7 +388,14 @@ impl LateHooks {
                             namespace,
                             namespace_labels,
                         };
-                        let late = resolve_late_hooks(&ctx, &scope, &restore, object, &self.engine);
+                        let late = resolve_late_hooks(
+                            &ctx,
+                            &scope,
+                            &restore,
+                            velero,
+                            object,
+                            &self.engine,
+                        );
                         (restore, late)
                     },
                 )

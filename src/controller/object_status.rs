@@ -198,6 +198,24 @@ impl Sum {
         counts.add(&retired);
         (counts, retired)
     }
+
+    /// The live pods with a failed hook of the target, first failure each, with the reason
+    /// (docs/behaviour.md §8.1, §8.3).
+    fn failed_pods(&self) -> Vec<FailedPod> {
+        self.pods
+            .iter()
+            .filter_map(|(namespace, pod, part)| {
+                let (hook, message) = part.first_failure.clone()?;
+                Some(FailedPod {
+                    namespace: namespace.clone(),
+                    pod: pod.clone(),
+                    hook,
+                    message: crate::controller::events::truncate(&message, 512),
+                })
+            })
+            .take(MAX_LISTED_PODS)
+            .collect()
+    }
 }
 
 struct Stone {
@@ -564,6 +582,7 @@ impl Writer {
             .take(MAX_LISTED_PODS)
             .map(|(ns, n, _)| format!("{ns}/{n}"))
             .collect();
+        let failed_pods = sum.failed_pods();
         let generation = meta.generation;
         let (ready, pruned) = self
             .readiness(kind, namespace, name, generation, &status)
@@ -591,6 +610,7 @@ impl Writer {
                 "podsPlanned": sum.planned,
                 "hooks": counts,
                 "missedInitPods": missed,
+                "failedPods": failed_pods,
                 "retired": retired,
                 "webhooks": webhooks,
                 "conditions": conditions,
@@ -732,20 +752,7 @@ impl Writer {
         let (counts, retired) = sum.totals(status.retired);
         let retired_pods = status.retired_pods.unwrap_or_default() + sum.stones as i64;
         let phase = run_phase(&counts);
-        let failed_pods: Vec<FailedPod> = sum
-            .pods
-            .iter()
-            .filter_map(|(namespace, pod, part)| {
-                let (hook, message) = part.first_failure.clone()?;
-                Some(FailedPod {
-                    namespace: namespace.clone(),
-                    pod: pod.clone(),
-                    hook,
-                    message: crate::controller::events::truncate(&message, 512),
-                })
-            })
-            .take(MAX_LISTED_PODS)
-            .collect();
+        let failed_pods = sum.failed_pods();
         let completed_at = if phase == "InProgress" {
             None
         } else {

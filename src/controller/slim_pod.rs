@@ -13,7 +13,7 @@ use jiff::Timestamp;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Resource;
-use restore_hooks_core::exec_step::{ContainerState, PodView, Presence};
+use restore_hooks_core::exec_step::{ContainerState, LastExit, PodView, Presence};
 use restore_hooks_core::hooks::plan::{PLAN_ANNOTATION, STATUS_ANNOTATION};
 use restore_hooks_core::hooks::signing::{PLAN_SIGNATURE_ANNOTATION, STATUS_SIGNATURE_ANNOTATION};
 use restore_hooks_core::hooks::targets::ExecTargets;
@@ -84,14 +84,47 @@ pub struct SlimContainerStatus {
     /// Its current state.
     #[serde(default)]
     pub state: Option<SlimState>,
+    /// How it ended last time, if it restarted.
+    #[serde(default, rename = "lastState")]
+    pub last_state: Option<SlimState>,
+    /// How often it restarted.
+    #[serde(default, rename = "restartCount")]
+    pub restart_count: i32,
 }
 
-/// A container's current state: only whether it is running.
+/// A container's state: whether it runs, and what it waits on or how it ended (named when a
+/// hook's wait expires, docs/behaviour.md §6.5).
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct SlimState {
     /// Only its presence matters.
     #[serde(default)]
     pub running: Option<serde::de::IgnoredAny>,
+    /// `waiting`: its reason.
+    #[serde(default)]
+    pub waiting: Option<SlimReason>,
+    /// `terminated`: its exit code and reason.
+    #[serde(default)]
+    pub terminated: Option<SlimTerminated>,
+}
+
+/// `state.waiting`.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct SlimReason {
+    /// `ImagePullBackOff`, `CrashLoopBackOff`, `ContainerCreating`, ...
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// `state.terminated`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlimTerminated {
+    /// The process' exit code.
+    #[serde(default)]
+    pub exit_code: i32,
+    /// `Error`, `OOMKilled`, `Completed`, ...
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// The fields of `ObjectMeta` the controller uses; `managedFields` (often the largest part of a
@@ -209,11 +242,28 @@ impl PodState {
                 .chain(status.container_statuses.into_iter().flatten())
             {
                 let running = cs.state.as_ref().is_some_and(|s| s.running.is_some());
+                let waiting_reason = cs
+                    .state
+                    .as_ref()
+                    .and_then(|s| s.waiting.as_ref())
+                    .and_then(|w| w.reason.clone());
+                // Exited now (and not restarted) says more than how it ended before.
+                let last_exit = [&cs.state, &cs.last_state]
+                    .into_iter()
+                    .flatten()
+                    .find_map(|s| s.terminated.as_ref())
+                    .map(|t| LastExit {
+                        code: t.exit_code,
+                        reason: t.reason.clone(),
+                    });
                 containers.insert(
                     cs.name,
                     ContainerState {
                         running,
                         ready: cs.ready,
+                        waiting_reason,
+                        last_exit,
+                        restarts: u32::try_from(cs.restart_count).unwrap_or_default(),
                     },
                 );
             }

@@ -7,11 +7,14 @@
 //! the pod: the compilers of the three source kinds, the exec-hook defaults and the init container
 //! checks, each naming the exact location of a problem.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::Container;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::duration::{DurationError, parse_go_duration};
+use super::parameters::VeleroFacts;
 use super::patterns::{IncludesExcludes, NamePattern};
 use super::plan::{DEFAULT_EXEC_TIMEOUT_MS, OnError};
 use super::problem::{ExecField, ExecFieldError, Problem};
@@ -70,12 +73,24 @@ pub struct CompiledObject {
     pub generation: Option<i64>,
     /// `resources[]` of a Velero Restore; one entry for the hook kinds.
     pub entries: Vec<CompiledEntry>,
+    /// A Velero Restore's `spec.backupName` (docs/behaviour.md §2.8).
+    pub backup_name: Option<String>,
+    /// A Velero Restore's `spec.namespaceMapping`, source → target (§2.8).
+    pub namespace_mapping: BTreeMap<String, String>,
 }
 
 impl CompiledObject {
     /// The plan `source` of this object's hooks.
     pub fn source(&self) -> String {
         format!("{}/{}", self.kind.prefix(), self.name)
+    }
+
+    /// What `$(BACKUP_NAME)` and `$(SOURCE_NAMESPACE)` read from a Velero Restore (§2.8).
+    pub fn velero_facts(&self) -> VeleroFacts<'_> {
+        VeleroFacts {
+            backup_name: self.backup_name.as_deref(),
+            namespace_mapping: Some(&self.namespace_mapping),
+        }
     }
 
     /// The first thing that keeps this object from applying as written, if any.
@@ -110,6 +125,17 @@ pub struct CompiledEntry {
     /// `podAnnotationHooks: Allow` (hook objects only): the annotation exec hooks of the pods it
     /// selects run whoever created them (docs/behaviour.md §9.9).
     pub allows_pod_annotation_hooks: bool,
+}
+
+impl CompiledEntry {
+    /// Whether it comes from a RestoreHook or ClusterRestoreHook (not Velero): only those hooks
+    /// take parameters (docs/behaviour.md §2.8).
+    pub fn is_hook_object(&self) -> bool {
+        !matches!(
+            SourceKind::parse_source(&self.source),
+            Some((SourceKind::VeleroRestore, _))
+        )
+    }
 }
 
 /// Which pods an entry selects.
@@ -185,10 +211,33 @@ pub struct ExecTemplate {
     /// Exec timeout in milliseconds, unset or zero: 30000 (§5.2); resolving it for a pod caps it
     /// at `--max-exec-timeout` (§6.6).
     pub exec_timeout_ms: u64,
-    /// Wait timeout in milliseconds from the pod's creation; `None`: no limit (§6.5).
-    pub wait_timeout_ms: Option<u64>,
+    /// Wait timeout from the pod's creation (§6.5).
+    pub wait_timeout: WaitTimeout,
     /// Whether the container must be Ready, not only Running, before the hook runs (§6.4).
     pub wait_for_ready: bool,
+}
+
+/// A hook's `waitTimeout` as its author wrote it (docs/behaviour.md §5.2, §6.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitTimeout {
+    /// Not set: `--default-wait-timeout` applies.
+    Default,
+    /// Set to zero: no limit, whatever the default.
+    NoLimit,
+    /// This many milliseconds.
+    Millis(u64),
+}
+
+impl WaitTimeout {
+    /// The plan's `waitTimeoutMs`: `None` is no limit. `default_ms` is `--default-wait-timeout`
+    /// (`None` when it is 0).
+    pub fn effective(self, default_ms: Option<u64>) -> Option<u64> {
+        match self {
+            WaitTimeout::Default => default_ms,
+            WaitTimeout::NoLimit => None,
+            WaitTimeout::Millis(ms) => Some(ms),
+        }
+    }
 }
 
 /// The un-defaulted fields of an exec hook, from annotations or a spec.
@@ -203,7 +252,8 @@ pub struct ExecFields<'a> {
     pub on_error: Option<&'a str>,
     /// `execTimeout` as written (Go duration); unset, empty or zero: 30s.
     pub exec_timeout: Option<&'a str>,
-    /// `waitTimeout` as written (Go duration); unset, empty or zero: no limit.
+    /// `waitTimeout` as written (Go duration); unset or empty: `--default-wait-timeout`; zero:
+    /// no limit.
     pub wait_timeout: Option<&'a str>,
     /// `waitForReady`, already parsed; unset is `false`.
     pub wait_for_ready: bool,
@@ -261,9 +311,12 @@ pub fn exec_template(fields: ExecFields<'_>) -> Result<ExecTemplate, ExecFieldEr
         0 => DEFAULT_EXEC_TIMEOUT_MS,
         ms => ms,
     };
-    let wait_timeout_ms = match millis(ExecField::WaitTimeout, fields.wait_timeout)? {
-        0 => None,
-        ms => Some(ms),
+    let wait_timeout = match fields.wait_timeout.filter(|v| !v.is_empty()) {
+        None => WaitTimeout::Default,
+        set => match millis(ExecField::WaitTimeout, set)? {
+            0 => WaitTimeout::NoLimit,
+            ms => WaitTimeout::Millis(ms),
+        },
     };
     Ok(ExecTemplate {
         container: fields
@@ -273,7 +326,7 @@ pub fn exec_template(fields: ExecFields<'_>) -> Result<ExecTemplate, ExecFieldEr
         command: fields.command,
         on_error,
         exec_timeout_ms,
-        wait_timeout_ms,
+        wait_timeout,
         wait_for_ready: fields.wait_for_ready,
     })
 }
@@ -506,6 +559,8 @@ fn compile_hook_object(
             allows_pod_annotation_hooks: pod_annotation_hooks == Some(PodAnnotationHooks::Allow),
         }],
         name,
+        backup_name: None,
+        namespace_mapping: BTreeMap::new(),
     }
 }
 
@@ -560,6 +615,8 @@ pub fn compile_velero_restore(restore: &VeleroRestore) -> CompiledObject {
         generation: restore.metadata.generation,
         entries,
         name,
+        backup_name: restore.spec.backup_name.clone(),
+        namespace_mapping: restore.spec.namespace_mapping.clone(),
     }
 }
 
@@ -594,6 +651,8 @@ pub fn unreadable(
             location: source,
             allows_pod_annotation_hooks: false,
         }],
+        backup_name: None,
+        namespace_mapping: BTreeMap::new(),
     }
 }
 
@@ -610,7 +669,17 @@ mod tests {
         .unwrap();
         assert_eq!(ok.on_error, OnError::Continue);
         assert_eq!(ok.exec_timeout_ms, DEFAULT_EXEC_TIMEOUT_MS);
-        assert_eq!(ok.wait_timeout_ms, None);
+        assert_eq!(ok.wait_timeout, WaitTimeout::Default);
+        let zero = exec_template(ExecFields {
+            command: vec!["true".into()],
+            wait_timeout: Some("0s"),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(zero.wait_timeout, WaitTimeout::NoLimit);
+        assert_eq!(zero.wait_timeout.effective(Some(3_600_000)), None);
+        assert_eq!(ok.wait_timeout.effective(Some(3_600_000)), Some(3_600_000));
+        assert_eq!(ok.wait_timeout.effective(None), None);
 
         let with = |f: ExecFields<'static>| exec_template(f).unwrap_err().field;
         let base = || ExecFields {
@@ -646,8 +715,8 @@ mod tests {
         })
         .unwrap();
         assert_eq!(
-            (rounded.wait_timeout_ms, rounded.exec_timeout_ms),
-            (Some(1), 2)
+            (rounded.wait_timeout, rounded.exec_timeout_ms),
+            (WaitTimeout::Millis(1), 2)
         );
     }
 

@@ -20,6 +20,7 @@ use super::compiled::{
     CompiledEntry, CompiledObject, Definition, ExecFields, ExecTemplate, HookContainer,
     exec_template, is_dns_label,
 };
+use super::parameters::{RestoreParameters, references};
 use super::plan::{HookRef, PlannedHook};
 use super::pod::{AdmittedPod, ContainerView};
 use super::problem::{ExecField, Problem};
@@ -154,11 +155,17 @@ pub fn resolve_hooks(
 
     let shape = PodShape::of(ctx.pod);
     let annotations = velero_sources.then(|| ctx.pod.annotations()).flatten();
+    let parameters = RestoreParameters::of(
+        ctx.pod,
+        ctx.namespace,
+        &out.restore,
+        velero.map(CompiledObject::velero_facts).unwrap_or_default(),
+    );
 
     // Init hooks: a non-empty image annotation means exactly one annotation container.
     let init = match ann::get(annotations, ann::INIT_CONTAINER_IMAGE) {
         Some(image) => annotation_init_hook(annotations, image, &mut out.problems),
-        None => spec_init_hooks(&entries, &mut out.problems),
+        None => spec_init_hooks(&entries, &parameters, &mut out.problems),
     };
     out.init = place_init_hooks(init, &shape, &mut out.problems);
     // Where to insert matters only when something is inserted (most restored pods get nothing).
@@ -174,7 +181,7 @@ pub fn resolve_hooks(
 
     // Exec hooks: a non-empty command annotation means exactly one annotation hook.
     match ann::get(annotations, ann::POST_COMMAND) {
-        Some(command) => match annotation_exec_hook(annotations, command, &shape) {
+        Some(command) => match annotation_exec_hook(annotations, command, &shape, config) {
             Ok(mut hook) => {
                 // Refused, it still takes precedence over spec exec hooks, as it would if it
                 // ran: who authored it must not change which other hooks run.
@@ -192,7 +199,7 @@ pub fn resolve_hooks(
         },
         None => {
             for entry in &entries {
-                expand_exec(entry, &shape, &mut out);
+                expand_exec(entry, &shape, config, &parameters, &mut out);
             }
         }
     }
@@ -202,10 +209,12 @@ pub fn resolve_hooks(
 
 /// Hooks that a hook object which arrived after the pod (docs/behaviour.md §7.2) adds: its exec
 /// hooks, and its init hooks as missed. Nothing when the pod's own annotations take precedence.
+/// `velero` is the Velero Restore of the pod's restore, when known (its parameters, §2.8).
 pub fn resolve_late_hooks(
     ctx: &PodContext<'_>,
     scope: &RestoreScope,
     restore: &str,
+    velero: Option<&CompiledObject>,
     object: &CompiledObject,
     config: &EngineConfig,
 ) -> Resolution {
@@ -215,14 +224,20 @@ pub fn resolve_late_hooks(
         !(config.velero_hooks == VeleroHooksMode::Defer && scope.via == ScopeVia::PodLabel);
     let annotations = velero_sources.then(|| ctx.pod.annotations()).flatten();
     let shape = PodShape::of(ctx.pod);
+    let parameters = RestoreParameters::of(
+        ctx.pod,
+        ctx.namespace,
+        restore,
+        velero.map(CompiledObject::velero_facts).unwrap_or_default(),
+    );
     // The init hooks cannot be injected into a pod that exists: they were injected at admission
     // or missed.
     if ann::get(annotations, ann::INIT_CONTAINER_IMAGE).is_none() {
-        out.init = spec_init_hooks(&entries, &mut Vec::new());
+        out.init = spec_init_hooks(&entries, &parameters, &mut Vec::new());
     }
     if ann::get(annotations, ann::POST_COMMAND).is_none() {
         for entry in &entries {
-            expand_exec(entry, &shape, &mut out);
+            expand_exec(entry, &shape, config, &parameters, &mut out);
         }
     }
     cap_exec_timeouts(&mut out, config);
@@ -362,7 +377,11 @@ fn annotation_init_hook(
     }]
 }
 
-fn spec_init_hooks(entries: &[&CompiledEntry], problems: &mut Vec<Problem>) -> Vec<InitHook> {
+fn spec_init_hooks(
+    entries: &[&CompiledEntry],
+    parameters: &RestoreParameters,
+    problems: &mut Vec<Problem>,
+) -> Vec<InitHook> {
     let mut out = Vec::new();
     for entry in entries {
         for post in &entry.post_hooks {
@@ -376,7 +395,11 @@ fn spec_init_hooks(entries: &[&CompiledEntry], problems: &mut Vec<Problem>) -> V
                     containers: containers
                         .iter()
                         .map(|c| PlacedContainer {
-                            container: c.clone(),
+                            container: if entry.is_hook_object() {
+                                parameters.provide_to(c)
+                            } else {
+                                c.clone()
+                            },
                             placement: Placement::New,
                         })
                         .collect(),
@@ -556,6 +579,7 @@ fn annotation_exec_hook(
     annotations: Option<&super::types::Annotations>,
     command: &str,
     shape: &PodShape<'_, '_>,
+    config: &EngineConfig,
 ) -> Result<PlannedHook, Problem> {
     let at =
         |field: ExecField, message: String| Problem::at("annotation", field.annotation(), message);
@@ -586,6 +610,7 @@ fn annotation_exec_hook(
         "annotation",
         ANNOTATION_HOOK_NAME,
         0,
+        config,
     ))
 }
 
@@ -604,7 +629,13 @@ fn target(template: &ExecTemplate, shape: &PodShape<'_, '_>) -> Result<String, S
     }
 }
 
-fn expand_exec(entry: &CompiledEntry, shape: &PodShape<'_, '_>, out: &mut Resolution) {
+fn expand_exec(
+    entry: &CompiledEntry,
+    shape: &PodShape<'_, '_>,
+    config: &EngineConfig,
+    parameters: &RestoreParameters,
+    out: &mut Resolution,
+) {
     for post in &entry.post_hooks {
         let Some(exec) = &post.exec else { continue };
         let template = match exec {
@@ -637,13 +668,20 @@ fn expand_exec(entry: &CompiledEntry, shape: &PodShape<'_, '_>, out: &mut Resolu
                 });
             }
             _ => match target(template, shape) {
-                Ok(container) => out.exec.push(planned(
-                    template,
-                    container,
-                    &entry.source,
-                    &entry.name,
-                    post.index,
-                )),
+                Ok(container) => {
+                    let mut hook = planned(
+                        template,
+                        container,
+                        &entry.source,
+                        &entry.name,
+                        post.index,
+                        config,
+                    );
+                    if entry.is_hook_object() {
+                        hook.command = expand_command(&hook.command, parameters, &location, out);
+                    }
+                    out.exec.push(hook);
+                }
                 Err(message) => out.problems.push(Problem::at(
                     location,
                     ExecField::Container.spec_name(),
@@ -660,6 +698,7 @@ fn planned(
     source: &str,
     name: &str,
     index: usize,
+    config: &EngineConfig,
 ) -> PlannedHook {
     PlannedHook {
         name: name.to_string(),
@@ -669,11 +708,32 @@ fn planned(
         command: template.command.clone(),
         on_error: template.on_error,
         exec_timeout_ms: template.exec_timeout_ms,
-        wait_timeout_ms: template.wait_timeout_ms,
+        wait_timeout_ms: template
+            .wait_timeout
+            .effective(config.default_wait_timeout_ms),
         wait_for_ready: template.wait_for_ready,
         allowed_by: None,
         refused: None,
     }
+}
+
+/// An exec hook's argv with the restore's parameters expanded (docs/behaviour.md §2.8). A
+/// `generateName` pod has no name at admission: `$(POD_NAME)` stays as written, with a warning
+/// that says what to use instead.
+fn expand_command(
+    command: &[String],
+    parameters: &RestoreParameters,
+    location: &str,
+    out: &mut Resolution,
+) -> Vec<String> {
+    let expanded: Vec<String> = command.iter().map(|a| parameters.expand(a)).collect();
+    if parameters.get("POD_NAME").is_none() && command.iter().any(|a| references(a, "POD_NAME")) {
+        out.notes.push(format!(
+            "hook {location}: $(POD_NAME) stays as written: the API server names a generateName \
+             pod only after admission (in a shell, use $HOSTNAME, which is the pod's name)"
+        ));
+    }
+    expanded
 }
 
 /// `--max-exec-timeout`: a hook may not hold an exec slot longer than this (docs/behaviour.md

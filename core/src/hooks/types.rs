@@ -47,6 +47,16 @@ pub struct RestoreSpec {
     /// §2.4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hooks: Option<VeleroRestoreHooks>,
+    /// `spec.backupName`: `$(BACKUP_NAME)` in hook-object hooks (docs/behaviour.md §2.8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_name: Option<String>,
+    /// `spec.namespaceMapping` (source → target): `$(SOURCE_NAMESPACE)` (§2.8).
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub namespace_mapping: BTreeMap<String, String>,
 }
 
 /// Velero's `Restore` object, named for what it is in this crate.
@@ -264,6 +274,10 @@ pub struct HookObjectStatus {
     /// Pods that missed this object's init hooks because it arrived after them (at most 20).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missed_init_pods: Vec<String>,
+    /// Pods where one of this object's hooks failed: its first failure each, with the reason
+    /// (at most 20).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_pods: Vec<FailedPod>,
     /// The generation each webhook replica has compiled, by replica (pod) name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub webhooks: BTreeMap<String, ReplicaObservation>,

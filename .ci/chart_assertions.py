@@ -283,7 +283,8 @@ def expected_args(ctx: Ctx, role: str) -> list[str]:
             f"--velero-service-account={cfg['veleroServiceAccount']}",
             f"--velero-hooks={cfg['veleroHooks']}",
             f"--on-invalid={cfg['onInvalid']}",
-            f"--max-exec-timeout={cfg['maxExecTimeout']}"]
+            f"--max-exec-timeout={cfg['maxExecTimeout']}",
+            f"--default-wait-timeout={cfg['defaultWaitTimeout']}"]
     args += [f"--exclude-namespace={n}" for n in ctx.excluded]
     if role != "controller":
         args += [f"--listen=0.0.0.0:{v['webhook']['port']}",
@@ -1099,7 +1100,7 @@ ALERTS = {"RestoreHooksWebhookDown", "RestoreHooksNoLeader", "RestoreHooksAdmiss
           "RestoreHooksAdmissionDenied", "RestoreHooksExecHookFailures", "RestoreHooksTLSReloadFailures",
           "RestoreHooksAdmissionSlow", "RestoreHooksWebhookFailOpen", "RestoreHooksCertificateExpiringSoon",
           "RestoreHooksCertificateExpiringCritical", "RestoreHooksWatchUnhealthy", "RestoreHooksPlansRejected",
-          "RestoreHooksApiForbidden", "RestoreHooksStatusRolledBack"}
+          "RestoreHooksApiForbidden", "RestoreHooksStatusRolledBack", "RestoreHooksMemoryNearLimit"}
 # metric -> the alert that uses it, and which pods export it (job selector): webhook, controller or any.
 METRICS = {
     "restore_hooks_admission_requests_total": ("RestoreHooksAdmissionDenied", "webhook"),
@@ -1112,7 +1113,11 @@ METRICS = {
     "restore_hooks_watch_healthy": ("RestoreHooksWatchUnhealthy", "any"),
     "restore_hooks_api_forbidden_total": ("RestoreHooksApiForbidden", "any"),
     "restore_hooks_status_rollbacks_total": ("RestoreHooksStatusRolledBack", "controller"),
+    "process_resident_memory_bytes": ("RestoreHooksMemoryNearLimit", "any"),
 }
+# Quantity suffixes of resources.limits.memory, in bytes (the alert's threshold is 90% of it).
+MEMORY_UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
+                "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
 
 
 def check_optional(ctx: Ctx) -> None:
@@ -1138,6 +1143,9 @@ def check_optional(ctx: Ctx) -> None:
         rules = [r for g in pr["spec"]["groups"] for r in g["rules"]]
         names = {r.get("alert") for r in rules}
         want = ALERTS - set(v["metrics"]["prometheusRule"]["disabledAlerts"])
+        limit = ((v.get("resources") or {}).get("limits") or {}).get("memory")
+        if not limit:
+            want = want - {"RestoreHooksMemoryNearLimit"}
         ctx.c(names == want, f"PrometheusRule alerts {sorted(names)} != {sorted(want)}")
         by_name = {r.get("alert"): r for r in rules}
         jobs = {"webhook": f'job="{ctx.fullname}"',
@@ -1160,6 +1168,12 @@ def check_optional(ctx: Ctx) -> None:
         if r:
             ctx.c(r.get("for") == "5m" and "== 0" in str(r["expr"]) and "resource" in str(r["expr"]),
                   "RestoreHooksWatchUnhealthy: per resource, == 0 for 5m")
+        r = by_name.get("RestoreHooksMemoryNearLimit")
+        if r and limit:
+            num = str(limit).rstrip("KiMGTk")
+            unit = str(limit)[len(num):]
+            ctx.c(str(r["expr"]).endswith(f"> 0.9 * {int(num) * MEMORY_UNITS[unit]}"),
+                  f"RestoreHooksMemoryNearLimit: 90% of resources.limits.memory {limit}: {r['expr']}")
         r = by_name.get("RestoreHooksPlansRejected")
         if r:
             ctx.c("increase(" in str(r["expr"]) and str(r["expr"]).endswith("> 0"), "RestoreHooksPlansRejected: on any increase")

@@ -126,6 +126,22 @@ schema allows no other form). Fails on anything else.
 {{- end }}
 
 {{/*
+A memory quantity (resources.limits.memory: 256Mi, 1Gi, 500M, 268435456) in bytes; "" when unset.
+*/}}
+{{- define "restore-hooks.memoryBytes" -}}
+{{- $q := toString . }}
+{{- if and . (ne $q "<nil>") }}
+{{- if not (regexMatch "^[0-9]+(Ki|Mi|Gi|Ti|k|M|G|T)?$" $q) }}
+{{- fail (printf "resources.limits.memory %q: write a whole number with an optional Ki, Mi, Gi, Ti, k, M, G or T suffix (e.g. 256Mi)" $q) }}
+{{- end }}
+{{- $unit := regexFind "[A-Za-z]+$" $q }}
+{{- $n := int64 (trimSuffix $unit $q) }}
+{{- $scale := get (dict "" 1 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000) $unit }}
+{{- mul $n $scale }}
+{{- end }}
+{{- end }}
+
+{{/*
 terminationGracePeriodSeconds of one role's pods. An explicit value wins. Otherwise: a pod that
 serves the webhook needs shutdown.delaySeconds + shutdown.graceSeconds + 5 (keep serving while
 endpoints update, drain, exit); a pod that runs the controller needs the longest exec it may be

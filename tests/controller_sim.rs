@@ -441,7 +441,8 @@ async fn expired_waits_are_not_executed_and_exec_timeouts_fail() {
         assert_eq!(phases(&st), vec![F]);
         assert_eq!(
             st.hooks[0].message,
-            "container db was not up within 1.5s of pod creation; not executed"
+            "container db was running but never Ready (a hook of it waits for Ready) within \
+             waitTimeout 1.5s of pod creation; not executed"
         );
         assert!(st.hooks[0].started_at.is_none());
         assert!(!exists(&bed, "never", "ran"));
@@ -594,7 +595,11 @@ async fn a_never_ready_sidecar_holds_back_only_its_own_hooks() {
         let (label, st) = finished(&bed, "mesh").await;
         assert_eq!(label, "failed");
         assert_eq!(phases(&st), vec![F, OK]);
-        assert_eq!(st.hooks[0].message, "container proxy was not up within 10s of pod creation; not executed");
+        assert_eq!(
+            st.hooks[0].message,
+            "container proxy was running but never Ready (a hook of it waits for Ready) within \
+             waitTimeout 10s of pod creation; not executed"
+        );
         assert!(st.hooks[0].started_at.is_none());
         assert!(!exists(&bed, "mesh", "proxy-ran"), "an expired hook is not executed");
         ctl.stop().await.expect("controller stops cleanly");

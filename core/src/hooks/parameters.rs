@@ -164,7 +164,7 @@ pub fn references(text: &str, name: &str) -> bool {
 
 /// A Kubernetes object name (RFC 1123 subdomain).
 fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(|part| is_dns_label(part))
+    s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
 /// The pod's StatefulSet ordinal: the `apps.kubernetes.io/pod-index` label, else the number after

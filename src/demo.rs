@@ -173,7 +173,7 @@ impl Demo {
             "postHooks": [
                 {"exec": {
                     "container": "db",
-                    "command": ["/bin/sh", "-c", "cat restored.txt && echo 'rows: 42' > rehydrated.txt && echo rehydrated"],
+                    "command": ["/bin/sh", "-c", "cat restored.txt && echo 'rows: 42' > rehydrated.txt && echo rehydrated $(POD_NAME) for $(RESTORE_NAME)"],
                     "onError": "Fail",
                     "waitTimeout": "20s",
                     "execTimeout": "10s"
@@ -189,7 +189,7 @@ impl Demo {
         step(
             t0,
             &format!(
-                "RestoreHook {NAMESPACE}/{RESTORE_HOOK}: exec #0 (onError: Fail) rehydrates from the file the init hook wrote, exec #1 (waitForReady) analyzes"
+                "RestoreHook {NAMESPACE}/{RESTORE_HOOK}: exec #0 (onError: Fail) rehydrates from the file the init hook wrote, naming $(POD_NAME) and $(RESTORE_NAME) (expanded into the signed plan), exec #1 (waitForReady) analyzes"
             ),
         );
         // The webhook decides from its watch caches: wait until they have the RestoreHook.
@@ -303,6 +303,12 @@ impl Demo {
         ensure!(
             status.hooks[0].stdout.contains("restored from backup"),
             "hook #0 did not read the file the init container wrote"
+        );
+        let expanded = format!("rehydrated {POD} for {RESTORE}");
+        ensure!(
+            status.hooks[0].stdout.contains(&expanded),
+            "hook #0 did not run with the restore's parameters expanded ({expanded:?}): {:?}",
+            status.hooks[0].stdout
         );
         ensure!(
             status.hooks[1].stdout.contains("rows: 42"),

@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# Builds the binaries of e2e/realcp (a real Kubernetes control plane, kwok, Velero, moto S3) from
-# the committed Go modules and requirements.txt beside this script, into a cache outside the repo:
+# Builds the binaries of e2e/realcp (a real Kubernetes control plane, kwok, Velero, moto S3,
+# cert-manager) from the committed Go modules and requirements.txt beside this script, into a
+# cache outside the repo:
 #
 #   ${RESTORE_HOOKS_REALCP_CACHE:-$HOME/.cache/restore-hooks-realcp}/
 #     bin/      kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok velero
+#               certmanager
 #     plugins/  velero-plugin-for-aws         (Velero's --plugin-dir)
 #     share/    kwok/stages/*.yaml kwok/crds/execs.yaml  (kwok's "fast" lifecycle stages, its Exec CRD)
+#               cert-manager/crds/*.yaml      (cert-manager's CRDs, from its module's deploy/crds)
 #     venv/     moto[server,s3] + boto3
 #     stamps/   one per component: sha256 of what it was built from
 #
-# usage: build.sh [--quiet] [controlplane] [velero] [all]     (default: all)
+# usage: build.sh [--quiet] [controlplane] [velero] [certmanager] [all]     (default: all)
 #   --quiet: print nothing when everything is up to date (the test harness passes it)
 #
 # A component is rebuilt only when its stamp differs from the sha256 of its module's go.mod and
-# go.sum (or requirements.txt) plus this script's build recipe, so a warm run takes well under a
-# second and changing a pin rebuilds exactly what it pins. Concurrent runs serialize on a flock in
-# the cache dir; a build that dies part-way leaves no stamp and is redone next time.
+# go.sum (and main.go, where the module has one) or requirements.txt, plus this script's recipe,
+# so a warm run takes well under a second and changing a pin rebuilds exactly what it pins.
+# Concurrent runs serialize on a flock in the cache dir; a build that dies part-way leaves no
+# stamp and is redone next time.
 #
 # Needs: go (>= the go lines of the go.mod files) and the Go module proxy, python3 with venv and
 # PyPI, flock, sha256sum. A warm cache needs neither go nor the network.
@@ -34,17 +38,18 @@ die() {
   exit 1
 }
 
-want_cp=0 want_velero=0 quiet=0 built=0
+want_cp=0 want_velero=0 want_cm=0 quiet=0 built=0
 for a in "$@"; do
   case $a in
   --quiet) quiet=1 ;;
   controlplane) want_cp=1 ;;
   velero) want_velero=1 ;;
-  all) want_cp=1 want_velero=1 ;;
-  *) die "unknown argument '$a' (usage: build.sh [--quiet] [controlplane] [velero] [all])" ;;
+  certmanager) want_cm=1 ;;
+  all) want_cp=1 want_velero=1 want_cm=1 ;;
+  *) die "unknown argument '$a' (usage: build.sh [--quiet] [controlplane] [velero] [certmanager] [all])" ;;
   esac
 done
-if [ $want_cp = 0 ] && [ $want_velero = 0 ]; then want_cp=1 want_velero=1; fi
+if [ $want_cp = 0 ] && [ $want_velero = 0 ] && [ $want_cm = 0 ]; then want_cp=1 want_velero=1 want_cm=1; fi
 
 for tool in flock sha256sum; do
   command -v "$tool" >/dev/null || die "'$tool' is not on PATH (Debian: apt-get install util-linux coreutils)"
@@ -88,8 +93,10 @@ record() { summary+=("$(printf '%-26s %s' "$1" "$2")"); }
 go_build() { # component module-dir package output [extra go build args...]
   local c=$1 moddir=$2 mod=$here/$2 pkg=$3 out=$4
   shift 4
-  local s
-  s=$(stamp_of "$c" "$mod/go.mod" "$mod/go.sum")
+  # A module with a main.go of its own (certmanager/) is built from it too: it is in the stamp.
+  local s srcs=("$mod/go.mod" "$mod/go.sum")
+  [ -f "$mod/main.go" ] && srcs+=("$mod/main.go")
+  s=$(stamp_of "$c" "${srcs[@]}")
   if fresh "$c" "$s" "$out"; then
     record "$c" "up to date"
     return
@@ -215,9 +222,40 @@ build_velero() {
   fi
 }
 
+build_certmanager() {
+  # Not upstream's cmd/controller and cmd/cainjector (modules of their own, not served by the
+  # module proxy) but certmanager/main.go, which starts the same controllers from the module's
+  # pkg/ (see its header).
+  go_build certmanager certmanager . "$BIN/certmanager" -ldflags "-s -w"
+
+  # The CRDs ship as YAML in the module (deploy/crds, what upstream's Helm chart templates its
+  # CRDs from), not in the binary: keep copies so that the harness needs no module cache.
+  local s
+  s=$(stamp_of certmanager-crds "$here/certmanager/go.mod" "$here/certmanager/go.sum")
+  if fresh certmanager-crds "$s" "$SHARE/cert-manager/crds/cert-manager.io_certificates.yaml"; then
+    record certmanager-crds "up to date"
+  else
+    need_go
+    rm -f "$STAMPS/certmanager-crds"
+    local src
+    src=$(cd "$here/certmanager" && go mod download github.com/cert-manager/cert-manager &&
+      go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)
+    [ -f "$src/deploy/crds/cert-manager.io_certificates.yaml" ] ||
+      die "certmanager-crds: deploy/crds not found in the cert-manager module ($src)"
+    rm -rf "$SHARE/cert-manager"
+    mkdir -p "$SHARE/cert-manager/crds"
+    cp "$src"/deploy/crds/*.yaml "$SHARE/cert-manager/crds/"
+    chmod 644 "$SHARE/cert-manager/crds/"*
+    echo "$s" >"$STAMPS/certmanager-crds"
+    built=1
+    record certmanager-crds "copied"
+  fi
+}
+
 t_all=$EPOCHREALTIME
 if [ $want_cp = 1 ]; then build_controlplane; fi
 if [ $want_velero = 1 ]; then build_velero; fi
+if [ $want_cm = 1 ]; then build_certmanager; fi
 if [ $quiet = 0 ] || [ $built = 1 ]; then
   printf '[realcp-build] %s\n' "${summary[@]}" >&2
   log "done in $(secs "$t_all") s; cache: $CACHE"

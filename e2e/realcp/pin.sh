@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates the committed pins: e2e/realcp/{controlplane,kwok,velero,velero-aws}/go.mod + go.sum.
+# Regenerates the committed pins: e2e/realcp/{controlplane,kwok,velero,velero-aws,certmanager}/go.mod
+# + go.sum.
 # Run it only to change a version (edit the variables below), then commit the go.mod/go.sum it
 # leaves; build.sh never rewrites them. Needs Go and the Go module proxy.
 #
@@ -10,6 +11,7 @@
 set -euo pipefail
 K=v1.37.2 STAGING=v0.37.2 ETCD=v3.7.3 KWOK=v0.8.0
 VELERO=v1.18.3 VELERO_AWS=v1.14.3
+CERT_MANAGER=v1.21.2
 # Velero's go.mod replaces kopia with its fork; same main-module-only rule as above.
 KOPIA_FORK=github.com/project-velero/kopia@v0.0.0-20251230033609-d946b1e75197
 # Velero v1.18.3 asks for k8s.io/*@v0.33.12; v0.33.13 (same minor) is what the proxy serves here.
@@ -51,5 +53,11 @@ go mod tidy
 cd "$here/velero-aws"
 fresh . restore-hooks.local/e2e/realcp/velero-aws
 go mod edit -require="github.com/vmware-tanzu/velero-plugin-for-aws@$VELERO_AWS"
+go mod tidy
+# cert-manager: its own k8s.io v0.36 and controller-runtime, as it was released against; the
+# module holds certmanager/main.go, which imports its pkg/ (see the header there).
+cd "$here/certmanager"
+fresh . restore-hooks.local/e2e/realcp/certmanager
+go mod edit -require="github.com/cert-manager/cert-manager@$CERT_MANAGER"
 go mod tidy
 echo "pin.sh: done; check with: git status -- e2e/realcp"

@@ -35,6 +35,7 @@ pub(crate) fn bin(name: &str) -> PathBuf {
 pub(crate) enum Group {
     ControlPlane,
     Velero,
+    CertManager,
 }
 
 impl Group {
@@ -42,6 +43,7 @@ impl Group {
         match self {
             Group::ControlPlane => "controlplane",
             Group::Velero => "velero",
+            Group::CertManager => "certmanager",
         }
     }
 }
@@ -54,9 +56,11 @@ impl Group {
 pub(crate) fn ensure_built(group: Group) -> Result<()> {
     static CONTROL_PLANE: OnceLock<Result<(), String>> = OnceLock::new();
     static VELERO: OnceLock<Result<(), String>> = OnceLock::new();
+    static CERT_MANAGER: OnceLock<Result<(), String>> = OnceLock::new();
     let cell = match group {
         Group::ControlPlane => &CONTROL_PLANE,
         Group::Velero => &VELERO,
+        Group::CertManager => &CERT_MANAGER,
     };
     cell.get_or_init(|| run_build(group))
         .clone()

@@ -7,6 +7,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
@@ -19,6 +20,7 @@ use serde_json::{Value, json};
 
 use crate::NODE;
 use crate::cache::{self, Group, bin};
+use crate::egress::EgressProxy;
 use crate::pki;
 use crate::process::{self, Proc, Spec};
 use crate::util::{free_port, http_get, random_hex, tail};
@@ -34,6 +36,11 @@ pub struct Options {
     pub apiserver_args: Vec<String>,
     /// A failure guard for each startup step, not a performance bound.
     pub startup_timeout: Duration,
+    /// Send the API server's `cluster` egress (calls to webhooks and APIServices referenced by
+    /// Service, connections to kubelets) through an HTTP CONNECT proxy on a Unix socket, so that
+    /// [`ControlPlane::route_service`] can point a Service at a port on this host. Without it,
+    /// a Service-referenced webhook makes the API server dial a fake ClusterIP.
+    pub service_proxy: bool,
 }
 
 impl Default for Options {
@@ -42,6 +49,7 @@ impl Default for Options {
             emulated_version: None,
             apiserver_args: Vec::new(),
             startup_timeout: Duration::from_secs(180),
+            service_proxy: false,
         }
     }
 }
@@ -60,6 +68,8 @@ pub struct ControlPlane {
     default_exec_dir: PathBuf,
     kubeconfigs: AtomicUsize,
     started_in: Duration,
+    /// Stopped after the API server, before the work dir is removed (see `drop`).
+    egress: Option<EgressProxy>,
 }
 
 impl ControlPlane {
@@ -115,6 +125,7 @@ impl ControlPlane {
             kubectl: bin("kubectl"),
             kubeconfigs: AtomicUsize::new(0),
             started_in: Duration::ZERO,
+            egress: None,
         };
         let timeout = opts.startup_timeout;
         let emulated: Vec<String> = opts
@@ -179,6 +190,15 @@ impl ControlPlane {
             format!("--cert-dir={}", cp.work.join("pki").display()),
             "--profiling=false".into(),
         ];
+        if opts.service_proxy {
+            let proxy = EgressProxy::start(&cp.work)?;
+            let config = proxy.write_config(&cp.work.join("pki"))?;
+            apiserver.push(format!(
+                "--egress-selector-config-file={}",
+                config.display()
+            ));
+            cp.egress = Some(proxy);
+        }
         apiserver.extend(emulated.iter().cloned());
         apiserver.extend(opts.apiserver_args.iter().cloned());
         cp.spawn("kube-apiserver", apiserver, vec![])?;
@@ -473,6 +493,63 @@ impl ControlPlane {
         Ok(path)
     }
 
+    /// Routes Service `namespace/name`'s `port` (at its ClusterIP, where the API server dials a
+    /// Service-referenced webhook) to `127.0.0.1:to_port` through the egress proxy; needs
+    /// [`Options::service_proxy`]. The Service must exist and have that port, as the API
+    /// server's resolver requires. Returns the ClusterIP:port.
+    pub fn route_service(
+        &self,
+        namespace: &str,
+        name: &str,
+        port: u16,
+        to_port: u16,
+    ) -> Result<SocketAddr> {
+        let proxy = self
+            .egress
+            .as_ref()
+            .context("route_service needs a control plane started with Options::service_proxy")?;
+        let svc: Value = serde_json::from_str(
+            &self.kubectl_ok(["get", "service", name, "-n", namespace, "-o", "json"])?,
+        )?;
+        let ip: IpAddr = svc["spec"]["clusterIP"]
+            .as_str()
+            .and_then(|ip| ip.parse().ok())
+            .with_context(|| format!("Service {namespace}/{name} has no ClusterIP: {svc}"))?;
+        let has_port = svc["spec"]["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|p| p["port"].as_u64() == Some(port.into()));
+        if !has_port {
+            bail!(
+                "Service {namespace}/{name} has no port {port}: {}",
+                svc["spec"]["ports"]
+            );
+        }
+        let from = SocketAddr::new(ip, port);
+        proxy.route(from, to_port);
+        Ok(from)
+    }
+
+    /// What the egress proxy refused to dial (not routed and not on loopback) or could not
+    /// reach, one line each, oldest first. Empty without [`Options::service_proxy`].
+    pub fn egress_refused(&self) -> Vec<String> {
+        self.egress
+            .as_ref()
+            .map(EgressProxy::refused)
+            .unwrap_or_default()
+    }
+
+    /// How many times the API server asked the egress proxy for `routed` (an address
+    /// [`ControlPlane::route_service`] returned), or, with `None`, how many tunnels it opened.
+    pub fn egress_tunnels(&self, routed: Option<SocketAddr>) -> usize {
+        match (&self.egress, routed) {
+            (Some(p), Some(addr)) => p.tunnels_to(addr),
+            (Some(p), None) => p.tunnels(),
+            (None, _) => 0,
+        }
+    }
+
     /// Gives pod `namespace/name` its own exec work dir, `<work dir>/pods/<namespace>/<name>`,
     /// and returns it: `pods/exec` then runs commands there (kwok applies one work dir per exec
     /// rule, not per pod, so this adds a kwok `Exec` rule for the pod). kwok learns of it
@@ -581,6 +658,8 @@ impl ControlPlane {
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         process::stop_all(&mut lock(&self.procs));
+        // Before the work dir (its socket) goes.
+        self.egress.take();
         if self.keep {
             let _ = std::fs::write(self.work.join(KEPT), "REALCP_KEEP=1\n");
             eprintln!("realcp: REALCP_KEEP=1: kept {}", self.work.display());

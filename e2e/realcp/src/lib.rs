@@ -3,7 +3,8 @@
 //! (see `e2e/realcp/README.md`): etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
 //! kwok (a fake kubelet: pods on node `kwok-0` become Running, and `pods/exec` runs the command on
 //! this host), all on 127.0.0.1 with fresh ports and a throwaway PKI. [`Velero`] adds Velero with
-//! a moto S3 store.
+//! a moto S3 store, [`CertManager`] cert-manager; [`Options::service_proxy`] lets the API server
+//! reach a Service-referenced webhook on this host, through a proxy on 127.0.0.1.
 //!
 //! ```no_run
 //! let cp = realcp::ControlPlane::start(realcp::Options::default())?;
@@ -20,7 +21,9 @@
 //! they are missing or stale: a cold build takes tens of minutes and needs Go and the module proxy.
 
 mod cache;
+mod certmanager;
 mod controlplane;
+mod egress;
 mod host;
 mod pki;
 mod process;
@@ -28,6 +31,7 @@ mod util;
 mod velero;
 
 pub use cache::{cache_dir, pinned_kubectl};
+pub use certmanager::CertManager;
 pub use controlplane::{ControlPlane, Options};
 pub use host::{HostCommand, HostProcess};
 pub use util::free_port;

@@ -178,6 +178,108 @@ fn exec_runs_on_the_host_through_the_apiserver() {
     assert_eq!(ok["status"], "Success", "{ok}");
 }
 
+/// With `service_proxy`, the API server's `cluster` egress goes through the harness's proxy:
+/// exec still reaches kwok (a loopback address, passed through), a Service routed to a host
+/// port is reached there, and a Service that is not routed is never dialed (its ClusterIP is a
+/// private-range address): the proxy refuses it and the webhook call fails.
+#[test]
+fn the_egress_proxy_passes_loopback_routes_services_and_refuses_the_rest() {
+    let cp = start(Options {
+        service_proxy: true,
+        ..Options::default()
+    });
+    cp.apply(&pod("default", "shell")).unwrap();
+    wait_running(&cp, "default", "shell");
+    let before = cp.egress_tunnels(None);
+    let out = sh(&cp, "default", "shell", "echo through-the-proxy");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "through-the-proxy\n");
+    assert!(
+        cp.egress_tunnels(None) > before,
+        "exec did not go through the proxy"
+    );
+
+    // A webhook behind a Service with no route: failurePolicy Fail rejects the pod.
+    cp.apply(
+        &json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "nowhere", "namespace": "default"},
+            "spec": {"ports": [{"port": 443, "targetPort": 8443}]},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let ip = get_json(&cp, &["get", "service", "nowhere", "-n", "default"]).unwrap()["spec"]
+        ["clusterIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    cp.apply(
+        &json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "nowhere"},
+            "webhooks": [{
+                "name": "nowhere.realcp.test",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "timeoutSeconds": 5,
+                "clientConfig": {"service": {"name": "nowhere", "namespace": "default",
+                                             "port": 443, "path": "/"}},
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                           "resources": ["pods"]}],
+                "objectSelector": {"matchLabels": {"webhook": "nowhere"}},
+            }],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let mut refused: Value = serde_json::from_str(&pod("default", "refused")).unwrap();
+    refused["metadata"]["labels"]["webhook"] = json!("nowhere");
+    let refused = refused.to_string();
+    let err = wait_until(
+        "the webhook configuration to take effect",
+        Duration::from_secs(60),
+        || cp.kubectl_stdin(["create", "-f", "-"], &refused).err(),
+    );
+    assert!(
+        format!("{err:#}").contains("failed calling webhook"),
+        "{err:#}"
+    );
+    let target = format!("{ip}:443");
+    assert!(
+        cp.egress_refused()
+            .iter()
+            .any(|r| r.starts_with(&format!("{target}: neither routed"))),
+        "{:?}",
+        cp.egress_refused()
+    );
+
+    // Routed to a port on this host, the same Service is dialed there (nothing listens: the
+    // call fails on the connection, not on the proxy's refusal).
+    let port = realcp::free_port().unwrap();
+    let routed = cp.route_service("default", "nowhere", 443, port).unwrap();
+    assert_eq!(routed.to_string(), target);
+    let err = cp
+        .kubectl_stdin(["create", "-f", "-"], &refused)
+        .unwrap_err();
+    assert!(
+        format!("{err:#}").contains("failed calling webhook"),
+        "{err:#}"
+    );
+    assert!(cp.egress_tunnels(Some(routed)) > 0);
+    assert!(
+        cp.egress_refused()
+            .iter()
+            .any(|r| r.starts_with(&format!("{target} -> 127.0.0.1:{port}: "))),
+        "{:?}",
+        cp.egress_refused()
+    );
+    // The API server resolves a Service port it does not have to nothing: so does the route.
+    assert!(cp.route_service("default", "nowhere", 444, port).is_err());
+}
+
 /// Runs `sh -c script` through pods/exec with kube-rs and returns the Status from the error
 /// channel as JSON.
 fn exec_status(cp: &ControlPlane, namespace: &str, pod: &str, script: &str) -> Value {

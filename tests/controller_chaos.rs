@@ -139,6 +139,7 @@ fn make_pods(bed: &Testbed, rng: &mut Rng) -> (Vec<Pod>, BTreeMap<String, Vec<Pl
                 wait_for_ready: false,
                 allowed_by: None,
                 refused: None,
+                run_on: Default::default(),
             });
             mine.push(Planned {
                 id,
@@ -414,6 +415,10 @@ async fn chaos() {
                         violations.push(format!("Succeeded but the command exits 3: {what}"));
                     }
                 }
+                // The chaos plans have no OnePod hook: none may end as run elsewhere.
+                HookPhase::OtherPod => {
+                    violations.push(format!("OtherPod without runOn: OnePod: {what}"))
+                }
                 HookPhase::Skipped => {
                     if n != 0 {
                         violations.push(format!("Skipped but ran: {what}"));
@@ -600,6 +605,7 @@ async fn controller_json_logs_have_one_message_per_line() {
                 wait_for_ready: false,
                 allowed_by: None,
                 refused: None,
+                run_on: Default::default(),
             });
         }
         // A second pod whose plan signature is not the installation's: refused, with its own

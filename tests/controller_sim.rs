@@ -1070,3 +1070,112 @@ async fn a_dead_exec_stream_fails_the_hook_when_it_breaks() {
     })
     .await;
 }
+
+/// `runOn: OnePod` (docs/behaviour.md §6.15): of three StatefulSet pods planning the same hook,
+/// the lowest ordinal is chosen and waited for; deleted before it started, the next ordinal runs
+/// the hook, once; the third records that another pod ran it and still ends `done`. The RestoreRun
+/// names the pod that ran it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_pod_hook_runs_in_one_pod_and_passes_on_if_the_chosen_one_goes_first() {
+    use restore_hooks::hooks::plan::RunOn;
+    use restore_hooks::hooks::types::RestoreRun;
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        let migrate = || {
+            let mut h = hook("migrate", "db", "echo migrated > migrated");
+            h.run_on = RunOn::OnePod;
+            h.wait_for_ready = true;
+            h
+        };
+        let sts = |name: &str, extra: Value| {
+            let mut v =
+                json!({"metadata": {"labels": {"statefulset.kubernetes.io/pod-name": name}}});
+            json_patch::merge(&mut v, &extra);
+            v
+        };
+        // db-0 never becomes Ready: chosen (lowest ordinal), it holds the hook back.
+        create(
+            &bed,
+            "db-0",
+            vec![migrate()],
+            sts(
+                "db-0",
+                json!({"metadata": {"annotations": {"sim.kube/never-ready": "true"}}}),
+            ),
+        )
+        .await;
+        create(&bed, "db-1", vec![migrate()], sts("db-1", json!({}))).await;
+        create(&bed, "db-2", vec![migrate()], sts("db-2", json!({}))).await;
+        // Every container is up before the controller starts, so the first status it writes
+        // says what it decided: Pending (they wait for db-0), not Running.
+        let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NS);
+        for pod in ["db-1", "db-2"] {
+            wait_for(&format!("{pod} Ready"), async || {
+                pods.get(pod).await.is_ok_and(|p| {
+                    let statuses = p
+                        .status
+                        .and_then(|s| s.container_statuses)
+                        .unwrap_or_default();
+                    statuses.len() == 2 && statuses.iter().all(|c| c.ready)
+                })
+            })
+            .await;
+        }
+        let _c = start(&bed, "c1");
+        for pod in ["db-1", "db-2"] {
+            wait_for(&format!("{pod}'s Pending status"), async || {
+                bed.status_of(NS, pod)
+                    .await
+                    .is_some_and(|s| phases(&s) == vec![P])
+            })
+            .await;
+        }
+        for pod in ["db-0", "db-1", "db-2"] {
+            assert!(
+                !exists(&bed, pod, "migrated"),
+                "{pod} ran the hook while db-0 was chosen"
+            );
+        }
+
+        pods.delete("db-0", &Default::default())
+            .await
+            .expect("db-0 deleted");
+        let (label, st) = finished(&bed, "db-1").await;
+        assert_eq!((label.as_str(), phases(&st)), ("done", vec![OK]));
+        let (label, st) = finished(&bed, "db-2").await;
+        assert_eq!(
+            (label.as_str(), phases(&st)),
+            ("done", vec![HookPhase::OtherPod])
+        );
+        assert_eq!(
+            st.hooks[0].message,
+            "runOn: OnePod: pod default/db-1 runs it for the restore"
+        );
+        let ran: Vec<&str> = ["db-1", "db-2"]
+            .into_iter()
+            .filter(|p| exists(&bed, p, "migrated"))
+            .collect();
+        assert_eq!(ran, ["db-1"], "exactly one pod ran it");
+
+        let runs: Api<RestoreRun> = Api::all(bed.client.clone());
+        wait_for("the RestoreRun to name the pod that ran it", async || {
+            let Ok(Some(run)) = runs.get_opt(restore_hooks::testbed::RESTORE).await else {
+                return false;
+            };
+            let status = run.status.unwrap_or_default();
+            let named = status
+                .one_pod
+                .iter()
+                .any(|r| r.pod == "db-1" && r.phase == "Succeeded" && r.hook == "migrate#0");
+            let recorded = status
+                .executions
+                .values()
+                .filter(|e| !e.one_pod.is_empty())
+                .count();
+            // db-0 passed the hook on when it went: no failure of the restore.
+            named && recorded == 1 && status.phase == "Completed"
+        })
+        .await;
+    })
+    .await;
+}

@@ -98,6 +98,7 @@ fn hook(name: &str, container: &str, script: &str) -> PlannedHook {
         wait_for_ready: false,
         allowed_by: None,
         refused: None,
+        run_on: Default::default(),
     }
 }
 

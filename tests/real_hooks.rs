@@ -272,3 +272,153 @@ fn parameters_expand_and_an_unset_wait_timeout_ends_the_restore_with_the_reason(
     assert_eq!(mark_lines(&mark).len(), 1, "the stuck pod's hook never ran");
     serve.assert_no_forbidden();
 }
+
+/// `runOn: OnePod` (docs/behaviour.md §6.15) on the real API server: a 3-replica StatefulSet's
+/// migration hook runs exactly once, in pod 0, and the others record that it ran there; then,
+/// in a second restore, the chosen pod (ordinal 0, never scheduled) is deleted before the hook
+/// started and the next ordinal runs it, once. The RestoreRun and the RestoreHook name the pod.
+#[test]
+fn a_one_pod_hook_runs_once_per_restore_and_passes_on_before_it_starts() {
+    use serde_json::json;
+    use std::time::Duration;
+
+    let install = Install::default_chart();
+    let serve = install.start(0);
+    let cp = &install.cp;
+    let hook = |ns: &str, mark: &std::path::Path| {
+        json!({
+            "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+            "metadata": {"name": "migrate", "namespace": ns},
+            "spec": {
+                "labelSelector": {"matchLabels": {"app": "db"}},
+                "postHooks": [{"exec": {"container": "db", "runOn": "OnePod", "command":
+                    ["sh", "-c", format!("echo $(POD_NAME) >> '{}'", mark.display())]}}],
+            },
+        })
+    };
+
+    // A StatefulSet, its pods created by the controller-manager.
+    let ns = "once";
+    namespace(cp, ns, json!({NAMESPACE_LABEL: "r-once"}));
+    let mark = install.mark("once");
+    scenarios::apply_hooks(cp, &[hook(ns, &mark)]);
+    cp.apply(
+        &json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "db", "namespace": ns},
+            "spec": {"replicas": 3, "serviceName": "db", "podManagementPolicy": "Parallel",
+                "selector": {"matchLabels": {"app": "db"}},
+                "template": {"metadata": {"labels": {"app": "db"}}, "spec": {
+                    "terminationGracePeriodSeconds": 0, "automountServiceAccountToken": false,
+                    "containers": [{"name": "db", "image": "busybox:1.36", "command": ["sleep", "infinity"]}]}}}})
+        .to_string(),
+    )
+    .unwrap();
+    let pods = wait_workload(cp, ns, "db", 3);
+    let phases: Vec<(String, String)> = pods
+        .iter()
+        .map(|p| {
+            let name = p["metadata"]["name"].as_str().unwrap().to_string();
+            let status = hook_status(p).unwrap_or_else(|| panic!("{name}: no status"));
+            (
+                name,
+                status["hooks"][0]["phase"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            ("db-0".into(), "Succeeded".into()),
+            ("db-1".into(), "OtherPod".into()),
+            ("db-2".into(), "OtherPod".into())
+        ],
+        "the lowest ordinal runs it; the others record where it ran"
+    );
+    for p in &pods {
+        assert_eq!(
+            p["metadata"]["labels"][EXEC_LABEL], "done",
+            "{}",
+            p["metadata"]["name"]
+        );
+    }
+    assert_eq!(mark_lines(&mark), ["db-0"], "exactly one execution");
+    let run = wait_restore_run(cp, "r-once", &["Completed"], Duration::from_secs(60));
+    assert_eq!(
+        run["status"]["onePod"],
+        json!([{"hook": "migrate#0", "namespace": ns, "pod": "db-0", "phase": "Succeeded"}]),
+        "{}",
+        run["status"]
+    );
+    assert_eq!(run["status"]["hooks"]["succeeded"], 1, "{}", run["status"]);
+
+    // The chosen pod goes before the hook started: the next ordinal is chosen.
+    let ns = "once-failover";
+    namespace(cp, ns, json!({NAMESPACE_LABEL: "r-once-failover"}));
+    let mark = install.mark("once-failover");
+    scenarios::apply_hooks(cp, &[hook(ns, &mark)]);
+    let sts_pod = |name: &str| {
+        let labels = json!({"app": "db", "statefulset.kubernetes.io/pod-name": name});
+        pod(ns, name, &["db"], labels, json!({}))
+    };
+    let mut unschedulable = sts_pod("db-0");
+    unschedulable["spec"]["nodeSelector"] = json!({"restore-hooks.dev/no-such-node": "true"});
+    create(cp, &unschedulable);
+    create(cp, &sts_pod("db-1"));
+    create(cp, &sts_pod("db-2"));
+    for name in ["db-1", "db-2"] {
+        wait_running(cp, ns, name);
+        let pending = wait_until(
+            format!("{name}'s Pending status"),
+            Duration::from_secs(60),
+            || {
+                let p = get_pod(cp, ns, name).ok_or("no pod")?;
+                match hook_status(&p) {
+                    Some(s) if s["hooks"][0]["phase"] == "Pending" => Ok(p),
+                    other => Err(format!("status {other:?}")),
+                }
+            },
+        );
+        assert_eq!(pending["metadata"]["labels"][EXEC_LABEL], "pending");
+    }
+    assert!(
+        mark_lines(&mark).is_empty(),
+        "nothing runs while db-0 is chosen"
+    );
+    cp.kubectl_ok(["delete", "pod", "db-0", "-n", ns, "--wait=true"])
+        .unwrap();
+    let db1 = wait_hooks_ended(cp, ns, "db-1", Duration::from_secs(120));
+    let db2 = wait_hooks_ended(cp, ns, "db-2", Duration::from_secs(120));
+    assert_eq!(hook_status(&db1).unwrap()["hooks"][0]["phase"], "Succeeded");
+    assert_eq!(hook_status(&db2).unwrap()["hooks"][0]["phase"], "OtherPod");
+    assert_eq!(
+        mark_lines(&mark),
+        ["db-1"],
+        "exactly one execution, in the next ordinal"
+    );
+    let object = wait_until(
+        "the RestoreHook to name the pod",
+        Duration::from_secs(60),
+        || {
+            let o = get_json(
+                cp,
+                &["get", "restorehooks.restore-hooks.dev", "migrate", "-n", ns],
+            )
+            .ok_or("no RestoreHook")?;
+            if o["status"]["onePod"][0]["pod"] == "db-1" {
+                Ok(o)
+            } else {
+                Err(format!("{}", o["status"]))
+            }
+        },
+    );
+    assert_eq!(object["status"]["onePod"][0]["phase"], "Succeeded");
+    // db-0 passed the hook on when it was deleted: the restore did not fail.
+    let run = wait_restore_run(
+        cp,
+        "r-once-failover",
+        &["Completed", "PartiallyFailed"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(run["status"]["phase"], "Completed", "{}", run["status"]);
+    serve.assert_no_forbidden();
+}

@@ -27,8 +27,10 @@ use jiff::{SignedDuration, Timestamp};
 use crate::hooks::duration::format_go_duration;
 use crate::hooks::plan::{
     EXEC_DONE, EXEC_FAILED, ExecPlan, ExecStatus, HookPhase, HookStatus, OnError, PlannedHook,
+    RunOn,
 };
 use crate::hooks::targets::{ContainerRole, ExecTargets};
+use crate::one_pod::OnePodTurn;
 
 /// Message of a hook found `Running` that its controller never finished recording.
 pub const INTERRUPTED: &str = "interrupted: the controller that started the exec stopped before \
@@ -123,6 +125,9 @@ pub struct Context<'a> {
     /// Why no new hook may run in this pod (an excluded namespace, no restore scope any more):
     /// every pending hook fails with this message.
     pub out_of_scope: Option<&'a str>,
+    /// The turn of each pending `runOn: OnePod` hook in this pod (§6.15); a hook without an entry
+    /// waits.
+    pub one_pod: &'a BTreeMap<usize, OnePodTurn>,
 }
 
 /// What the controller does next for one pod: the status to write first, the hooks to start, and
@@ -217,6 +222,17 @@ pub fn next_step(
                     (pod.presence == Presence::Gone || deadline.is_none_or(|d| now >= d))
                         .then(|| INTERRUPTED.to_string())
                 }
+                // Another pod of the restore runs it: it never runs here (§6.15).
+                HookPhase::Pending if elsewhere(hook, i, ctx).is_some() => {
+                    let pod = elsewhere(hook, i, ctx).unwrap_or_default();
+                    let entry = &mut status.hooks[i];
+                    entry.phase = HookPhase::OtherPod;
+                    entry.message = format!("runOn: OnePod: {pod}");
+                    entry.finished_at = Some(timestamp(now));
+                    ended.push(i);
+                    changed = true;
+                    None
+                }
                 // A hook refused at admission ends at once, with the refusal (§9.9).
                 HookPhase::Pending => hook.refused.clone().or_else(|| {
                     ctx.out_of_scope
@@ -257,7 +273,7 @@ pub fn next_step(
                 }
             }
             HookPhase::Pending => {
-                if up(hook) {
+                if up(hook) && my_turn(hook, i, ctx) {
                     start.push(i);
                 }
                 if let Some(d) = deadline(hook, pod) {
@@ -274,7 +290,11 @@ pub fn next_step(
     // status already reads terminal (another leader recorded it interrupted): the label is set
     // last, after every result this process holds (§6.9).
     let finished = (all_ended && ctx.running_here.is_empty()).then(|| {
-        if status.hooks.iter().all(|h| h.phase == HookPhase::Succeeded) {
+        if status
+            .hooks
+            .iter()
+            .all(|h| matches!(h.phase, HookPhase::Succeeded | HookPhase::OtherPod))
+        {
             EXEC_DONE
         } else {
             EXEC_FAILED
@@ -292,6 +312,30 @@ pub fn next_step(
         wake_at,
         finished,
     }
+}
+
+/// The pod that runs `runOn: OnePod` hook `i` instead of this one, once its start is recorded.
+fn elsewhere<'c>(hook: &PlannedHook, i: usize, ctx: &'c Context<'_>) -> Option<&'c str> {
+    match ctx.one_pod.get(&i) {
+        Some(OnePodTurn::Elsewhere(pod)) if hook.run_on == RunOn::OnePod => Some(pod),
+        _ => None,
+    }
+}
+
+/// Whether the hook may start in this pod as far as `runOn` goes: always for `EveryPod`; for
+/// `OnePod`, only in the pod chosen for it (§6.15).
+fn my_turn(hook: &PlannedHook, i: usize, ctx: &Context<'_>) -> bool {
+    hook.run_on == RunOn::EveryPod || ctx.one_pod.get(&i) == Some(&OnePodTurn::Go)
+}
+
+/// Whether hook `i`'s container is up for it (§6.4): what a `runOn: OnePod` candidate reports.
+pub fn hook_is_up(plan: &ExecPlan, pod: &PodView, i: usize) -> bool {
+    let container = &plan.hooks[i].container;
+    let want_ready = plan
+        .hooks
+        .iter()
+        .any(|h| h.wait_for_ready && &h.container == container);
+    is_up(pod, container, want_ready)
 }
 
 /// The first failed `onError: Fail` hook, if any: everything pending after it is skipped.
@@ -559,6 +603,7 @@ mod tests {
     }
 
     const NONE: &BTreeSet<usize> = &BTreeSet::new();
+    const NO_TURNS: &BTreeMap<usize, OnePodTurn> = &BTreeMap::new();
 
     fn at(secs: i64) -> Context<'static> {
         Context {
@@ -567,6 +612,7 @@ mod tests {
             awaiting_slot: NONE,
             inherited_grace: SignedDuration::from_secs(30),
             out_of_scope: None,
+            one_pod: NO_TURNS,
         }
     }
 
@@ -577,7 +623,10 @@ mod tests {
         }
     }
 
-    use HookPhase::{Failed as F, Pending as P, Running as R, Skipped as S, Succeeded as OK};
+    use HookPhase::{
+        Failed as F, OtherPod as OnePodPhase, Pending as P, Running as R, Skipped as S,
+        Succeeded as OK,
+    };
 
     #[test]
     fn each_container_runs_its_hooks_in_plan_order_independently() {
@@ -957,6 +1006,95 @@ mod tests {
             &at(5),
         );
         assert_eq!(phases(&d), vec![F, S]);
+    }
+
+    /// `runOn: OnePod` (§6.15): only the chosen pod starts the hook; once another pod started it,
+    /// it ends here as `OtherPod`, which does not fail the pod; its wait still expires.
+    #[test]
+    fn one_pod_hooks_start_only_in_the_chosen_pod() {
+        use OnePodTurn::{Elsewhere, Go, Wait};
+        let mut once = hook("migrate", "db");
+        once.run_on = RunOn::OnePod;
+        once.wait_timeout_ms = Some(10_000);
+        let p = plan(vec![once, hook("local", "db")]);
+        let up = pod(&[("db", true, true)]);
+        struct Row {
+            what: &'static str,
+            turn: Option<OnePodTurn>,
+            secs: i64,
+            phases: Vec<HookPhase>,
+            start: Vec<usize>,
+            finished: Option<&'static str>,
+        }
+        let rows = [
+            Row {
+                what: "chosen: it starts",
+                turn: Some(Go),
+                secs: 1,
+                phases: vec![P, P],
+                start: vec![0],
+                finished: None,
+            },
+            Row {
+                what: "not chosen: it waits, and so does the container's next hook",
+                turn: Some(Wait),
+                secs: 1,
+                phases: vec![P, P],
+                start: vec![],
+                finished: None,
+            },
+            Row {
+                what: "no turn known: it waits",
+                turn: None,
+                secs: 1,
+                phases: vec![P, P],
+                start: vec![],
+                finished: None,
+            },
+            Row {
+                what: "started elsewhere: OtherPod, and the next hook starts",
+                turn: Some(Elsewhere("pod shop/db-0 runs it for the restore".into())),
+                secs: 1,
+                phases: vec![OnePodPhase, P],
+                start: vec![1],
+                finished: None,
+            },
+            Row {
+                what: "never chosen before its wait expired: Failed",
+                turn: Some(Wait),
+                secs: 10,
+                phases: vec![F, P],
+                start: vec![1],
+                finished: None,
+            },
+        ];
+        for row in rows {
+            let turns: BTreeMap<usize, OnePodTurn> =
+                row.turn.clone().map(|t| (0, t)).into_iter().collect();
+            let ctx = Context {
+                one_pod: &turns,
+                ..at(row.secs)
+            };
+            let d = next_step(&p, None, &up, &ctx);
+            assert_eq!(phases(&d), row.phases, "{}", row.what);
+            assert_eq!(d.start, row.start, "{}", row.what);
+            assert_eq!(d.finished, row.finished, "{}", row.what);
+        }
+        // Ran elsewhere, and the pod's own hook succeeded: the pod is done, not failed.
+        let turns: BTreeMap<usize, OnePodTurn> =
+            [(0, Elsewhere("pod shop/db-0 runs it for the restore".into()))].into();
+        let ctx = Context {
+            one_pod: &turns,
+            ..at(2)
+        };
+        let d = next_step(&p, Some(&with_phases(&p, &[P, OK])), &up, &ctx);
+        assert_eq!(phases(&d), vec![OnePodPhase, OK]);
+        assert_eq!(
+            d.status.hooks[0].message,
+            "runOn: OnePod: pod shop/db-0 runs it for the restore"
+        );
+        assert_eq!(d.finished, Some(EXEC_DONE));
+        assert!(d.write);
     }
 
     #[test]

@@ -39,6 +39,19 @@ pub struct Execution {
     /// `F` failed after it started.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub hooks: BTreeMap<String, Mark>,
+    /// `runOn: OnePod` hooks this pod started, by plan position: recorded with the start, so that
+    /// no other pod of the restore ever starts them (docs/behaviour.md §6.15).
+    #[serde(default, rename = "onePod", skip_serializing_if = "BTreeMap::is_empty")]
+    pub one_pod: BTreeMap<String, OnePodStart>,
+}
+
+/// A `runOn: OnePod` hook's start, as recorded on the pod that runs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct OnePodStart {
+    /// Which hook, across the restore's pods (`restore_hooks_core::one_pod::one_pod_key`).
+    pub key: String,
+    /// The pod that runs it, `namespace/name`: what the other pods' status names.
+    pub pod: String,
 }
 
 /// How far one hook got, as recorded.
@@ -70,6 +83,7 @@ impl Execution {
         Execution {
             plan: plan.to_string(),
             hooks: BTreeMap::new(),
+            one_pod: BTreeMap::new(),
         }
     }
 
@@ -102,6 +116,11 @@ impl Execution {
                     self.hooks.insert(k.clone(), m);
                 }
             }
+        }
+        for (k, start) in &other.one_pod {
+            self.one_pod
+                .entry(k.clone())
+                .or_insert_with(|| start.clone());
         }
     }
 }

@@ -15,5 +15,6 @@ pub mod hooks;
 pub mod index;
 pub mod late_hooks;
 pub mod ledger;
+pub mod one_pod;
 pub mod tally;
 pub mod trust;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::exec_step::align;
 use crate::hooks::compiled::SourceKind;
-use crate::hooks::plan::{ExecPlan, ExecStatus, HookPhase};
+use crate::hooks::plan::{ExecPlan, ExecStatus, HookPhase, RunOn};
 use crate::hooks::types::HookCounts;
 
 /// An object whose status sums pods' contributions.
@@ -43,6 +43,9 @@ pub struct Contribution {
     pub counts: HookCounts,
     /// The pod's first failed hook of the target: its name and message.
     pub first_failure: Option<(String, String)>,
+    /// The target's `runOn: OnePod` hooks that started in this pod (it is the one that runs
+    /// them, docs/behaviour.md §6.15): each hook's name and position, and its phase.
+    pub one_pod: Vec<(String, usize, HookPhase)>,
 }
 
 /// Every target a pod contributes to, and how.
@@ -80,6 +83,11 @@ pub fn tally_pod(
                 HookPhase::Skipped if is_run => c.counts.skipped += 1,
                 HookPhase::Skipped => c.counts.failed += 1,
                 HookPhase::Pending | HookPhase::Running => c.counts.pending += 1,
+                // The pod that runs it counts the outcome.
+                HookPhase::OtherPod => {}
+            }
+            if hook.run_on == RunOn::OnePod && entry.started_at.is_some() {
+                c.one_pod.push((hook.name.clone(), hook.index, entry.phase));
             }
             if hook.refused.is_some() {
                 c.counts.refused += 1;

@@ -8,7 +8,7 @@ use restore_hooks_core::admission::{Admission, ExecRight, Issuer, Requester};
 use restore_hooks_core::catalog::StaticCatalog;
 use restore_hooks_core::config::{EngineConfig, OnInvalid, VeleroHooksMode};
 use restore_hooks_core::documents::{DocumentDefaults, add_documents};
-use restore_hooks_core::hooks::plan::{ExecPlan, OnError};
+use restore_hooks_core::hooks::plan::{ExecPlan, OnError, RunOn};
 use restore_hooks_core::hooks::pod::AdmittedPod;
 use restore_hooks_core::hooks::resolve::PodContext;
 use restore_hooks_core::hooks::restore_name::velero_label_value;
@@ -1600,4 +1600,65 @@ fn restore_parameters_expand_in_hook_object_hooks_only() {
         a.pod["spec"]["initContainers"][0]["env"][1],
         json!({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
     );
+}
+
+/// `runOn` (docs/behaviour.md §6.15): hook objects' `OnePod` reaches the signed plan; Velero's
+/// entries have no such field and run on every pod; a misspelt value is invalid, naming the field.
+#[test]
+fn run_on_one_pod_is_planned_for_hook_object_hooks_only() {
+    let docs = r#"
+apiVersion: velero.io/v1
+kind: Restore
+metadata: {name: r1, namespace: velero}
+spec:
+  hooks:
+    resources:
+    - name: velero-entry
+      postHooks: [{exec: {container: db, command: [/bin/true], runOn: OnePod}}]
+---
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: migrate}
+spec:
+  postHooks: [{exec: {command: [/bin/migrate], runOn: OnePod}}, {exec: {command: [/bin/true]}}]
+"#;
+    let a = admit(&pod(json!({})), &catalog(docs), &own());
+    let run_on: Vec<(String, RunOn)> = a
+        .plan()
+        .unwrap()
+        .hooks
+        .iter()
+        .map(|h| (format!("{}#{}", h.name, h.index), h.run_on))
+        .collect();
+    assert_eq!(
+        run_on,
+        [
+            ("velero-entry#0".to_string(), RunOn::EveryPod),
+            ("migrate#0".to_string(), RunOn::OnePod),
+            ("migrate#1".to_string(), RunOn::EveryPod)
+        ]
+    );
+    let raw: Value = serde_json::from_str(a.annotation("restore-hooks.dev/plan").unwrap()).unwrap();
+    assert_eq!(raw["hooks"][1]["runOn"], "OnePod");
+    assert!(
+        raw["hooks"][2].get("runOn").is_none(),
+        "the default is left out"
+    );
+
+    let typo = "apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {name: m}\n\
+                spec:\n  postHooks: [{exec: {command: [/bin/true], runOn: onePod}}]\n";
+    match evaluate(
+        &pod(json!({})),
+        NS,
+        &catalog(typo),
+        &EngineConfig::default(),
+    )
+    .unwrap()
+    {
+        Admission::Deny { message } => assert!(
+            message.contains("runOn") && message.contains("neither EveryPod nor OnePod"),
+            "{message}"
+        ),
+        other => panic!("a misspelt runOn must be denied: {other:?}"),
+    }
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use restore_hooks_core::hooks::types::{RestoreRun, RestoreRunSpec};
-use restore_hooks_core::ledger::{Claim, Execution, Mark, claim};
+use restore_hooks_core::ledger::{Claim, Execution, Mark, OnePodStart, claim};
 use restore_hooks_core::tally::restore_run_name;
 use restore_hooks_core::trust::Rejection;
 use serde_json::json;
@@ -62,6 +62,9 @@ struct State {
     plans: HashMap<String, String>,
     /// Pods recorded per RestoreRun (its size bound).
     per_run: HashMap<String, usize>,
+    /// `runOn: OnePod` hooks: key -> the uid and `namespace/name` of the pod that runs it (its
+    /// start recorded, or about to be: see [`Ledger::reserve_one_pod`]).
+    one_pod: HashMap<String, (String, String)>,
 }
 
 impl State {
@@ -75,6 +78,11 @@ impl State {
         self.plans
             .entry(slot.1.plan.clone())
             .or_insert_with(|| uid.to_string());
+        for start in entry.one_pod.values() {
+            self.one_pod
+                .entry(start.key.clone())
+                .or_insert_with(|| (uid.to_string(), start.pod.clone()));
+        }
         if !known {
             *self.per_run.entry(run.to_string()).or_default() += 1;
         }
@@ -147,16 +155,57 @@ impl Ledger {
         Ok(())
     }
 
-    /// Records that hook `index` of the pod starts; returns once that is durable.
+    /// The pod (uid, `namespace/name`) that runs `runOn: OnePod` hook `key`, if one does.
+    pub fn one_pod_holder(&self, key: &str) -> Option<(String, String)> {
+        self.lock().one_pod.get(key).cloned()
+    }
+
+    /// Takes `runOn: OnePod` hook `key` for pod `uid` before its start is recorded, unless
+    /// another pod has it: then that pod's `namespace/name`. Under the record's lock, so two pods
+    /// of this process never both start it; [`Ledger::started`] makes it durable, and
+    /// [`Ledger::release_one_pod`] gives it back when the start did not happen.
+    pub fn reserve_one_pod(&self, key: &str, uid: &str, pod: &str) -> Result<(), String> {
+        let mut state = self.lock();
+        match state.one_pod.get(key) {
+            Some((holder, other)) if holder != uid => Err(other.clone()),
+            Some(_) => Ok(()),
+            None => {
+                state
+                    .one_pod
+                    .insert(key.to_string(), (uid.to_string(), pod.to_string()));
+                Ok(())
+            }
+        }
+    }
+
+    /// Gives back a reservation of pod `uid` whose start was never recorded (its `Running` record
+    /// could not be written): another pod may be chosen.
+    pub fn release_one_pod(&self, key: &str, uid: &str) {
+        let mut state = self.lock();
+        let durable = state
+            .pods
+            .get(uid)
+            .is_some_and(|(_, e)| e.one_pod.values().any(|s| s.key == key));
+        if !durable && state.one_pod.get(key).is_some_and(|(u, _)| u == uid) {
+            state.one_pod.remove(key);
+        }
+    }
+
+    /// Records that hook `index` of the pod starts (for a `runOn: OnePod` hook, with which one it
+    /// is); returns once that is durable.
     pub async fn started(
         &self,
         restore: &str,
         uid: &str,
         plan: &str,
         index: usize,
+        one_pod: Option<OnePodStart>,
     ) -> Result<(), NotRecorded> {
         let mut entry = Execution::claimed(plan);
         entry.set(index, Mark::Started);
+        if let Some(start) = one_pod {
+            entry.one_pod.insert(index.to_string(), start);
+        }
         let (ack, done) = oneshot::channel();
         self.record(self.lock(), restore, uid, entry, Some(ack));
         let error = match done.await {

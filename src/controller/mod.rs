@@ -20,6 +20,7 @@ pub mod lease;
 pub mod ledger;
 pub mod marked_pods;
 pub mod object_status;
+pub mod one_pod_board;
 pub mod reconcile;
 pub mod slim_pod;
 pub mod slots;
@@ -195,6 +196,7 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
             engine: engine.clone(),
             ledger: ledger.clone(),
             inherited_grace,
+            one_pod: Default::default(),
         });
         let mut pods = AbortOnDrop(tokio::spawn(reconcile::serve_pods(workers, term.clone())));
         // (The select only classifies what happened: `wait_for`'s guard must not live across

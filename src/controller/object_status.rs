@@ -32,7 +32,7 @@ use kube::runtime::watcher::{self, Event};
 use restore_hooks_core::hooks::compiled::SourceKind;
 use restore_hooks_core::hooks::plan::{ExecPlan, ExecStatus, RESTORE_RUN_LABEL};
 use restore_hooks_core::hooks::types::{
-    ClusterRestoreHook, FailedPod, HookCounts, HookObjectStatus, RestoreHook, RestoreRun,
+    ClusterRestoreHook, FailedPod, HookCounts, HookObjectStatus, OnePodRun, RestoreHook, RestoreRun,
 };
 use restore_hooks_core::tally::{Contribution, Target, restore_run_name, run_phase, tally_pod};
 use restore_hooks_core::trust::{PodFacts, verify};
@@ -165,6 +165,7 @@ pub fn spawn(
             pods: HashMap::new(),
             by_target: HashMap::new(),
             tombstones: HashMap::new(),
+            last_word: HashMap::new(),
             dirty: BTreeSet::new(),
             not_ready: BTreeSet::new(),
             late: HashMap::new(),
@@ -199,6 +200,25 @@ impl Sum {
         (counts, retired)
     }
 
+    /// The target's `runOn: OnePod` hooks and the live pod that runs each (docs/behaviour.md
+    /// §6.15).
+    fn one_pod_runs(&self) -> Vec<OnePodRun> {
+        self.pods
+            .iter()
+            .flat_map(|(namespace, pod, part)| {
+                part.one_pod
+                    .iter()
+                    .map(move |(hook, index, phase)| OnePodRun {
+                        hook: format!("{hook}#{index}"),
+                        namespace: namespace.clone(),
+                        pod: pod.clone(),
+                        phase: format!("{phase:?}"),
+                    })
+            })
+            .take(MAX_LISTED_PODS)
+            .collect()
+    }
+
     /// The live pods with a failed hook of the target, first failure each, with the reason
     /// (docs/behaviour.md §8.1, §8.3).
     fn failed_pods(&self) -> Vec<FailedPod> {
@@ -222,6 +242,11 @@ struct Stone {
     uid: String,
     namespace: String,
     part: Contribution,
+    /// Its counts are final: no hook pending, or the worker's last word on the pod came. A
+    /// stone with pending hooks (the watch saw the delete before the worker said how its hooks
+    /// ended) still counts as live and is not folded into `retired`, where its pending hooks
+    /// could never be corrected.
+    settled: bool,
 }
 
 struct PodEntry {
@@ -240,6 +265,10 @@ struct Writer {
     by_target: HashMap<Target, HashSet<String>>,
     /// Final parts of deleted pods, not yet folded into `retired`.
     tombstones: HashMap<Target, Vec<Stone>>,
+    /// The workers' last word on pods that are gone, until the watch retires them: the watch
+    /// lags the worker, and an event it still delivers (the pod as it was before it went) must
+    /// not bring back hooks the worker settled.
+    last_word: HashMap<String, (ExecPlan, ExecStatus)>,
     dirty: BTreeSet<Target>,
     not_ready: BTreeSet<Target>,
     late: HashMap<Target, LateOutcome>,
@@ -357,12 +386,16 @@ impl Writer {
             status: get(restore_hooks_core::hooks::plan::STATUS_ANNOTATION),
             status_signature: get(restore_hooks_core::hooks::signing::STATUS_SIGNATURE_ANNOTATION),
         };
-        let parts = match verify(&facts, self.keys.current().as_deref()) {
-            Ok(t) => {
+        let parts = match (
+            self.last_word.get(&uid),
+            verify(&facts, self.keys.current().as_deref()),
+        ) {
+            (Some((plan, status)), _) => tally_pod(&namespace, plan, Some(status)),
+            (None, Ok(t)) => {
                 let status = settle_refused(&t.plan, t.status);
                 tally_pod(&namespace, &t.plan, status.as_ref())
             }
-            Err(_) => BTreeMap::new(),
+            (None, Err(_)) => BTreeMap::new(),
         };
         let plan_sources = get(restore_hooks_core::hooks::plan::PLAN_ANNOTATION)
             .and_then(|text| ExecPlan::from_annotation(text).ok())
@@ -441,6 +474,8 @@ impl Writer {
     /// The worker's last word on a pod that is gone.
     fn gone(&mut self, uid: &str, plan: &ExecPlan, status: &ExecStatus) {
         if let Some(entry) = self.pods.get(uid) {
+            self.last_word
+                .insert(uid.to_string(), (plan.clone(), status.clone()));
             let (namespace, name) = (entry.namespace.clone(), entry.name.clone());
             let parts = tally_pod(&namespace, plan, Some(status));
             self.set_parts(uid.to_string(), namespace, name, parts);
@@ -451,8 +486,9 @@ impl Writer {
             for stone in stones.iter_mut().filter(|s| s.uid == uid) {
                 if let Some(part) = tally_pod(&stone.namespace, plan, Some(status)).remove(target) {
                     stone.part = part;
-                    self.dirty.insert(target.clone());
                 }
+                stone.settled = true;
+                self.dirty.insert(target.clone());
             }
         }
     }
@@ -462,6 +498,7 @@ impl Writer {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(uid);
+        let spoken = self.last_word.remove(uid).is_some();
         let Some(entry) = self.pods.remove(uid) else {
             return;
         };
@@ -475,6 +512,7 @@ impl Writer {
                 .push(Stone {
                     uid: uid.to_string(),
                     namespace: entry.namespace.clone(),
+                    settled: spoken || part.counts.pending == 0,
                     part,
                 });
             self.dirty.insert(target);
@@ -525,9 +563,15 @@ impl Writer {
         }
         pods.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
         let mut retiring = HookCounts::default();
-        let stones = self.tombstones.get(target).map_or(0, Vec::len);
+        let mut stones = 0;
         for stone in self.tombstones.get(target).into_iter().flatten() {
-            retiring.add(&stone.part.counts);
+            if stone.settled {
+                retiring.add(&stone.part.counts);
+                stones += 1;
+            } else {
+                counts.add(&stone.part.counts);
+                planned += i64::from(stone.part.planned);
+            }
         }
         Sum {
             counts,
@@ -611,6 +655,7 @@ impl Writer {
                 "hooks": counts,
                 "missedInitPods": missed,
                 "failedPods": failed_pods,
+                "onePod": sum.one_pod_runs(),
                 "retired": retired,
                 "webhooks": webhooks,
                 "conditions": conditions,
@@ -721,13 +766,14 @@ impl Writer {
         )
     }
 
-    /// Forgets the first `stones` tombstones of `target`: the write that just succeeded folded
-    /// them into `retired`.
+    /// Forgets the settled tombstones of `target`: the write that just succeeded folded them
+    /// into `retired` (nothing changed them meanwhile: the writes are awaited by the one task
+    /// that also applies the changes).
     fn forget_folded(&mut self, target: &Target, stones: usize) {
         if stones > 0
             && let Some(t) = self.tombstones.get_mut(target)
         {
-            t.drain(..stones.min(t.len()));
+            t.retain(|s| !s.settled);
         }
     }
 
@@ -791,6 +837,7 @@ impl Writer {
                 "podsPlanned": planned,
                 "hooks": counts,
                 "failedPods": failed_pods,
+                "onePod": sum.one_pod_runs(),
                 "retired": retired,
                 "retiredPods": (retired_pods > 0).then_some(retired_pods),
                 "completedAt": completed_at,

@@ -15,7 +15,7 @@
 //! conflict share one state (the latest observation of the pod); split across files, the
 //! at-most-once argument above would be too.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,16 +26,18 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch_pods};
 use restore_hooks_core::config::EngineConfig;
 use restore_hooks_core::exec_step::{
-    Context, ExecStep, Presence, align, capped, next_step, timestamp,
+    Context, ExecStep, Presence, align, capped, hook_is_up, next_step, timestamp,
 };
+use restore_hooks_core::hooks::parameters::pod_ordinal;
 use restore_hooks_core::hooks::plan::{
-    EXEC_FAILED, EXEC_LABEL, EXEC_PENDING, ExecPlan, ExecStatus, HookPhase, HookStatus,
+    EXEC_FAILED, EXEC_LABEL, EXEC_PENDING, ExecPlan, ExecStatus, HookPhase, HookStatus, RunOn,
 };
 use restore_hooks_core::hooks::scope::restore_scope;
 use restore_hooks_core::hooks::signing::PlanKeys;
-use restore_hooks_core::ledger::reconcile;
+use restore_hooks_core::ledger::{OnePodStart, reconcile};
+use restore_hooks_core::one_pod::{Candidate, OnePodTurn, one_pod_key, turn};
 use restore_hooks_core::trust::{Rejection, verify};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
@@ -52,6 +54,7 @@ use super::events::{
 use super::exec::{Exec, ExecOutcome, ExecRequest};
 use super::ledger::Ledger;
 use super::object_status::Tally;
+use super::one_pod_board::OnePodBoard;
 use super::slim_pod::{PodState, SlimPod};
 use super::slots::{ExecSlots, SlotPermit};
 use super::status::{WriteError, set_exec_label, write_status};
@@ -82,6 +85,8 @@ pub struct Workers {
     /// `--inherited-exec-grace`: how long past `startedAt + execTimeout` a `Running` hook this
     /// process did not start still counts as running.
     pub inherited_grace: SignedDuration,
+    /// Which pod runs each `runOn: OnePod` hook: the candidates this leader's workers posted.
+    pub one_pod: OnePodBoard,
 }
 
 /// What a worker knows about its pod.
@@ -151,6 +156,7 @@ pub async fn serve_pods(shared: Arc<Workers>, term: CancellationToken) {
                 }
                 Some(Ok(Event::Init)) => relisted = Some(HashSet::new()),
                 Some(Ok(Event::InitDone)) => {
+                    shared.one_pod.listed();
                     if let Some(seen) = relisted.take() {
                         for (key, w) in &workers {
                             if !seen.contains(key) {
@@ -172,6 +178,31 @@ pub async fn serve_pods(shared: Arc<Workers>, term: CancellationToken) {
     term.cancel();
     while tasks.join_next().await.is_some() {}
     shared.metrics.pending_pods.set(0);
+}
+
+/// Posts a new pod as a candidate of each `runOn: OnePod` hook its plan names, not up yet (its
+/// worker posts what it finds).
+fn post_one_pod_hooks(shared: &Workers, pod: &PodState, wake: &Arc<Notify>) {
+    // Most plans have no OnePod hook: no need to parse them here.
+    let Some(plan) = pod
+        .plan
+        .as_deref()
+        .filter(|p| p.contains("\"runOn\""))
+        .and_then(|p| ExecPlan::from_annotation(p).ok())
+    else {
+        return;
+    };
+    for hook in plan.hooks.iter().filter(|h| h.run_on == RunOn::OnePod) {
+        let candidate = Candidate {
+            uid: pod.uid.clone(),
+            pod: format!("{}/{}", pod.namespace, pod.name),
+            ordinal: pod_ordinal(Some(&pod.labels), Some(&pod.name)),
+            created: pod.view.created,
+            up: false,
+        };
+        let key = one_pod_key(&plan.restore, &pod.namespace, hook);
+        shared.one_pod.post(&key, &pod.uid, Some(candidate), wake);
+    }
 }
 
 fn key_of(pod: &SlimPod) -> Key {
@@ -199,6 +230,11 @@ fn dispatch(
         // Same name, new pod: the old worker confirms its pod is gone and finishes.
         w.tx.send_replace(Observed::MaybeGone);
     }
+    // Its OnePod hooks are posted now, before any worker acts, so that the first list makes the
+    // candidates complete (from the plan as carried: its worker verifies it, and leaves the
+    // board if it does not).
+    let wake = Arc::new(Notify::new());
+    post_one_pod_hooks(shared, &pod, &wake);
     let (tx, rx) = watch::channel(Observed::Pod(pod));
     workers.insert(
         key.clone(),
@@ -207,7 +243,14 @@ fn dispatch(
             tx,
         },
     );
-    let worker = PodWorker::new(shared.clone(), key.clone(), uid.clone(), rx, term.clone());
+    let worker = PodWorker::new(
+        shared.clone(),
+        key.clone(),
+        uid.clone(),
+        rx,
+        term.clone(),
+        wake,
+    );
     tasks.spawn(async move {
         worker.run().await;
         (key, uid)
@@ -274,6 +317,8 @@ struct PodWorker {
     /// When this worker first acted on the pod: the start time it assumes for a hook the record
     /// says started but the pod's status no longer shows (docs/behaviour.md §9.5).
     noticed: Option<Timestamp>,
+    /// Woken when the candidates of one of the pod's `runOn: OnePod` hooks change.
+    one_pod_wake: Arc<Notify>,
 }
 
 /// How an action ended.
@@ -293,6 +338,7 @@ impl PodWorker {
         uid: String,
         rx: watch::Receiver<Observed>,
         term: CancellationToken,
+        one_pod_wake: Arc<Notify>,
     ) -> Self {
         let api = Api::namespaced(shared.client.clone(), &namespace);
         Self {
@@ -318,6 +364,7 @@ impl PodWorker {
             fresh: false,
             started: Default::default(),
             noticed: None,
+            one_pod_wake,
         }
     }
 
@@ -366,6 +413,12 @@ impl PodWorker {
     }
 
     async fn run(mut self) {
+        self.steps().await;
+        // Whatever ended it, the pod is no candidate of a OnePod hook any more.
+        self.shared.one_pod.leave(&self.uid);
+    }
+
+    async fn steps(&mut self) {
         let first = self.rx.borrow_and_update().clone();
         self.observe(first);
         let mut stopping = false;
@@ -376,10 +429,10 @@ impl PodWorker {
             // every waiting worker's task (10,000 pending pods: tens of MiB for nothing).
             match Box::pin(self.act(stopping)).await {
                 Flow::Again => continue,
-                Flow::Stop if idle(&self) => return,
+                Flow::Stop if idle(self) => return,
                 // Done with the pod once its running execs are recorded; nothing new starts.
                 Flow::Stop => stopping = true,
-                Flow::Wait if stopping && idle(&self) => return,
+                Flow::Wait if stopping && idle(self) => return,
                 Flow::Wait => {}
             }
             let wake = self.wake_at.map(|t| {
@@ -414,6 +467,7 @@ impl PodWorker {
                     Err(_) => stopping = true,
                 },
                 _ = tokio::time::sleep(wake.unwrap_or_default()), if wake.is_some() => {}
+                _ = self.one_pod_wake.notified() => {}
                 _ = self.term.cancelled(), if !stopping => stopping = true,
             }
         }
@@ -484,6 +538,7 @@ impl PodWorker {
         }
         self.trusted = Some((plan.clone(), status.clone()));
         let out_of_scope = self.out_of_scope(&pod);
+        let one_pod = self.one_pod_turns(&pod, &plan, status.as_ref(), out_of_scope.is_some());
         let decision = next_step(
             &plan,
             status.as_ref(),
@@ -494,6 +549,7 @@ impl PodWorker {
                 awaiting_slot: &self.awaiting_slot,
                 inherited_grace: self.shared.inherited_grace,
                 out_of_scope: out_of_scope.as_deref(),
+                one_pod: &one_pod,
             },
         );
         let handles = &mut self.slot_wait_handles;
@@ -714,6 +770,22 @@ impl PodWorker {
             return Flow::Wait;
         };
         let hook = plan.hooks[index].clone();
+        // A OnePod hook is taken for this pod before anything is written: of two pods that both
+        // saw themselves chosen, one starts it and the other records it ran elsewhere (§6.15).
+        let one_pod = (hook.run_on == RunOn::OnePod).then(|| OnePodStart {
+            key: one_pod_key(&plan.restore, &self.namespace, &hook),
+            pod: self.pod_ref(),
+        });
+        if let Some(start) = &one_pod
+            && let Err(holder) = self
+                .shared
+                .ledger
+                .reserve_one_pod(&start.key, &self.uid, &start.pod)
+        {
+            debug!(pod = %self.pod_ref(), hook = %hook.name, index, holder = %holder, "runOn: OnePod hook taken by another pod");
+            drop(permit);
+            return Flow::Again;
+        }
         let started_at = timestamp(Timestamp::now());
         status.hooks[index].phase = HookPhase::Running;
         status.hooks[index].started_at = Some(started_at);
@@ -722,6 +794,9 @@ impl PodWorker {
             Ok(p) => PodState::from_slim(p),
             Err(e) => {
                 drop(permit);
+                if let Some(start) = &one_pod {
+                    self.shared.ledger.release_one_pod(&start.key, &self.uid);
+                }
                 return self.write_failed(e).await;
             }
         };
@@ -735,8 +810,12 @@ impl PodWorker {
         let recorded = self
             .shared
             .ledger
-            .started(&plan.restore, &self.uid, &plan.id, index)
+            .started(&plan.restore, &self.uid, &plan.id, index, one_pod.clone())
             .await;
+        if let Some(start) = &one_pod {
+            // Recorded or not, it never starts elsewhere now: the others learn so.
+            self.shared.one_pod.wake(&start.key, &self.uid);
+        }
         if let Err(e) = recorded {
             drop(permit);
             let outcome = ExecOutcome::failed(format!("not executed: {e}"));
@@ -881,6 +960,7 @@ impl PodWorker {
                 awaiting_slot: &self.awaiting_slot,
                 inherited_grace: self.shared.inherited_grace,
                 out_of_scope: None,
+                one_pod: &self.unposted_turns(&plan, true),
             },
         );
         let finishing = decision.finished;
@@ -952,14 +1032,16 @@ impl PodWorker {
                 awaiting_slot: &BTreeSet::new(),
                 inherited_grace: self.shared.inherited_grace,
                 out_of_scope: None,
+                one_pod: &self.unposted_turns(&plan, false),
             },
         );
         warn!(pod = %self.pod_ref(), restore = %plan.restore, not_run = decision.ended.len(), "pod deleted before all hooks ran");
         self.report_ended(&pod, &plan, &decision.status, &reported, &decision.ended)
             .await;
         if !reported.is_empty() || !decision.ended.is_empty() {
-            self.completed(&pod, &plan, &decision.status, EXEC_FAILED)
-                .await;
+            // A pod that only passed OnePod hooks on did not fail them.
+            let label = decision.finished.unwrap_or(EXEC_FAILED);
+            self.completed(&pod, &plan, &decision.status, label).await;
         }
         self.shared
             .tally
@@ -1017,15 +1099,88 @@ impl PodWorker {
         }
     }
 
+    /// Posts the pod's standing for each of its `runOn: OnePod` hooks and returns each one's turn
+    /// (docs/behaviour.md §6.15). The pod is a candidate while the hook is `Pending` in it and it
+    /// can still run it (present, not terminal, in a restore scope).
+    fn one_pod_turns(
+        &self,
+        pod: &PodState,
+        plan: &ExecPlan,
+        status: Option<&ExecStatus>,
+        out_of_scope: bool,
+    ) -> BTreeMap<usize, OnePodTurn> {
+        let mut turns = BTreeMap::new();
+        if plan.hooks.iter().all(|h| h.run_on != RunOn::OnePod) {
+            return turns;
+        }
+        let status = align(plan, status);
+        let able = pod.view.presence == Presence::Present
+            && !matches!(pod.view.phase.as_deref(), Some("Succeeded" | "Failed"))
+            && !out_of_scope;
+        for (i, hook) in plan.hooks.iter().enumerate() {
+            if hook.run_on != RunOn::OnePod {
+                continue;
+            }
+            let key = one_pod_key(&plan.restore, &self.namespace, hook);
+            let standing =
+                (able && status.hooks[i].phase == HookPhase::Pending).then(|| Candidate {
+                    uid: self.uid.clone(),
+                    pod: self.pod_ref(),
+                    ordinal: pod_ordinal(Some(&pod.labels), Some(&pod.name)),
+                    created: pod.view.created,
+                    up: hook_is_up(plan, &pod.view, i),
+                });
+            let candidates =
+                self.shared
+                    .one_pod
+                    .post(&key, &self.uid, standing, &self.one_pod_wake);
+            let holder = self.shared.ledger.one_pod_holder(&key);
+            let holder = holder.as_ref().map(|(u, p)| (u.as_str(), p.as_str()));
+            let mut turn = turn(&self.uid, holder, &candidates, able);
+            if turn == OnePodTurn::Go && holder.is_none() && !self.shared.one_pod.is_listed() {
+                turn = OnePodTurn::Wait;
+            }
+            turns.insert(i, turn);
+        }
+        turns
+    }
+
+    /// The turns of the pod's `runOn: OnePod` hooks without posting its standing: while results
+    /// are recorded (`able`: nothing starts then, but a hook another pod started ends here), or
+    /// for a pod that is gone (not `able`: a hook another candidate can take is passed on).
+    fn unposted_turns(&self, plan: &ExecPlan, able: bool) -> BTreeMap<usize, OnePodTurn> {
+        plan.hooks
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| h.run_on == RunOn::OnePod)
+            .filter_map(|(i, h)| {
+                let key = one_pod_key(&plan.restore, &self.namespace, h);
+                let holder = self.shared.ledger.one_pod_holder(&key);
+                let holder = holder.as_ref().map(|(u, p)| (u.as_str(), p.as_str()));
+                let candidates = self.shared.one_pod.candidates(&key);
+                match turn(&self.uid, holder, &candidates, able) {
+                    OnePodTurn::Go => None,
+                    other => Some((i, other)),
+                }
+            })
+            .collect()
+    }
+
     async fn completed(&self, pod: &PodState, plan: &ExecPlan, status: &ExecStatus, label: &str) {
         let count = |p: HookPhase| status.hooks.iter().filter(|h| h.phase == p).count();
-        let (ok, failed, skipped) = (
+        let (ok, failed, skipped, elsewhere) = (
             count(HookPhase::Succeeded),
             count(HookPhase::Failed),
             count(HookPhase::Skipped),
+            count(HookPhase::OtherPod),
         );
+        let elsewhere = if elsewhere > 0 {
+            format!(", {elsewhere} run by another pod (runOn: OnePod)")
+        } else {
+            String::new()
+        };
         let message = format!(
-            "restore {}: {} hook(s): {ok} succeeded, {failed} failed, {skipped} skipped; {EXEC_LABEL}={label}",
+            "restore {}: {} hook(s): {ok} succeeded, {failed} failed, {skipped} skipped{elsewhere}; {EXEC_LABEL}={label}",
             plan.restore,
             plan.hooks.len()
         );
@@ -1055,6 +1210,14 @@ impl PodWorker {
         let ended = ran.iter().map(|&i| (i, true));
         for (i, exec_result) in ended.chain(not_run.iter().map(|&i| (i, false))) {
             let (hook, entry) = (&plan.hooks[i], &status.hooks[i]);
+            if entry.phase == HookPhase::OtherPod {
+                // Not an outcome here: the pod that runs it reports it.
+                info!(
+                    pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index = i,
+                    source = %hook.source, result_message = %entry.message, "runOn: OnePod hook runs in another pod"
+                );
+                continue;
+            }
             let result = match entry.phase {
                 HookPhase::Succeeded => "succeeded",
                 HookPhase::Skipped => "skipped",

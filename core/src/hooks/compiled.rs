@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::duration::{DurationError, parse_go_duration};
 use super::parameters::VeleroFacts;
 use super::patterns::{IncludesExcludes, NamePattern};
-use super::plan::{DEFAULT_EXEC_TIMEOUT_MS, OnError};
+use super::plan::{DEFAULT_EXEC_TIMEOUT_MS, OnError, RunOn};
 use super::problem::{ExecField, ExecFieldError, Problem};
 use super::selector::Selector;
 use super::types::{
@@ -215,6 +215,8 @@ pub struct ExecTemplate {
     pub wait_timeout: WaitTimeout,
     /// Whether the container must be Ready, not only Running, before the hook runs (§6.4).
     pub wait_for_ready: bool,
+    /// `runOn` (§6.15); only hook objects' hooks keep `OnePod` (see `expand_exec`).
+    pub run_on: RunOn,
 }
 
 /// A hook's `waitTimeout` as its author wrote it (docs/behaviour.md §5.2, §6.5).
@@ -257,6 +259,8 @@ pub struct ExecFields<'a> {
     pub wait_timeout: Option<&'a str>,
     /// `waitForReady`, already parsed; unset is `false`.
     pub wait_for_ready: bool,
+    /// `runOn` as written: `EveryPod`, `OnePod` or unset.
+    pub run_on: Option<&'a str>,
 }
 
 impl<'a> ExecFields<'a> {
@@ -269,6 +273,7 @@ impl<'a> ExecFields<'a> {
             exec_timeout: exec.exec_timeout.as_deref(),
             wait_timeout: exec.wait_timeout.as_deref(),
             wait_for_ready: exec.wait_for_ready.unwrap_or(false),
+            run_on: exec.run_on.as_deref(),
         }
     }
 }
@@ -311,6 +316,16 @@ pub fn exec_template(fields: ExecFields<'_>) -> Result<ExecTemplate, ExecFieldEr
         0 => DEFAULT_EXEC_TIMEOUT_MS,
         ms => ms,
     };
+    let run_on = match fields.run_on {
+        None | Some("") | Some("EveryPod") => RunOn::EveryPod,
+        Some("OnePod") => RunOn::OnePod,
+        Some(other) => {
+            return Err(ExecFieldError::new(
+                ExecField::RunOn,
+                format!("{other:?} is neither EveryPod nor OnePod (the values are case-sensitive)"),
+            ));
+        }
+    };
     let wait_timeout = match fields.wait_timeout.filter(|v| !v.is_empty()) {
         None => WaitTimeout::Default,
         set => match millis(ExecField::WaitTimeout, set)? {
@@ -328,6 +343,7 @@ pub fn exec_template(fields: ExecFields<'_>) -> Result<ExecTemplate, ExecFieldEr
         exec_timeout_ms,
         wait_timeout,
         wait_for_ready: fields.wait_for_ready,
+        run_on,
     })
 }
 

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use super::compiled::{Definition, HookContainer, is_dns_label};
 use super::pod::AdmittedPod;
+use super::types::Labels;
 
 /// The StatefulSet controller's label for a pod's ordinal (Kubernetes 1.28 and later).
 const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
@@ -83,8 +84,8 @@ impl RestoreParameters {
         if let Some(name) = pod.name() {
             values.insert("POD_NAME", name.to_string());
         }
-        if let Some(ordinal) = ordinal(pod) {
-            values.insert("POD_ORDINAL", ordinal);
+        if let Some(ordinal) = pod_ordinal(pod.labels(), pod.name()) {
+            values.insert("POD_ORDINAL", ordinal.to_string());
         }
         RestoreParameters { values }
     }
@@ -167,17 +168,20 @@ fn is_dns_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
-/// The pod's StatefulSet ordinal: the `apps.kubernetes.io/pod-index` label, else the number after
-/// the last `-` of a StatefulSet pod's name.
-fn ordinal(pod: &AdmittedPod<'_>) -> Option<String> {
-    let labels = pod.labels()?;
-    let numeric =
-        |s: &str| (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.to_string());
+/// A pod's StatefulSet ordinal: the `apps.kubernetes.io/pod-index` label, else the number after
+/// the last `-` of the name of a pod labelled `statefulset.kubernetes.io/pod-name`.
+pub fn pod_ordinal(labels: Option<&Labels>, name: Option<&str>) -> Option<u64> {
+    let labels = labels?;
+    let numeric = |s: &str| {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
     if let Some(index) = labels.get(POD_INDEX_LABEL) {
         return numeric(index);
     }
     labels.get(STATEFULSET_POD_NAME_LABEL)?;
-    numeric(pod.name()?.rsplit_once('-')?.1)
+    numeric(name?.rsplit_once('-')?.1)
 }
 
 /// Kubernetes' `$(VAR)` expansion (`third_party/forked/golang/expansion` in Kubernetes): `$$` is

@@ -101,6 +101,27 @@ pub struct PlannedHook {
     /// authored, §9.9). The controller records it `Failed` with this message without running it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// JSON `runOn`: `OnePod` when one pod of the restore runs the hook for all the pods that
+    /// plan it (§6.15); absent: every pod runs it.
+    #[serde(default, skip_serializing_if = "RunOn::is_every_pod")]
+    pub run_on: RunOn,
+}
+
+/// Which pods run a hook (docs/behaviour.md §6.15).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RunOn {
+    /// Every pod that plans it.
+    #[default]
+    EveryPod,
+    /// One pod of the restore, chosen by the controller.
+    OnePod,
+}
+
+impl RunOn {
+    /// The default, left out of the plan.
+    pub fn is_every_pod(&self) -> bool {
+        *self == RunOn::EveryPod
+    }
 }
 
 #[cfg(test)]
@@ -120,6 +141,7 @@ impl PlannedHook {
             wait_for_ready: false,
             allowed_by: None,
             refused: None,
+            run_on: RunOn::EveryPod,
         }
     }
 }
@@ -220,6 +242,9 @@ pub enum HookPhase {
     Failed,
     /// Not run because a `Fail` hook of the same pod failed (§6.7). Terminal.
     Skipped,
+    /// A `runOn: OnePod` hook that another pod of the restore runs (§6.15). Terminal; counts
+    /// neither as succeeded nor as failed here (the pod that ran it counts the outcome).
+    OtherPod,
 }
 
 impl HookPhase {
@@ -227,7 +252,7 @@ impl HookPhase {
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            HookPhase::Succeeded | HookPhase::Failed | HookPhase::Skipped
+            HookPhase::Succeeded | HookPhase::Failed | HookPhase::Skipped | HookPhase::OtherPod
         )
     }
 }

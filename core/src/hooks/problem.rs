@@ -67,6 +67,8 @@ pub enum ExecField {
     WaitTimeout,
     /// `waitForReady` / `post.hook.restore.velero.io/wait-for-ready`: boolean.
     WaitForReady,
+    /// `runOn` (hook objects only): `EveryPod` or `OnePod`.
+    RunOn,
 }
 
 impl ExecField {
@@ -79,6 +81,7 @@ impl ExecField {
             ExecField::ExecTimeout => "execTimeout",
             ExecField::WaitTimeout => "waitTimeout",
             ExecField::WaitForReady => "waitForReady",
+            ExecField::RunOn => "runOn",
         }
     }
 
@@ -92,6 +95,8 @@ impl ExecField {
             ExecField::ExecTimeout => ann::POST_EXEC_TIMEOUT,
             ExecField::WaitTimeout => ann::POST_WAIT_TIMEOUT,
             ExecField::WaitForReady => ann::POST_WAIT_FOR_READY,
+            // Velero's annotations have no such key: a pod's own hook runs in that pod.
+            ExecField::RunOn => "runOn (hook objects only)",
         }
     }
 }

@@ -21,7 +21,7 @@ use super::compiled::{
     exec_template, is_dns_label,
 };
 use super::parameters::{RestoreParameters, references};
-use super::plan::{HookRef, PlannedHook};
+use super::plan::{HookRef, PlannedHook, RunOn};
 use super::pod::{AdmittedPod, ContainerView};
 use super::problem::{ExecField, Problem};
 use super::scope::{RestoreScope, ScopeVia};
@@ -600,6 +600,7 @@ fn annotation_exec_hook(
         exec_timeout: ann::get(annotations, ann::POST_EXEC_TIMEOUT),
         wait_timeout: ann::get(annotations, ann::POST_WAIT_TIMEOUT),
         wait_for_ready,
+        run_on: None,
     })
     .map_err(|e| at(e.field, e.message))?;
     // The pod's own hook naming a container it lacks is a mistake in the pod: invalid.
@@ -679,6 +680,8 @@ fn expand_exec(
                     );
                     if entry.is_hook_object() {
                         hook.command = expand_command(&hook.command, parameters, &location, out);
+                        // Velero defines no runOn: its hooks run in every pod it selects.
+                        hook.run_on = template.run_on;
                     }
                     out.exec.push(hook);
                 }
@@ -714,6 +717,7 @@ fn planned(
         wait_for_ready: template.wait_for_ready,
         allowed_by: None,
         refused: None,
+        run_on: RunOn::EveryPod,
     }
 }
 

@@ -158,6 +158,11 @@ pub struct ExecRestoreHook {
     /// Wait for the container to be Ready, not only Running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_for_ready: Option<bool>,
+    /// `EveryPod` (default): every pod the hook selects runs it. `OnePod`: one pod of the restore
+    /// runs it (RestoreHook and ClusterRestoreHook only; docs/behaviour.md §6.15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::hooks::types::run_on_schema")]
+    pub run_on: Option<String>,
 }
 
 /// Post-restore hooks for the pods of one namespace, for the restores whose names match.
@@ -278,6 +283,9 @@ pub struct HookObjectStatus {
     /// (at most 20).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_pods: Vec<FailedPod>,
+    /// Its `runOn: OnePod` hooks: the pod that runs each, and how it went (at most 20).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub one_pod: Vec<OnePodRun>,
     /// The generation each webhook replica has compiled, by replica (pod) name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub webhooks: BTreeMap<String, ReplicaObservation>,
@@ -396,6 +404,9 @@ pub struct RestoreRunStatus {
     /// Pods with a failed hook, first failure each (at most 20).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_pods: Vec<FailedPod>,
+    /// `runOn: OnePod` hooks: the pod that runs each, and how it went (at most 20).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub one_pod: Vec<OnePodRun>,
     /// Outcomes of pods that no longer exist, folded in once and kept.
     #[serde(default, skip_serializing_if = "HookCounts::is_zero")]
     pub retired: HookCounts,
@@ -414,6 +425,20 @@ pub struct RestoreRunStatus {
     /// never starts again, whatever the pod's status says.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub executions: BTreeMap<String, crate::ledger::Execution>,
+}
+
+/// A `runOn: OnePod` hook and the one pod that runs it (docs/behaviour.md §6.15).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OnePodRun {
+    /// The hook's name and position: `<name>#<postHooks index>`.
+    pub hook: String,
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod that runs it.
+    pub pod: String,
+    /// `Running`, `Succeeded` or `Failed`.
+    pub phase: String,
 }
 
 /// A pod of the restore with a failed exec hook: its first failure.
@@ -477,6 +502,10 @@ pub(crate) fn restores_schema(_: &mut schemars::SchemaGenerator) -> schemars::Sc
 
 pub(crate) fn on_error_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "string", "enum": ["Continue", "Fail"]})
+}
+
+pub(crate) fn run_on_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "enum": ["EveryPod", "OnePod"]})
 }
 
 /// `metav1.LabelSelector`, with the operators as an enum and the values rule as CEL: the API

@@ -404,14 +404,19 @@ fn a_one_pod_hook_runs_once_per_restore_and_passes_on_before_it_starts() {
                 &["get", "restorehooks.restore-hooks.dev", "migrate", "-n", ns],
             )
             .ok_or("no RestoreHook")?;
-            if o["status"]["onePod"][0]["pod"] == "db-1" {
+            let run = &o["status"]["onePod"][0];
+            if run["pod"] == "db-1" && run["phase"] == "Succeeded" {
                 Ok(o)
             } else {
                 Err(format!("{}", o["status"]))
             }
         },
     );
-    assert_eq!(object["status"]["onePod"][0]["phase"], "Succeeded");
+    assert_eq!(
+        object["status"]["hooks"]["succeeded"], 1,
+        "{}",
+        object["status"]
+    );
     // db-0 passed the hook on when it was deleted: the restore did not fail.
     let run = wait_restore_run(
         cp,

@@ -214,39 +214,6 @@ fn chart_tls(docs: &[Value]) -> ChartTls {
     }
 }
 
-/// The names of the pods the controller-manager made for Deployment `d` (the replicas'
-/// identities, `$(POD_NAME)`).
-fn deployment_pods(cp: &ControlPlane, d: &Value) -> Vec<String> {
-    let replicas = d["spec"]["replicas"].as_u64().unwrap_or(1) as usize;
-    let labels = d["spec"]["selector"]["matchLabels"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
-        .collect::<Vec<_>>()
-        .join(",");
-    wait_until(
-        format!("the pods of Deployment {}", d["metadata"]["name"]),
-        Duration::from_secs(120),
-        || {
-            let list =
-                get_json(cp, &["get", "pods", "-n", NAMESPACE, "-l", &labels]).ok_or("no list")?;
-            let mut names: Vec<String> = list["items"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
-                .collect();
-            names.sort();
-            if names.len() >= replicas {
-                Ok(names)
-            } else {
-                Err(format!("{names:?}"))
-            }
-        },
-    )
-}
-
 /// A Secret volume as the kubelet keeps it (pkg/volume/util AtomicWriter): the files of the
 /// current version in a hidden directory `..<version>`, the symlink `..data` pointing at it and
 /// swapped by rename (atomic), and each key a symlink `KEY -> ..data/KEY`. A reader that opens

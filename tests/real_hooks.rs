@@ -49,6 +49,38 @@ fn wait_workload(cp: &ControlPlane, ns: &str, app: &str, n: usize) -> Vec<serde_
     )
 }
 
+/// RestoreHook `namespace/name`, once its status satisfies `done` (`what` names that).
+fn wait_restore_hook(
+    cp: &ControlPlane,
+    namespace: &str,
+    name: &str,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    wait_until(
+        format!("RestoreHook {namespace}/{name}: {what}"),
+        std::time::Duration::from_secs(60),
+        || {
+            let o = get_json(
+                cp,
+                &[
+                    "get",
+                    "restorehooks.restore-hooks.dev",
+                    name,
+                    "-n",
+                    namespace,
+                ],
+            )
+            .ok_or("no RestoreHook")?;
+            if done(&o["status"]) {
+                Ok(o)
+            } else {
+                Err(format!("{}", o["status"]))
+            }
+        },
+    )
+}
+
 #[test]
 fn statefulset_and_deployment_pods_in_a_restore_namespace_get_their_hooks_once() {
     use serde_json::json;
@@ -248,22 +280,9 @@ fn parameters_expand_and_an_unset_wait_timeout_ends_the_restore_with_the_reason(
         "{}",
         run["status"]
     );
-    let object = wait_until(
-        "the hook object's failedPods",
-        Duration::from_secs(60),
-        || {
-            let o = get_json(
-                cp,
-                &["get", "restorehooks.restore-hooks.dev", "migrate", "-n", ns],
-            )
-            .ok_or("no RestoreHook")?;
-            if o["status"]["failedPods"][0]["message"] == why {
-                Ok(o)
-            } else {
-                Err(format!("{}", o["status"]))
-            }
-        },
-    );
+    let object = wait_restore_hook(cp, ns, "migrate", "failedPods naming the reason", |st| {
+        st["failedPods"][0]["message"] == why
+    });
     assert_eq!(
         object["status"]["hooks"]["failed"], 1,
         "{}",
@@ -395,23 +414,9 @@ fn a_one_pod_hook_runs_once_per_restore_and_passes_on_before_it_starts() {
         ["db-1"],
         "exactly one execution, in the next ordinal"
     );
-    let object = wait_until(
-        "the RestoreHook to name the pod",
-        Duration::from_secs(60),
-        || {
-            let o = get_json(
-                cp,
-                &["get", "restorehooks.restore-hooks.dev", "migrate", "-n", ns],
-            )
-            .ok_or("no RestoreHook")?;
-            let run = &o["status"]["onePod"][0];
-            if run["pod"] == "db-1" && run["phase"] == "Succeeded" {
-                Ok(o)
-            } else {
-                Err(format!("{}", o["status"]))
-            }
-        },
-    );
+    let object = wait_restore_hook(cp, ns, "migrate", "onePod naming db-1, Succeeded", |st| {
+        st["onePod"][0]["pod"] == "db-1" && st["onePod"][0]["phase"] == "Succeeded"
+    });
     assert_eq!(
         object["status"]["hooks"]["succeeded"], 1,
         "{}",

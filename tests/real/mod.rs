@@ -304,34 +304,7 @@ impl Install {
     fn wait_for_replica_pods(&mut self) {
         for d in of_kind(&self.applied, "Deployment") {
             let name = d["metadata"]["name"].as_str().unwrap().to_string();
-            let replicas = d["spec"]["replicas"].as_u64().unwrap_or(1) as usize;
-            let labels = d["spec"]["selector"]["matchLabels"]
-                .as_object()
-                .unwrap()
-                .iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
-                .collect::<Vec<_>>()
-                .join(",");
-            let pods = wait_until(
-                format!("the pods of Deployment {name}"),
-                Duration::from_secs(120),
-                || {
-                    let list = get_json(&self.cp, &["get", "pods", "-n", NAMESPACE, "-l", &labels])
-                        .ok_or("no list")?;
-                    let mut names: Vec<String> = list["items"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
-                        .collect();
-                    names.sort();
-                    if names.len() >= replicas {
-                        Ok(names)
-                    } else {
-                        Err(format!("{names:?}"))
-                    }
-                },
-            );
+            let pods = deployment_pods(&self.cp, d);
             self.replica_pods.insert(name, pods);
         }
     }
@@ -381,6 +354,39 @@ impl Install {
     pub fn mark(&self, name: &str) -> PathBuf {
         self.marks.join(name)
     }
+}
+
+/// The names of the pods the controller-manager made for Deployment `d` (the replicas'
+/// identities, `$(POD_NAME)`).
+pub fn deployment_pods(cp: &ControlPlane, d: &Value) -> Vec<String> {
+    let replicas = d["spec"]["replicas"].as_u64().unwrap_or(1) as usize;
+    let labels = d["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
+        .collect::<Vec<_>>()
+        .join(",");
+    wait_until(
+        format!("the pods of Deployment {}", d["metadata"]["name"]),
+        Duration::from_secs(120),
+        || {
+            let list =
+                get_json(cp, &["get", "pods", "-n", NAMESPACE, "-l", &labels]).ok_or("no list")?;
+            let mut names: Vec<String> = list["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+                .collect();
+            names.sort();
+            if names.len() >= replicas {
+                Ok(names)
+            } else {
+                Err(format!("{names:?}"))
+            }
+        },
+    )
 }
 
 /// The control plane's `gitVersion` without the `v` (what `--kube-version` takes).

@@ -193,15 +193,21 @@ fn post_one_pod_hooks(shared: &Workers, pod: &PodState, wake: &Arc<Notify>) {
         return;
     };
     for hook in plan.hooks.iter().filter(|h| h.run_on == RunOn::OnePod) {
-        let candidate = Candidate {
-            uid: pod.uid.clone(),
-            pod: format!("{}/{}", pod.namespace, pod.name),
-            ordinal: pod_ordinal(Some(&pod.labels), Some(&pod.name)),
-            created: pod.view.created,
-            up: false,
-        };
         let key = one_pod_key(&plan.restore, &pod.namespace, hook);
-        shared.one_pod.post(&key, &pod.uid, Some(candidate), wake);
+        shared
+            .one_pod
+            .post(&key, &pod.uid, Some(candidate(pod, false)), wake);
+    }
+}
+
+/// The pod as a candidate for a `runOn: OnePod` hook whose container is `up` or not.
+fn candidate(pod: &PodState, up: bool) -> Candidate {
+    Candidate {
+        uid: pod.uid.clone(),
+        pod: format!("{}/{}", pod.namespace, pod.name),
+        ordinal: pod_ordinal(Some(&pod.labels), Some(&pod.name)),
+        created: pod.view.created,
+        up,
     }
 }
 
@@ -1122,14 +1128,8 @@ impl PodWorker {
                 continue;
             }
             let key = one_pod_key(&plan.restore, &self.namespace, hook);
-            let standing =
-                (able && status.hooks[i].phase == HookPhase::Pending).then(|| Candidate {
-                    uid: self.uid.clone(),
-                    pod: self.pod_ref(),
-                    ordinal: pod_ordinal(Some(&pod.labels), Some(&pod.name)),
-                    created: pod.view.created,
-                    up: hook_is_up(plan, &pod.view, i),
-                });
+            let standing = (able && status.hooks[i].phase == HookPhase::Pending)
+                .then(|| candidate(pod, hook_is_up(plan, &pod.view, i)));
             let candidates =
                 self.shared
                     .one_pod

@@ -310,3 +310,65 @@ async fn the_inherited_deadline_uses_the_capped_exec_timeout() {
     })
     .await;
 }
+
+/// §6.15 across a leader change: replica-a starts a `runOn: OnePod` hook in db-0 and is killed,
+/// and db-0 is deleted; then db-1 of the same restore is created. replica-b reads the record
+/// first: db-0 started the hook, so db-1, the only candidate, records it `OtherPod` and never
+/// runs it. Without the record, db-1 would be chosen and the hook would run twice in one restore.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_pod_hook_a_killed_leader_started_never_starts_in_another_pod() {
+    use k8s_openapi::api::core::v1::Pod;
+    use restore_hooks::hooks::plan::RunOn;
+    restore_hooks::testbed::log_from_env();
+    bounded(Duration::from_secs(90), async {
+        let bed = Testbed::start(TestbedOptions::default())
+            .await
+            .expect("testbed starts");
+        let args = bed.controller_args();
+        let a = bed.start_controller("replica-a", args.clone(), None);
+        wait_for("replica-a leads", WAIT, async || a.is_leader()).await;
+        let migrate = || {
+            let mut h = recorded_hook("migrate", "sleep 30", 60_000);
+            h.run_on = RunOn::OnePod;
+            vec![h]
+        };
+        let labels =
+            |name: &str| json!({"metadata": {"labels": {"statefulset.kubernetes.io/pod-name": name}}});
+        bed.create_pod(&bed.planned_pod(NS, "db-0", migrate(), labels("db-0")))
+            .await
+            .unwrap();
+        running(&bed, "db-0", "migrate").await;
+        a.kill();
+        let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NS);
+        pods.delete("db-0", &Default::default())
+            .await
+            .expect("db-0 deleted");
+        wait_for("db-0 gone", WAIT, async || {
+            matches!(pods.get_opt("db-0").await, Ok(None))
+        })
+        .await;
+        // A pod of the same restore that replica-a never saw: only the record can tell
+        // replica-b that the hook started.
+        bed.create_pod(&bed.planned_pod(NS, "db-1", migrate(), labels("db-1")))
+            .await
+            .unwrap();
+
+        let _b = bed.start_controller("replica-b", args.clone(), None);
+        let (label, st) = finished(&bed, "db-1", "replica-b settles db-1's OnePod hook").await;
+        assert_eq!(
+            (label.as_str(), phases(&st)),
+            ("done", vec![HookPhase::OtherPod]),
+            "{st:?}"
+        );
+        assert_eq!(
+            st.hooks[0].message,
+            "runOn: OnePod: pod default/db-0 runs it for the restore"
+        );
+        assert!(
+            records(&bed, "db-1", "migrate", "start").is_empty(),
+            "db-1 never ran it"
+        );
+        bed.stop().await;
+    })
+    .await;
+}

@@ -3,8 +3,9 @@
 //! It starts the [`Testbed`] (simulator, the HTTPS webhook registered as the chart registers it,
 //! see the testbed's module doc for what differs, and a controller); restores a small "database"
 //! into a namespace labelled as a restore namespace; then restores a cache pod whose RestoreHook
-//! arrives two seconds after it, as Velero restores custom resources after pods; prints every step
-//! as it happens; and checks that everything behaved as designed. Exit code 0 means it did;
+//! arrives two seconds after it, as Velero restores custom resources after pods; then two replicas
+//! of an app whose migration runs once per restore (`runOn: OnePod`); prints every step as it
+//! happens; and checks that everything behaved as designed. Exit code 0 means it did;
 //! otherwise the error says what did not.
 //!
 //! The module is long because it is a script: each step prints what happens and checks it.
@@ -35,6 +36,9 @@ const POD: &str = "postgres-0";
 const RESTORE_HOOK: &str = "postgres-rehydrate";
 const LATE_POD: &str = "cache-0";
 const LATE_HOOK: &str = "cache-warm";
+/// The app's migration, once per restore (`runOn: OnePod`), and the app's two replicas.
+const ONE_POD_HOOK: &str = "api-migrate";
+const REPLICAS: [&str; 2] = ["api-0", "api-1"];
 /// The whole demo must end well within this.
 const LIMIT: Duration = Duration::from_secs(45);
 
@@ -250,6 +254,7 @@ impl Demo {
         );
         let (cache, status) = follow(&pods, LATE_POD, &self.lines).await?;
         self.check_late(&cache, status.as_ref())?;
+        self.once_per_restore().await?;
         self.check_restore_run().await?;
         self.summary(&pod, &cache).await
     }
@@ -408,6 +413,93 @@ impl Demo {
         Ok(())
     }
 
+    /// Two replicas of an app whose schema migration must run once per restore, not once per pod:
+    /// `runOn: OnePod` (docs/behaviour.md §6.15). The lowest ordinal runs it; the other replica
+    /// records where it ran.
+    async fn once_per_restore(&mut self) -> anyhow::Result<()> {
+        let t0 = self.started;
+        let bed = self.bed();
+        println!();
+        let hooks: Api<RestoreHook> = Api::namespaced(bed.client.clone(), NAMESPACE);
+        create_restore_hook(&hooks, ONE_POD_HOOK, json!({
+            "labelSelector": {"matchLabels": {"app": "api"}},
+            "postHooks": [{"exec": {
+                "container": "api",
+                "runOn": "OnePod",
+                // The namespace's directory is shared by its pods: the log counts the runs.
+                "command": ["/bin/sh", "-c", "echo $(POD_NAME) >> ../migrations.log; echo schema migrated by $(POD_NAME)"]
+            }}]
+        }))
+        .await?;
+        step(
+            t0,
+            &format!(
+                "RestoreHook {NAMESPACE}/{ONE_POD_HOOK}: a schema migration with runOn: OnePod, once per restore"
+            ),
+        );
+        self.wait_ready(ONE_POD_HOOK).await?;
+        let bed = self.bed();
+        let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NAMESPACE);
+        for name in REPLICAS {
+            let pod: Pod = serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": NAMESPACE,
+                             "labels": {"app": "api", "statefulset.kubernetes.io/pod-name": name}},
+                "spec": {"containers": [{"name": "api", "image": "shop-api:2"}]}
+            }))?;
+            pods.create(&PostParams::default(), &pod)
+                .await
+                .with_context(|| format!("creating {name}"))?;
+        }
+        step(
+            t0,
+            &format!(
+                "restoring StatefulSet pods {} and {}",
+                REPLICAS[0], REPLICAS[1]
+            ),
+        );
+        let mut ended = Vec::new();
+        for name in REPLICAS {
+            ended.push(follow(&pods, name, &self.lines).await?);
+        }
+        let phases: Vec<Option<HookPhase>> = ended
+            .iter()
+            .map(|(_, s)| s.as_ref().and_then(|s| s.hooks.first()).map(|h| h.phase))
+            .collect();
+        ensure!(
+            phases == [Some(HookPhase::Succeeded), Some(HookPhase::OtherPod)],
+            "expected the migration Succeeded in {} and OtherPod in {}, got {phases:?}",
+            REPLICAS[0],
+            REPLICAS[1]
+        );
+        ensure!(
+            ended.iter().all(|(p, _)| exec_label(p) == "done"),
+            "both replicas must end done"
+        );
+        let runs = std::fs::read_to_string(
+            self.bed()
+                .pod_dir(NAMESPACE, REPLICAS[0])
+                .join("../migrations.log"),
+        )
+        .unwrap_or_default();
+        ensure!(
+            runs == format!("{}\n", REPLICAS[0]),
+            "the migration must run once, in {}: {runs:?}",
+            REPLICAS[0]
+        );
+        let other = ended[1].1.as_ref().map(|s| s.hooks[0].message.clone());
+        step(
+            t0,
+            &format!(
+                "{ONE_POD_HOOK} ran once, in {}; {} recorded: {}",
+                REPLICAS[0],
+                REPLICAS[1],
+                other.unwrap_or_default()
+            ),
+        );
+        Ok(())
+    }
+
     async fn check_restore_run(&self) -> anyhow::Result<()> {
         let api: Api<RestoreRun> = Api::all(self.bed().client.clone());
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -416,7 +508,7 @@ impl Demo {
             let done = run
                 .as_ref()
                 .and_then(|r| r.status.as_ref())
-                .is_some_and(|s| s.phase == "Completed" && s.pods_planned == 2);
+                .is_some_and(|s| s.phase == "Completed" && s.pods_planned == 4);
             if done || Instant::now() > deadline {
                 break run;
             }
@@ -426,8 +518,8 @@ impl Demo {
             .and_then(|r| r.status)
             .context("no RestoreRun for the restore")?;
         ensure!(
-            status.phase == "Completed" && status.pods_planned == 2 && status.hooks.succeeded == 3,
-            "RestoreRun {RESTORE}: expected Completed with 2 pods and 3 hooks succeeded, got {} with {} pods, {:?}",
+            status.phase == "Completed" && status.pods_planned == 4 && status.hooks.succeeded == 4,
+            "RestoreRun {RESTORE}: expected Completed with 4 pods and 4 hooks succeeded (the migration once), got {} with {} pods, {:?}",
             status.phase,
             status.pods_planned,
             status.hooks

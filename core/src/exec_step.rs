@@ -214,38 +214,36 @@ pub fn next_step(
             };
             let hook = &plan.hooks[i];
             let entry = &status.hooks[i];
+            let failed = |message: String| (HookPhase::Failed, message);
             let ends = match entry.phase {
                 HookPhase::Running if ctx.running_here.contains(&i) => None,
                 HookPhase::Running => {
                     // Inherited. Once the pod is gone the exec is gone with its container.
                     let deadline = in_flight_until(hook, entry, ctx.inherited_grace);
                     (pod.presence == Presence::Gone || deadline.is_none_or(|d| now >= d))
-                        .then(|| INTERRUPTED.to_string())
+                        .then(|| failed(INTERRUPTED.to_string()))
                 }
                 // Another pod of the restore runs it: it never runs here (§6.15).
-                HookPhase::Pending if elsewhere(hook, i, ctx).is_some() => {
-                    let pod = elsewhere(hook, i, ctx).unwrap_or_default();
-                    let entry = &mut status.hooks[i];
-                    entry.phase = HookPhase::OtherPod;
-                    entry.message = format!("runOn: OnePod: {pod}");
-                    entry.finished_at = Some(timestamp(now));
-                    ended.push(i);
-                    changed = true;
-                    None
+                HookPhase::Pending if let Some(why) = elsewhere(hook, i, ctx) => {
+                    Some((HookPhase::OtherPod, format!("runOn: OnePod: {why}")))
                 }
                 // A hook refused at admission ends at once, with the refusal (§9.9).
-                HookPhase::Pending => hook.refused.clone().or_else(|| {
-                    ctx.out_of_scope
-                        .filter(|_| pod.presence == Presence::Present)
-                        .map(str::to_string)
-                        .or_else(|| {
-                            cannot_run(hook, pod, now, up(hook), ctx.awaiting_slot.contains(&i))
-                        })
-                }),
+                HookPhase::Pending => hook
+                    .refused
+                    .clone()
+                    .or_else(|| {
+                        ctx.out_of_scope
+                            .filter(|_| pod.presence == Presence::Present)
+                            .map(str::to_string)
+                            .or_else(|| {
+                                cannot_run(hook, pod, now, up(hook), ctx.awaiting_slot.contains(&i))
+                            })
+                    })
+                    .map(failed),
                 _ => None,
             };
-            if let Some(message) = ends {
-                fail(&mut status.hooks[i], message, now);
+            if let Some((phase, message)) = ends {
+                end(&mut status.hooks[i], phase, message, now);
                 ended.push(i);
                 changed = true;
             }
@@ -466,8 +464,9 @@ fn is_up(pod: &PodView, container: &str, want_ready: bool) -> bool {
         .is_some_and(|c| if want_ready { c.ready } else { c.running })
 }
 
-fn fail(entry: &mut HookStatus, message: String, now: Timestamp) {
-    entry.phase = HookPhase::Failed;
+/// Ends a hook that did not run here: `Failed`, `Skipped` (§6.7) or `OtherPod` (§6.15), with why.
+fn end(entry: &mut HookStatus, phase: HookPhase, message: String, now: Timestamp) {
+    entry.phase = phase;
     entry.message = message;
     entry.finished_at = Some(timestamp(now));
 }
@@ -484,12 +483,11 @@ fn skip_pending(
     let mut changed = false;
     for (j, entry) in status.hooks.iter_mut().enumerate() {
         if entry.phase == HookPhase::Pending {
-            entry.phase = HookPhase::Skipped;
-            entry.message = format!(
+            let why = format!(
                 "skipped: hook {} (#{failed}) failed with onError: Fail",
                 by.name
             );
-            entry.finished_at = Some(timestamp(now));
+            end(entry, HookPhase::Skipped, why, now);
             ended.push(j);
             changed = true;
         }

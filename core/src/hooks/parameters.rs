@@ -115,17 +115,24 @@ impl RestoreParameters {
             .into_iter()
             .flatten()
             .filter_map(|e| e.get("value").and_then(Value::as_str));
-        let texts: Vec<&str> = container
+        // Every name referenced, by the expansion rules (an escaped `$$(NAME)` is not), in one pass.
+        let mut referenced = std::collections::BTreeSet::new();
+        for text in container
             .definition
             .command
             .iter()
             .chain(&container.definition.args)
             .map(String::as_str)
             .chain(env_values)
-            .collect();
+        {
+            expand(text, |name| {
+                referenced.insert(name.to_string());
+                None
+            });
+        }
         let used: Vec<&str> = NAMES
             .into_iter()
-            .filter(|name| !defined(name) && texts.iter().any(|t| references(t, name)))
+            .filter(|name| !defined(name) && referenced.contains(*name))
             .collect();
         let added: Vec<Value> = used
             .into_iter()

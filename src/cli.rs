@@ -155,15 +155,16 @@ impl EngineArgs {
             velero_service_account: self.velero_service_account.clone(),
             velero_hooks: self.velero_hooks.into(),
             on_invalid: self.on_invalid.into(),
-            max_exec_timeout_ms: u64::try_from(self.max_exec_timeout.as_millis())
-                .unwrap_or(u64::MAX),
-            default_wait_timeout_ms: match self.default_wait_timeout.as_millis() {
-                0 => None,
-                ms => Some(u64::try_from(ms).unwrap_or(u64::MAX)),
-            },
+            max_exec_timeout_ms: millis(self.max_exec_timeout),
+            default_wait_timeout_ms: Some(millis(self.default_wait_timeout)).filter(|&ms| ms > 0),
             excluded_namespaces: self.exclude_namespaces.clone(),
         }
     }
+}
+
+/// A duration flag in milliseconds, saturating at `u64::MAX`.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// `--log-format`: how log lines are written to standard error.
@@ -475,6 +476,19 @@ mod tests {
         assert_eq!(args.runtime.admin_listen.to_string(), "0.0.0.0:8080");
         assert_eq!(args.webhook.tls_reload_interval, Duration::from_secs(10));
         assert_eq!(args.engine.engine_config(), EngineConfig::default());
+    }
+
+    #[test]
+    fn the_default_wait_timeout_at_zero_is_no_limit() {
+        let wait = |value: &str| {
+            let argv = ["restore-hooks", "serve", "--default-wait-timeout", value];
+            let Command::Serve(args) = Cli::try_parse_from(argv).unwrap().command else {
+                panic!("expected serve")
+            };
+            args.engine.engine_config().default_wait_timeout_ms
+        };
+        assert_eq!(wait("0"), None);
+        assert_eq!(wait("90s"), Some(90_000));
     }
 
     #[test]

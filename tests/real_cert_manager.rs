@@ -72,13 +72,9 @@ fn install_with_cert_manager(helm_args: &[&str]) -> Setup {
     // cert-manager's CRDs first, as its own install would have put them there.
     CertManager::apply_crds(&cp).unwrap_or_else(|e| panic!("{e:#}"));
 
-    let version: Value =
-        serde_json::from_str(&cp.kubectl_ok(["get", "--raw", "/version"]).unwrap()).unwrap();
-    let kube_version = version["gitVersion"]
-        .as_str()
-        .unwrap()
-        .trim_start_matches('v');
-    let docs = render_defaults(kube_version, helm_args);
+    // The chart's defaults: cert-manager on, Service clientConfig.
+    let helm_args: Vec<String> = helm_args.iter().map(|a| a.to_string()).collect();
+    let docs = render_chart(&server_version(&cp), &helm_args);
     let rendered: Vec<Value> = docs.iter().map(|d| d.value.clone()).collect();
     let tls = chart_tls(&rendered);
 
@@ -87,22 +83,8 @@ fn install_with_cert_manager(helm_args: &[&str]) -> Setup {
     let (crds, rest): (Vec<&Doc>, Vec<&Doc>) = docs
         .iter()
         .partition(|d| d.value["kind"] == "CustomResourceDefinition");
-    apply_docs(
-        &cp,
-        &crds.iter().map(|d| d.yaml.clone()).collect::<Vec<_>>(),
-    );
-    cp.kubectl_ok([
-        "wait",
-        "--for=condition=Established",
-        "crd",
-        "--all",
-        "--timeout=120s",
-    ])
-    .unwrap();
-    apply_docs(
-        &cp,
-        &rest.iter().map(|d| d.yaml.clone()).collect::<Vec<_>>(),
-    );
+    let yaml = |docs: &[&Doc]| docs.iter().map(|d| d.yaml.clone()).collect::<Vec<_>>();
+    apply_crds_first(&cp, &yaml(&crds), &yaml(&rest));
 
     let replica_pods = of_kind(&rendered, "Deployment")
         .into_iter()
@@ -136,41 +118,6 @@ fn install_with_cert_manager(helm_args: &[&str]) -> Setup {
         tls,
         volume,
     }
-}
-
-/// `helm template` of the chart with its defaults (cert-manager on, Service clientConfig) and
-/// `extra` arguments: the documents as helm printed them.
-fn render_defaults(kube_version: &str, extra: &[&str]) -> Vec<Doc> {
-    let out = Command::new(helm())
-        .args(["template", RELEASE])
-        .arg(root().join("charts/restore-hooks"))
-        .args([
-            "-n",
-            NAMESPACE,
-            "--include-crds",
-            "--kube-version",
-            kube_version,
-        ])
-        .args(extra)
-        .stdin(Stdio::null())
-        .output()
-        .expect("cannot run helm");
-    assert!(
-        out.status.success(),
-        "helm template failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    format!("\n{text}")
-        .split("\n---")
-        .filter_map(|piece| {
-            let value: Value = serde_yaml::from_str(piece).expect("helm output is YAML");
-            (!value.is_null()).then(|| Doc {
-                yaml: piece.to_string(),
-                value,
-            })
-        })
-        .collect()
 }
 
 fn chart_tls(docs: &[Value]) -> ChartTls {
@@ -518,6 +465,21 @@ fn leaf_of(chain_pem: &str) -> Vec<u8> {
 /// Restored pods in namespace `shop`, created one after another; each must be admitted and
 /// mutated (the RestoreHook's init container and the plan), which needs the API server to have
 /// called the webhook through the Service.
+/// Routes the chart's Service to the product's loopback port and starts replica 0 there, as its
+/// pod would serve behind the Service: the Service's address and the replica.
+fn serve_behind_service(install: &Install, tls: &ChartTls) -> (std::net::SocketAddr, Replica) {
+    let route = install
+        .cp
+        .route_service(
+            NAMESPACE,
+            &tls.service,
+            tls.service_port,
+            install.webhook_port,
+        )
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    (route, install.start(0))
+}
+
 struct Pods<'a> {
     cp: &'a ControlPlane,
     n: usize,
@@ -630,15 +592,7 @@ fn cert_manager_issues_the_serving_certificate_injects_its_ca_and_renews_it_with
 
     // The webhook runs as its pod would: the Secret as a kubelet-synced directory.
     volume.wait_holds(&chain);
-    let route = cp
-        .route_service(
-            NAMESPACE,
-            &tls.service,
-            tls.service_port,
-            install.webhook_port,
-        )
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    let replica = install.start(0);
+    let (route, replica) = serve_behind_service(&install, &tls);
     let mut pods = Pods::prepare(&install, &replica.webhook().identity);
     pods.admit("after install");
     assert!(
@@ -822,14 +776,7 @@ fn the_ca_renewal_and_the_ca_key_rotation_of_docs_install_md_keep_every_admissio
     wait_bundles(&cm, cp, &tls.mwc, &ders(&ca0_pem), "the chart's CA");
     let (chain, _) = secret_cert(cp, &tls.secret);
     volume.wait_holds(&chain);
-    cp.route_service(
-        NAMESPACE,
-        &tls.service,
-        tls.service_port,
-        install.webhook_port,
-    )
-    .unwrap_or_else(|e| panic!("{e:#}"));
-    let replica = install.start(0);
+    let (_, replica) = serve_behind_service(&install, &tls);
     let mut pods = Pods::prepare(&install, &replica.webhook().identity);
     pods.admit("after install");
 

@@ -85,6 +85,21 @@ pub struct Doc {
 /// cert-manager, with `tls.caBundle` and `tls.existingSecret`, plus `extra` arguments: the
 /// rendered documents.
 pub fn render(ca_bundle: &str, kube_version: &str, extra: &[String]) -> Vec<Doc> {
+    let mut args = vec![
+        "--set".to_string(),
+        "certManager.enabled=false".to_string(),
+        "--set".to_string(),
+        format!("tls.existingSecret={TLS_SECRET}"),
+        "--set".to_string(),
+        format!("tls.caBundle={ca_bundle}"),
+    ];
+    args.extend_from_slice(extra);
+    render_chart(kube_version, &args)
+}
+
+/// `helm template RELEASE charts/restore-hooks -n NAMESPACE --include-crds` with `args`: the
+/// rendered documents, each as helm printed it.
+pub fn render_chart(kube_version: &str, args: &[String]) -> Vec<Doc> {
     let out = Command::new(helm())
         .args(["template", RELEASE])
         .arg(root().join("charts/restore-hooks"))
@@ -95,10 +110,7 @@ pub fn render(ca_bundle: &str, kube_version: &str, extra: &[String]) -> Vec<Doc>
             "--kube-version",
             kube_version,
         ])
-        .args(["--set", "certManager.enabled=false"])
-        .args(["--set", &format!("tls.existingSecret={TLS_SECRET}")])
-        .args(["--set", &format!("tls.caBundle={ca_bundle}")])
-        .args(extra)
+        .args(args)
         .stdin(Stdio::null())
         .output()
         .expect("cannot run helm");
@@ -228,16 +240,11 @@ impl Install {
             !crds.is_empty(),
             "--include-crds rendered no CustomResourceDefinition"
         );
-        apply_docs(&cp, &crds.iter().map(|v| text(v)).collect::<Vec<_>>());
-        cp.kubectl_ok([
-            "wait",
-            "--for=condition=Established",
-            "crd",
-            "--all",
-            "--timeout=120s",
-        ])
-        .unwrap();
-        apply_docs(&cp, &rest.iter().map(|v| text(v)).collect::<Vec<_>>());
+        apply_crds_first(
+            &cp,
+            &crds.iter().map(|v| text(v)).collect::<Vec<_>>(),
+            &rest.iter().map(|v| text(v)).collect::<Vec<_>>(),
+        );
         let marks = cp.work_dir().join("marks");
         std::fs::create_dir_all(&marks).unwrap();
 
@@ -390,7 +397,7 @@ pub fn deployment_pods(cp: &ControlPlane, d: &Value) -> Vec<String> {
 }
 
 /// The control plane's `gitVersion` without the `v` (what `--kube-version` takes).
-fn server_version(cp: &ControlPlane) -> String {
+pub fn server_version(cp: &ControlPlane) -> String {
     let v: Value = serde_json::from_str(&cp.kubectl_ok(["get", "--raw", "/version"]).unwrap())
         .expect("/version");
     v["gitVersion"]
@@ -423,6 +430,14 @@ pub fn point_webhooks_at(mwc: &mut Value, port: u16, certs: &Certs) {
 }
 
 /// `kubectl apply --server-side -f -` of the objects as one List (admin).
+/// Applies the chart's CustomResourceDefinitions, waits until they are Established, then the
+/// rest: what `helm install` does.
+pub fn apply_crds_first(cp: &ControlPlane, crds: &[String], rest: &[String]) {
+    apply_docs(cp, crds);
+    cp.wait_crds_established(&[]).unwrap();
+    apply_docs(cp, rest);
+}
+
 pub fn apply_list(cp: &ControlPlane, items: &[Value]) {
     let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
     apply_docs(cp, &[list.to_string()]);

@@ -60,19 +60,14 @@ impl<'cp> CertManager<'cp> {
                 &crds,
             )
             .and_then(|_| {
-                cp.kubectl_ok([
-                    "wait",
-                    "--for=condition=Established",
-                    "crd",
+                cp.wait_crds_established(&[
                     "certificates.cert-manager.io",
                     "certificaterequests.cert-manager.io",
                     "issuers.cert-manager.io",
                     "clusterissuers.cert-manager.io",
-                    "--timeout=120s",
                 ])
             }),
         )
-        .map(drop)
     }
 
     /// Builds cert-manager if needed (`build.sh certmanager`), applies its CRDs (see
@@ -135,16 +130,7 @@ impl<'cp> CertManager<'cp> {
             timeout,
             (CONTROLLER, &log),
             || {
-                let out = self.cp.kubectl_ok([
-                    "get",
-                    "certificates.cert-manager.io",
-                    name,
-                    "-n",
-                    namespace,
-                    "-o",
-                    "json",
-                ])?;
-                let crt: Value = serde_json::from_str(&out)?;
+                let crt = self.certificate(namespace, name)?;
                 let ready = crt["status"]["conditions"]
                     .as_array()
                     .into_iter()
@@ -163,11 +149,9 @@ impl<'cp> CertManager<'cp> {
         )
     }
 
-    /// What `cmctl renew` does: the Certificate gets the condition `Issuing=True` (reason
-    /// `ManuallyTriggered`), and the controller re-issues it as it does when the renewal time
-    /// comes. Does nothing if it is already issuing.
-    pub fn renew(&self, namespace: &str, name: &str) -> Result<()> {
-        let crt: Value = serde_json::from_str(&self.cp.kubectl_ok([
+    /// Certificate `namespace/name` as the API server has it.
+    fn certificate(&self, namespace: &str, name: &str) -> Result<Value> {
+        let out = self.cp.kubectl_ok([
             "get",
             "certificates.cert-manager.io",
             name,
@@ -175,7 +159,15 @@ impl<'cp> CertManager<'cp> {
             namespace,
             "-o",
             "json",
-        ])?)?;
+        ])?;
+        Ok(serde_json::from_str(&out)?)
+    }
+
+    /// What `cmctl renew` does: the Certificate gets the condition `Issuing=True` (reason
+    /// `ManuallyTriggered`), and the controller re-issues it as it does when the renewal time
+    /// comes. Does nothing if it is already issuing.
+    pub fn renew(&self, namespace: &str, name: &str) -> Result<()> {
+        let crt = self.certificate(namespace, name)?;
         let conditions = crt["status"]["conditions"].as_array();
         if conditions
             .into_iter()

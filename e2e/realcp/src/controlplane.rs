@@ -255,14 +255,8 @@ impl ControlPlane {
         })?;
         cp.with_log(
             "kube-apiserver",
-            cp.apply(&crd).and_then(|()| {
-                cp.kubectl_ok([
-                    "wait",
-                    "--for=condition=Established",
-                    "crd/execs.kwok.x-k8s.io",
-                    "--timeout=120s",
-                ])
-            }),
+            cp.apply(&crd)
+                .and_then(|()| cp.wait_crds_established(&["execs.kwok.x-k8s.io"])),
         )?;
         let kwok_port = free_port()?;
         let kwok_config = cp.write_kwok_config()?;
@@ -416,6 +410,22 @@ impl ControlPlane {
     }
 
     /// kubectl with the admin kubeconfig; its stdout, or an error with its stderr.
+    /// Waits (at most 2 minutes) until the CustomResourceDefinitions `names` are Established,
+    /// or every CRD with no names: the API server serves their kinds only then.
+    pub fn wait_crds_established(&self, names: &[&str]) -> Result<()> {
+        let mut args = vec![
+            "wait".to_string(),
+            "--for=condition=Established".to_string(),
+        ];
+        if names.is_empty() {
+            args.extend(["crd".to_string(), "--all".to_string()]);
+        } else {
+            args.extend(names.iter().map(|n| format!("crd/{n}")));
+        }
+        args.push("--timeout=120s".to_string());
+        self.kubectl_ok(&args).map(drop)
+    }
+
     pub fn kubectl_ok<I, S>(&self, args: I) -> Result<String>
     where
         I: IntoIterator<Item = S>,

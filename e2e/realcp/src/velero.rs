@@ -96,15 +96,7 @@ impl<'cp> Velero<'cp> {
         cp.with_log(
             "kube-apiserver",
             cp.kubectl_stdin(["apply", "--server-side", "-f", "-"], &crds)
-                .and_then(|_| {
-                    cp.kubectl_ok([
-                        "wait",
-                        "--for=condition=Established",
-                        "crd",
-                        "--all",
-                        "--timeout=120s",
-                    ])
-                }),
+                .and_then(|_| cp.wait_crds_established(&[])),
         )?;
         let version = v.client_version()?;
         let objects = cp.apply(

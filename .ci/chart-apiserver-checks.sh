@@ -256,6 +256,8 @@ expect_deny "a 40 KiB command argument" "Too long" \
   $K create -f - <<<"$(rh "{\"postHooks\":[{\"exec\":{\"command\":[\"$(head -c 40960 /dev/zero | tr '\0' x)\"]}}]}")"
 expect_deny "an init container without image" "image" \
   $K create -f - <<<"$(rh '{"postHooks":[{"init":{"initContainers":[{"name":"a"}]}}]}')"
+expect_deny "an after entry with an empty hook name" "hook" \
+  $K create -f - <<<"$(rh '{"postHooks":[{"exec":{"command":["true"],"after":[{"hook":""}]}}]}')"
 
 echo "== hook authors need exec"
 expect_deny "alice (no exec) creates RestoreHook shop/pg" "creating RestoreHook shop/pg needs permission to create pods/exec in namespace shop" \
@@ -270,6 +272,14 @@ expect_ok "erin (edit, aggregated) creates RestoreHook shop/pg2" $K create --as=
 expect_deny "carol (exec in shop only) creates a ClusterRestoreHook" "creating ClusterRestoreHook all-pg needs permission to create pods/exec cluster-wide" \
   $K create --as=carol -f - <<<"$CRH"
 expect_ok "dave (exec cluster-wide) creates a ClusterRestoreHook" $K create --as=dave -f - <<<"$CRH"
+expect_deny "bob creates a RestoreHook whose exec hook waits for itself (after)" \
+  "an exec hook names self-wait in after, so it would wait for itself" \
+  $K create --as=bob -f - <<<'{"apiVersion":"restore-hooks.dev/v1alpha1","kind":"RestoreHook","metadata":{"name":"self-wait","namespace":"shop"},"spec":{"postHooks":[{"exec":{"command":["true"]}},{"exec":{"command":["true"],"after":[{"hook":"db"},{"hook":"self-wait"}]}}]}}'
+expect_ok "bob creates a RestoreHook that waits for another hook (after)" \
+  $K create --as=bob -f - <<<'{"apiVersion":"restore-hooks.dev/v1alpha1","kind":"RestoreHook","metadata":{"name":"waits","namespace":"shop"},"spec":{"postHooks":[{"exec":{"command":["true"],"after":[{"hook":"db"}]}}]}}'
+expect_deny "dave creates a ClusterRestoreHook that waits for itself" \
+  "an exec hook names self-wait in after" \
+  $K create --as=dave -f - <<<'{"apiVersion":"restore-hooks.dev/v1alpha1","kind":"ClusterRestoreHook","metadata":{"name":"self-wait"},"spec":{"postHooks":[{"exec":{"command":["true"],"after":[{"hook":"self-wait"}]}}]}}'
 expect_deny "carol changes its spec" "updating ClusterRestoreHook all-pg needs" \
   $K --as=carol patch clusterrestorehook all-pg --type=merge -p '{"spec":{"postHooks":[{"exec":{"command":["false"]}}]}}'
 # A bare merge PATCH of /status, as the binary sends it (kubectl patch GETs the subresource first).

@@ -1,7 +1,9 @@
 //! The CustomResourceDefinitions of restore-hooks, generated from the Rust types:
 //! `RestoreHook` (namespaced), `ClusterRestoreHook` and `RestoreRun` (cluster-scoped).
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, ValidationRule,
+};
 use kube::CustomResourceExt;
 
 use crate::hooks::types::{ClusterRestoreHook, RestoreHook, RestoreRun};
@@ -9,10 +11,41 @@ use crate::hooks::types::{ClusterRestoreHook, RestoreHook, RestoreRun};
 /// Every CRD, in the order `restore-hooks crd` prints them.
 pub fn all() -> Vec<CustomResourceDefinition> {
     vec![
-        RestoreHook::crd(),
-        ClusterRestoreHook::crd(),
+        refuse_waiting_for_itself(RestoreHook::crd()),
+        refuse_waiting_for_itself(ClusterRestoreHook::crd()),
         RestoreRun::crd(),
     ]
+}
+
+/// An exec hook whose `after` names its own object would wait for itself until its `waitTimeout`
+/// (docs/behaviour.md §6.16): refused at `kubectl apply` by a rule on the whole object, the only
+/// level at which CEL sees `metadata.name`. A cycle through other objects is found at admission.
+fn refuse_waiting_for_itself(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let rule = ValidationRule {
+        rule: "!has(self.spec) || !has(self.spec.postHooks) || !self.spec.postHooks.exists(h, \
+               has(h.exec) && has(h.exec.after) && h.exec.after.exists(a, a.hook == self.metadata.name))"
+            .to_string(),
+        message: Some("an exec hook names its own object in after".to_string()),
+        message_expression: Some(
+            "'an exec hook names ' + self.metadata.name + ' in after, so it would wait for itself \
+             until its waitTimeout; remove that after entry'"
+                .to_string(),
+        ),
+        ..ValidationRule::default()
+    };
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            schema
+                .x_kubernetes_validations
+                .get_or_insert_with(Vec::new)
+                .push(rule.clone());
+        }
+    }
+    crd
 }
 
 /// One CRD as YAML, as the chart ships it (`charts/restore-hooks/crds/<plural>.yaml`).

@@ -3,9 +3,10 @@
 //! It starts the [`Testbed`] (simulator, the HTTPS webhook registered as the chart registers it,
 //! see the testbed's module doc for what differs, and a controller); restores a small "database"
 //! into a namespace labelled as a restore namespace; then restores a cache pod whose RestoreHook
-//! arrives two seconds after it, as Velero restores custom resources after pods; then two replicas
-//! of an app whose migration runs once per restore (`runOn: OnePod`); prints every step as it
-//! happens; and checks that everything behaved as designed. Exit code 0 means it did;
+//! arrives two seconds after it, as Velero restores custom resources after pods. Two replicas of an
+//! app, restored before the database, run their schema migration once per restore (`runOn:
+//! OnePod`) and only after the database's restore hook succeeded (`after`). It prints every step
+//! as it happens, and checks that everything behaved as designed. Exit code 0 means it did;
 //! otherwise the error says what did not.
 //!
 //! The module is long because it is a script: each step prints what happens and checks it.
@@ -36,7 +37,8 @@ const POD: &str = "postgres-0";
 const RESTORE_HOOK: &str = "postgres-rehydrate";
 const LATE_POD: &str = "cache-0";
 const LATE_HOOK: &str = "cache-warm";
-/// The app's migration, once per restore (`runOn: OnePod`), and the app's two replicas.
+/// The app's migration, once per restore (`runOn: OnePod`) and after the database's restore hook
+/// (`after`), and the app's two replicas.
 const ONE_POD_HOOK: &str = "api-migrate";
 const REPLICAS: [&str; 2] = ["api-0", "api-1"];
 /// The whole demo must end well within this.
@@ -198,7 +200,9 @@ impl Demo {
         );
         // The webhook decides from its watch caches: wait until they have the RestoreHook.
         self.wait_ready(RESTORE_HOOK).await?;
+        self.app_before_database().await?;
 
+        let bed = self.bed();
         let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NAMESPACE);
         let pod: Pod = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Pod",
@@ -223,8 +227,14 @@ impl Demo {
         pods.create(&PostParams::default(), &pod)
             .await
             .context("creating the pod (admission through the webhook)")?;
-        let (pod, status) = follow(&pods, POD, &self.lines).await?;
+        // The database's hooks, then the app's migration, as they happen.
+        let ((pod, status), app_0, app_1) = futures::try_join!(
+            follow(&pods, POD, &self.lines),
+            follow(&pods, REPLICAS[0], &self.lines),
+            follow(&pods, REPLICAS[1], &self.lines),
+        )?;
         self.check_database(&pod, status.as_ref()).await?;
+        self.check_migration(&[app_0, app_1])?;
 
         // Velero restores pods before custom resources: the cache's RestoreHook comes later.
         let cache: Pod = serde_json::from_value(json!({
@@ -254,7 +264,6 @@ impl Demo {
         );
         let (cache, status) = follow(&pods, LATE_POD, &self.lines).await?;
         self.check_late(&cache, status.as_ref())?;
-        self.once_per_restore().await?;
         self.check_restore_run().await?;
         self.summary(&pod, &cache).await
     }
@@ -413,10 +422,11 @@ impl Demo {
         Ok(())
     }
 
-    /// Two replicas of an app whose schema migration must run once per restore, not once per pod:
-    /// `runOn: OnePod` (docs/behaviour.md §6.15). The lowest ordinal runs it; the other replica
-    /// records where it ran.
-    async fn once_per_restore(&mut self) -> anyhow::Result<()> {
+    /// Two replicas of an app whose schema migration must run once per restore, not once per pod
+    /// (`runOn: OnePod`, docs/behaviour.md §6.15), and only once the database is restored
+    /// (`after`, §6.16). Velero restores pods in no particular order: here the app comes first,
+    /// and its migration waits.
+    async fn app_before_database(&mut self) -> anyhow::Result<()> {
         let t0 = self.started;
         let bed = self.bed();
         println!();
@@ -426,15 +436,19 @@ impl Demo {
             "postHooks": [{"exec": {
                 "container": "api",
                 "runOn": "OnePod",
-                // The namespace's directory is shared by its pods: the log counts the runs.
-                "command": ["/bin/sh", "-c", "echo $(POD_NAME) >> ../migrations.log; echo schema migrated by $(POD_NAME)"]
+                "after": [{"hook": RESTORE_HOOK}],
+                // The namespace's directory is shared by its pods: the log counts the runs, and
+                // the database's file is there only once its restore hook ran.
+                "command": ["/bin/sh", "-c", format!(
+                    "echo $(POD_NAME) >> ../migrations.log; echo schema migrated by $(POD_NAME) on $(cat ../{POD}/rehydrated.txt)"
+                )]
             }}]
         }))
         .await?;
         step(
             t0,
             &format!(
-                "RestoreHook {NAMESPACE}/{ONE_POD_HOOK}: a schema migration with runOn: OnePod, once per restore"
+                "RestoreHook {NAMESPACE}/{ONE_POD_HOOK}: a schema migration with runOn: OnePod (once per restore) and after: [{RESTORE_HOOK}]"
             ),
         );
         self.wait_ready(ONE_POD_HOOK).await?;
@@ -454,14 +468,41 @@ impl Demo {
         step(
             t0,
             &format!(
-                "restoring StatefulSet pods {} and {}",
+                "restoring StatefulSet pods {} and {} before the database",
                 REPLICAS[0], REPLICAS[1]
             ),
         );
-        let mut ended = Vec::new();
-        for name in REPLICAS {
-            ended.push(follow(&pods, name, &self.lines).await?);
+        // Their containers are up at once; the migration waits for the database's hook.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let waiting = match pods.get_opt(REPLICAS[0]).await? {
+                Some(p) => exec_status(&p).is_some_and(|s| s.hooks[0].phase == HookPhase::Pending),
+                None => false,
+            };
+            if waiting {
+                break;
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "{} never recorded its migration Pending",
+                REPLICAS[0]
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        step(
+            t0,
+            &format!(
+                "controller: {} and {} are up; {ONE_POD_HOOK} is Pending: it waits for {RESTORE_HOOK}, which no pod of the restore has run yet",
+                REPLICAS[0], REPLICAS[1]
+            ),
+        );
+        println!();
+        Ok(())
+    }
+
+    /// The migration ran once, in the lowest ordinal, after the database's restore hook; the
+    /// other replica recorded where it ran.
+    fn check_migration(&self, ended: &[(Pod, Option<ExecStatus>)]) -> anyhow::Result<()> {
         let phases: Vec<Option<HookPhase>> = ended
             .iter()
             .map(|(_, s)| s.as_ref().and_then(|s| s.hooks.first()).map(|h| h.phase))
@@ -487,16 +528,20 @@ impl Demo {
             "the migration must run once, in {}: {runs:?}",
             REPLICAS[0]
         );
-        let other = ended[1].1.as_ref().map(|s| s.hooks[0].message.clone());
-        step(
-            t0,
-            &format!(
-                "{ONE_POD_HOOK} ran once, in {}; {} recorded: {}",
-                REPLICAS[0],
-                REPLICAS[1],
-                other.unwrap_or_default()
-            ),
+        let migrated = ended[0].1.as_ref().map(|s| s.hooks[0].stdout.clone());
+        ensure!(
+            migrated
+                .as_deref()
+                .is_some_and(|out| out.contains("rows: 42")),
+            "the migration must run after {RESTORE_HOOK} wrote the database's file: {migrated:?}"
         );
+        let other = ended[1].1.as_ref().map(|s| s.hooks[0].message.clone());
+        self.lines.step(&format!(
+            "{ONE_POD_HOOK} ran once, in {}, after {RESTORE_HOOK}; {} recorded: {}",
+            REPLICAS[0],
+            REPLICAS[1],
+            other.unwrap_or_default()
+        ));
         Ok(())
     }
 

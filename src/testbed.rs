@@ -510,6 +510,7 @@ pub fn sh_hook(name: &str, container: &str, script: &str) -> PlannedHook {
         allowed_by: None,
         refused: None,
         run_on: Default::default(),
+        after: Vec::new(),
     }
 }
 

@@ -140,6 +140,7 @@ fn make_pods(bed: &Testbed, rng: &mut Rng) -> (Vec<Pod>, BTreeMap<String, Vec<Pl
                 allowed_by: None,
                 refused: None,
                 run_on: Default::default(),
+                after: Vec::new(),
             });
             mine.push(Planned {
                 id,
@@ -606,6 +607,7 @@ async fn controller_json_logs_have_one_message_per_line() {
                 allowed_by: None,
                 refused: None,
                 run_on: Default::default(),
+                after: Vec::new(),
             });
         }
         // A second pod whose plan signature is not the installation's: refused, with its own

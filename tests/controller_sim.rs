@@ -1179,3 +1179,97 @@ async fn a_one_pod_hook_runs_in_one_pod_and_passes_on_if_the_chosen_one_goes_fir
     })
     .await;
 }
+
+/// `after` (docs/behaviour.md §6.16): the app pods' migration waits until the restore hook ended
+/// well on every pod that plans it (db-0 and db-1), then runs; a hook waiting for one that failed
+/// with `onError: Fail` is skipped, naming it; one that failed with `Continue` does not hold it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_with_after_waits_for_the_named_hooks_on_every_pod_that_plans_them() {
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        let restore = |go: &str| {
+            let mut h = hook(
+                "db-restore",
+                "db",
+                &format!("{} && echo restored > restored", wait_file(go)),
+            );
+            h.on_error = OnError::Fail;
+            h
+        };
+        let db0 = bed.pod_dir(NS, "db-0");
+        let db1 = bed.pod_dir(NS, "db-1");
+        let migrate = || {
+            let mut h = hook(
+                "migrate",
+                "db",
+                &format!(
+                    "test -e {}/restored && test -e {}/restored && echo migrated > migrated",
+                    db0.display(),
+                    db1.display()
+                ),
+            );
+            h.after = vec!["db-restore".into()];
+            h
+        };
+        let after = |name: &str, awaited: &str| {
+            let mut h = hook(name, "db", "echo ran > ran");
+            h.after = vec![awaited.into()];
+            h
+        };
+        let mut seed = hook("seed", "db", "exit 3");
+        seed.on_error = OnError::Fail;
+        create(&bed, "db-0", vec![restore("go")], json!({})).await;
+        create(&bed, "db-1", vec![restore("go")], json!({})).await;
+        create(&bed, "app-0", vec![migrate()], json!({})).await;
+        create(&bed, "app-1", vec![migrate()], json!({})).await;
+        create(&bed, "seed-0", vec![seed], json!({})).await;
+        create(
+            &bed,
+            "warm-0",
+            vec![hook("warm", "db", "exit 1")],
+            json!({}),
+        )
+        .await;
+        create(&bed, "app-2", vec![after("consume", "seed")], json!({})).await;
+        create(&bed, "app-3", vec![after("use-cache", "warm")], json!({})).await;
+        let _c = start(&bed, "c1");
+
+        // db-0 finishes first; the app pods still wait for db-1's run.
+        wait_for("db-0's restore hook running", async || {
+            bed.status_of(NS, "db-0")
+                .await
+                .is_some_and(|s| phases(&s) == vec![R])
+        })
+        .await;
+        touch(&bed, "db-0", "go");
+        let (label, _) = finished(&bed, "db-0").await;
+        assert_eq!(label, "done");
+        for pod in ["app-0", "app-1"] {
+            wait_for(&format!("{pod}'s Pending status"), async || {
+                bed.status_of(NS, pod)
+                    .await
+                    .is_some_and(|s| phases(&s) == vec![P])
+            })
+            .await;
+            assert!(!exists(&bed, pod, "migrated"), "{pod} ran before db-1");
+        }
+        touch(&bed, "db-1", "go");
+        for pod in ["app-0", "app-1"] {
+            let (label, st) = finished(&bed, pod).await;
+            assert_eq!((label.as_str(), phases(&st)), ("done", vec![OK]), "{pod}");
+            assert_eq!(file(&bed, pod, "migrated"), "migrated\n", "{pod}");
+        }
+
+        let (label, st) = finished(&bed, "app-2").await;
+        assert_eq!((label.as_str(), phases(&st)), ("failed", vec![S]));
+        assert_eq!(
+            st.hooks[0].message,
+            "after: hook seed failed in pod default/seed-0 (onError: Fail); not executed"
+        );
+        assert!(!exists(&bed, "app-2", "ran"));
+        let (label, st) = finished(&bed, "app-3").await;
+        assert_eq!((label.as_str(), phases(&st)), ("done", vec![OK]));
+        assert!(exists(&bed, "app-3", "ran"));
+    })
+    .await;
+}

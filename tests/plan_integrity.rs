@@ -99,6 +99,7 @@ fn hook(name: &str, container: &str, script: &str) -> PlannedHook {
         allowed_by: None,
         refused: None,
         run_on: Default::default(),
+        after: Vec::new(),
     }
 }
 

@@ -432,3 +432,165 @@ fn a_one_pod_hook_runs_once_per_restore_and_passes_on_before_it_starts() {
     assert_eq!(run["status"]["phase"], "Completed", "{}", run["status"]);
     serve.assert_no_forbidden();
 }
+
+/// `after` (docs/behaviour.md §6.16) on the real API server: an app Deployment's pods, created
+/// first, wait for the database pod's restore hook (created later, and slow) before their migration runs,
+/// once (`runOn: OnePod`); a hook waiting for one that failed with `onError: Fail` is skipped,
+/// naming it, and the next hook of its container still runs. The order is read from the mark
+/// file the hooks append to, in the order they ran.
+#[test]
+fn a_hook_with_after_starts_only_once_the_hooks_it_waits_for_succeeded() {
+    use serde_json::json;
+    use std::time::Duration;
+
+    let install = Install::default_chart();
+    let serve = install.start(0);
+    let cp = &install.cp;
+    let ns = "ordered";
+    namespace(cp, ns, json!({NAMESPACE_LABEL: "r-ordered"}));
+    let mark = install.mark("ordered");
+    // Deployment pods are named after admission: `$(POD_NAME)` is not expanded for them.
+    let append = |what: &str| json!(["sh", "-c", format!("echo {what} >> '{}'", mark.display())]);
+    let object = |name: &str, app: &str, exec: serde_json::Value| {
+        json!({
+            "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"labelSelector": {"matchLabels": {"app": app}}, "postHooks": [{"exec": exec}]},
+        })
+    };
+    scenarios::apply_hooks(
+        cp,
+        &[
+            object(
+                "db-restore",
+                "db",
+                json!({"container": "db", "onError": "Fail", "command":
+                    ["sh", "-c", format!("sleep 2; echo $(POD_NAME) restored >> '{}'", mark.display())]}),
+            ),
+            object(
+                "seed",
+                "seed",
+                json!({"container": "seed", "onError": "Fail", "command": ["sh", "-c", "exit 3"]}),
+            ),
+            // RestoreHooks apply in name order: the api pods' plan is [consume, migrate].
+            object(
+                "consume",
+                "api",
+                json!({"container": "api", "after": [{"hook": "seed"}], "command": append("consumed")}),
+            ),
+            object(
+                "migrate",
+                "api",
+                json!({"container": "api", "runOn": "OnePod", "after": [{"hook": "db-restore"}],
+                       "command": append("migrated")}),
+            ),
+        ],
+    );
+    // The app first, a Deployment: while no pod of the restore plans db-restore, its migration
+    // waits.
+    cp.apply(
+        &json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "api", "namespace": ns},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "api"}},
+                "template": {"metadata": {"labels": {"app": "api"}}, "spec": {
+                    "terminationGracePeriodSeconds": 0, "automountServiceAccountToken": false,
+                    "containers": [{"name": "api", "image": "busybox:1.36", "command": ["sleep", "infinity"]}]}}}})
+        .to_string(),
+    )
+    .unwrap();
+    let api: Vec<String> = wait_until(
+        "2 api pods Running".to_string(),
+        Duration::from_secs(120),
+        || {
+            let pods = workload_pods(cp, ns, "api");
+            let running = pods
+                .iter()
+                .filter(|p| p["status"]["phase"] == "Running")
+                .count();
+            if pods.len() == 2 && running == 2 {
+                Ok(pods
+                    .iter()
+                    .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+                    .collect())
+            } else {
+                Err(format!("{} pods, {running} Running", pods.len()))
+            }
+        },
+    );
+    create(
+        cp,
+        &pod(ns, "seed-0", &["seed"], json!({"app": "seed"}), json!({})),
+    );
+    let seed = wait_hooks_ended(cp, ns, "seed-0", Duration::from_secs(60));
+    assert_eq!(hook_status(&seed).unwrap()["hooks"][0]["phase"], "Failed");
+    for name in &api {
+        let waiting = wait_until(
+            format!("{name}: consume Skipped, migrate Pending"),
+            Duration::from_secs(60),
+            || {
+                let p = get_pod(cp, ns, name).ok_or("no pod")?;
+                let s = hook_status(&p).ok_or("no status")?;
+                let phases = (
+                    s["hooks"][0]["phase"].clone(),
+                    s["hooks"][1]["phase"].clone(),
+                );
+                if phases == (json!("Skipped"), json!("Pending")) {
+                    Ok(s)
+                } else {
+                    Err(format!("{phases:?}"))
+                }
+            },
+        );
+        assert_eq!(
+            waiting["hooks"][0]["message"],
+            "after: hook seed failed in pod ordered/seed-0 (onError: Fail); not executed"
+        );
+    }
+    assert!(
+        mark_lines(&mark).is_empty(),
+        "nothing ran before db-0 existed"
+    );
+
+    create(
+        cp,
+        &pod(
+            ns,
+            "db-0",
+            &["db"],
+            json!({"app": "db", "statefulset.kubernetes.io/pod-name": "db-0"}),
+            json!({}),
+        ),
+    );
+    let db = wait_hooks_ended(cp, ns, "db-0", Duration::from_secs(60));
+    assert_eq!(hook_status(&db).unwrap()["hooks"][0]["phase"], "Succeeded");
+    let ended: Vec<serde_json::Value> = api
+        .iter()
+        .map(|name| wait_hooks_ended(cp, ns, name, Duration::from_secs(60)))
+        .collect();
+    let migrate: Vec<String> = ended
+        .iter()
+        .map(|p| {
+            hook_status(p).unwrap()["hooks"][1]["phase"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let mut sorted = migrate.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["OtherPod", "Succeeded"], "{migrate:?}");
+    assert_eq!(
+        mark_lines(&mark),
+        ["db-0 restored", "migrated"],
+        "the restore first, then one migration"
+    );
+    let run = wait_restore_run(
+        cp,
+        "r-ordered",
+        &["PartiallyFailed"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(run["status"]["hooks"]["skipped"], 2, "{}", run["status"]);
+    assert_eq!(run["status"]["hooks"]["succeeded"], 2, "{}", run["status"]);
+    serve.assert_no_forbidden();
+}

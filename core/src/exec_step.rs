@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 
+use crate::after::AfterTurn;
 use crate::hooks::duration::format_go_duration;
 use crate::hooks::plan::{
     EXEC_DONE, EXEC_FAILED, ExecPlan, ExecStatus, HookPhase, HookStatus, OnError, PlannedHook,
@@ -128,6 +129,9 @@ pub struct Context<'a> {
     /// The turn of each pending `runOn: OnePod` hook in this pod (§6.15); a hook without an entry
     /// waits.
     pub one_pod: &'a BTreeMap<usize, OnePodTurn>,
+    /// The turn of each pending hook with `after` in this pod (§6.16); a hook with `after` and no
+    /// entry waits.
+    pub after: &'a BTreeMap<usize, AfterTurn>,
 }
 
 /// What the controller does next for one pod: the status to write first, the hooks to start, and
@@ -236,10 +240,21 @@ pub fn next_step(
                             .filter(|_| pod.presence == Presence::Present)
                             .map(str::to_string)
                             .or_else(|| {
-                                cannot_run(hook, pod, now, up(hook), ctx.awaiting_slot.contains(&i))
+                                let blocked = Blocked {
+                                    awaiting_slot: ctx.awaiting_slot.contains(&i),
+                                    after: awaiting(hook, i, ctx),
+                                };
+                                cannot_run(hook, pod, now, up(hook), blocked)
                             })
                     })
-                    .map(failed),
+                    .map(failed)
+                    // An awaited hook failed with onError: Fail: this one never runs (§6.16).
+                    .or_else(|| match ctx.after.get(&i) {
+                        Some(AfterTurn::Skip(why)) if !hook.after.is_empty() => {
+                            Some((HookPhase::Skipped, why.clone()))
+                        }
+                        _ => None,
+                    }),
                 _ => None,
             };
             if let Some((phase, message)) = ends {
@@ -271,7 +286,7 @@ pub fn next_step(
                 }
             }
             HookPhase::Pending => {
-                if up(hook) && my_turn(hook, i, ctx) {
+                if up(hook) && my_turn(hook, i, ctx) && awaiting(hook, i, ctx).is_none() {
                     start.push(i);
                 }
                 if let Some(d) = deadline(hook, pod) {
@@ -326,6 +341,18 @@ fn my_turn(hook: &PlannedHook, i: usize, ctx: &Context<'_>) -> bool {
     hook.run_on == RunOn::EveryPod || ctx.one_pod.get(&i) == Some(&OnePodTurn::Go)
 }
 
+/// What hook `i` still waits for through `after` (§6.16); `None` when it may start.
+fn awaiting<'c>(hook: &PlannedHook, i: usize, ctx: &'c Context<'_>) -> Option<&'c str> {
+    if hook.after.is_empty() {
+        return None;
+    }
+    match ctx.after.get(&i) {
+        Some(AfterTurn::Go) => None,
+        Some(AfterTurn::Wait(why)) => Some(why),
+        Some(AfterTurn::Skip(_)) | None => Some("the hooks it waits for (after)"),
+    }
+}
+
 /// Whether hook `i`'s container is up for it (§6.4): what a `runOn: OnePod` candidate reports.
 pub fn hook_is_up(plan: &ExecPlan, pod: &PodView, i: usize) -> bool {
     let container = &plan.hooks[i].container;
@@ -356,6 +383,14 @@ fn in_flight_until(
     started.checked_add(timeout).ok()?.checked_add(grace).ok()
 }
 
+/// What else a pending hook waits for besides its container, for the message of an expired wait.
+struct Blocked<'a> {
+    /// An exec slot (`--max-concurrent-execs`).
+    awaiting_slot: bool,
+    /// Hooks it waits for through `after`, and which.
+    after: Option<&'a str>,
+}
+
 /// Why the pending hook can never run, if so. In this order: the pod is gone or terminal, the
 /// container cannot be targeted, the wait has expired.
 fn cannot_run(
@@ -363,7 +398,7 @@ fn cannot_run(
     pod: &PodView,
     now: Timestamp,
     up: bool,
-    awaiting_slot: bool,
+    blocked: Blocked<'_>,
 ) -> Option<String> {
     if pod.presence != Presence::Present {
         return Some("pod was deleted before the hook ran".to_string());
@@ -391,7 +426,11 @@ fn cannot_run(
         return None;
     }
     let wait = format_go_duration(hook.wait_timeout_ms.unwrap_or_default());
-    Some(if awaiting_slot {
+    Some(if let Some(what) = blocked.after.filter(|_| up) {
+        format!(
+            "waitTimeout {wait} of pod creation passed while waiting for {what} (after); not executed"
+        )
+    } else if blocked.awaiting_slot {
         format!(
             "no exec slot within waitTimeout {wait} of pod creation (every slot was held by other \
              hooks; see --max-concurrent-execs); not executed"
@@ -602,6 +641,7 @@ mod tests {
 
     const NONE: &BTreeSet<usize> = &BTreeSet::new();
     const NO_TURNS: &BTreeMap<usize, OnePodTurn> = &BTreeMap::new();
+    const NO_AFTER: &BTreeMap<usize, AfterTurn> = &BTreeMap::new();
 
     fn at(secs: i64) -> Context<'static> {
         Context {
@@ -611,6 +651,7 @@ mod tests {
             inherited_grace: SignedDuration::from_secs(30),
             out_of_scope: None,
             one_pod: NO_TURNS,
+            after: NO_AFTER,
         }
     }
 
@@ -1093,6 +1134,104 @@ mod tests {
         );
         assert_eq!(d.finished, Some(EXEC_DONE));
         assert!(d.write);
+    }
+
+    /// `after` (§6.16): a hook starts only once the hooks it waits for ended well; it is skipped
+    /// when one failed with onError: Fail; its wait still expires, saying what it waited for.
+    /// The container's next hook waits behind it, as behind any hook.
+    #[test]
+    fn after_hooks_start_only_once_what_they_wait_for_ended() {
+        use AfterTurn::{Go, Skip, Wait};
+        let mut migrate = hook("migrate", "app");
+        migrate.after = vec!["db-restore".into()];
+        migrate.wait_timeout_ms = Some(10_000);
+        let p = plan(vec![migrate, hook("warm", "app"), hook("other", "db")]);
+        let up = pod(&[("app", true, true), ("db", true, true)]);
+        let waiting = || Wait("hook db-restore has not ended in pod shop/db-0".into());
+        struct Row {
+            what: &'static str,
+            turn: Option<AfterTurn>,
+            up: bool,
+            secs: i64,
+            phases: Vec<HookPhase>,
+            start: Vec<usize>,
+            message: &'static str,
+        }
+        let rows = [
+            Row {
+                what: "done: it starts",
+                turn: Some(Go),
+                up: true,
+                secs: 1,
+                phases: vec![P, P, P],
+                start: vec![0, 2],
+                message: "",
+            },
+            Row {
+                what: "waiting: it and its container's next hook wait, other containers go on",
+                turn: Some(waiting()),
+                up: true,
+                secs: 1,
+                phases: vec![P, P, P],
+                start: vec![2],
+                message: "",
+            },
+            Row {
+                what: "no turn known: it waits",
+                turn: None,
+                up: true,
+                secs: 1,
+                phases: vec![P, P, P],
+                start: vec![2],
+                message: "",
+            },
+            Row {
+                what: "an awaited hook failed with onError Fail: Skipped, the next hook goes on",
+                turn: Some(Skip(
+                    "after: hook db-restore failed in pod shop/db-0 (onError: Fail); not executed"
+                        .into(),
+                )),
+                up: false,
+                secs: 1,
+                phases: vec![S, P, P],
+                start: vec![2],
+                message: "after: hook db-restore failed in pod shop/db-0 (onError: Fail); not executed",
+            },
+            Row {
+                what: "the wait expired while waiting: Failed, naming what it waited for",
+                turn: Some(waiting()),
+                up: true,
+                secs: 10,
+                phases: vec![F, P, P],
+                start: vec![1, 2],
+                message: "waitTimeout 10s of pod creation passed while waiting for hook db-restore \
+                          has not ended in pod shop/db-0 (after); not executed",
+            },
+            Row {
+                what: "the wait expired before the container came up: the container is named",
+                turn: Some(waiting()),
+                up: false,
+                secs: 10,
+                phases: vec![F, P, P],
+                start: vec![2],
+                message: "container app never started (the pod reports no status for it: not \
+                          scheduled, or its init containers have not finished) within waitTimeout \
+                          10s of pod creation; not executed",
+            },
+        ];
+        let down = pod(&[("db", true, true)]);
+        for row in rows {
+            let turns: BTreeMap<usize, AfterTurn> =
+                row.turn.clone().map(|t| (0, t)).into_iter().collect();
+            let ctx = Context {
+                after: &turns,
+                ..at(row.secs)
+            };
+            let d = next_step(&p, None, if row.up { &up } else { &down }, &ctx);
+            assert_eq!(phases(&d), row.phases, "{}", row.what);
+            assert_eq!(d.start, row.start, "{}", row.what);
+            assert_eq!(d.status.hooks[0].message, row.message, "{}", row.what);
+        }
     }
 
     #[test]

@@ -217,7 +217,15 @@ mod tests {
             namespace: "shop",
             namespace_labels: None,
         };
-        resolve_late_hooks(&ctx, &scope, "r1", None, object, &config)
+        resolve_late_hooks(
+            &ctx,
+            &scope,
+            "r1",
+            None,
+            object,
+            &crate::index::HookIndex::new(),
+            &config,
+        )
     }
 
     fn exec_hook() -> serde_json::Value {

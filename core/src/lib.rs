@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod admission;
+pub mod after;
 pub mod catalog;
 pub mod config;
 pub mod documents;

@@ -1662,3 +1662,97 @@ spec:
         other => panic!("a misspelt runOn must be denied: {other:?}"),
     }
 }
+
+/// `after` (docs/behaviour.md §6.16): hook objects' names reach the signed plan (Velero's entries
+/// have no such field); a cycle across objects is invalid, naming it; a name no object has is not
+/// (its pods may come later, and the wait is bounded by waitTimeout).
+#[test]
+fn after_is_planned_for_hook_object_hooks_and_cycles_are_invalid() {
+    let docs = r#"
+apiVersion: velero.io/v1
+kind: Restore
+metadata: {name: r1, namespace: velero}
+spec:
+  hooks:
+    resources:
+    - name: velero-entry
+      postHooks: [{exec: {container: db, command: [/bin/true], after: [{hook: migrate}]}}]
+---
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: migrate}
+spec:
+  postHooks:
+  - exec: {command: [/bin/migrate], after: [{hook: db-restore}, {hook: db-restore}, {hook: not-yet}]}
+  - exec: {command: [/bin/true]}
+"#;
+    let a = admit(&pod(json!({})), &catalog(docs), &own());
+    let after: Vec<(String, Vec<String>)> = a
+        .plan()
+        .unwrap()
+        .hooks
+        .iter()
+        .map(|h| (format!("{}#{}", h.name, h.index), h.after.clone()))
+        .collect();
+    assert_eq!(
+        after,
+        [
+            ("velero-entry#0".to_string(), vec![]),
+            (
+                "migrate#0".to_string(),
+                vec!["db-restore".to_string(), "not-yet".to_string()]
+            ),
+            ("migrate#1".to_string(), vec![]),
+        ]
+    );
+    let raw: Value = serde_json::from_str(a.annotation("restore-hooks.dev/plan").unwrap()).unwrap();
+    assert_eq!(raw["hooks"][1]["after"], json!(["db-restore", "not-yet"]));
+    assert!(raw["hooks"][2].get("after").is_none(), "none is left out");
+
+    let cycle = r#"
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: a-migrate}
+spec:
+  postHooks: [{exec: {command: [/bin/migrate], after: [{hook: b-seed}]}}]
+---
+apiVersion: restore-hooks.dev/v1alpha1
+kind: ClusterRestoreHook
+metadata: {name: b-seed}
+spec:
+  postHooks: [{exec: {command: [/bin/seed], after: [{hook: c-other}, {hook: a-migrate}]}}]
+---
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: c-other}
+spec:
+  postHooks: [{exec: {command: [/bin/true]}}]
+"#;
+    let message = denied(&pod(json!({})), &catalog(cycle), &own());
+    assert!(
+        message.contains("restorehook/a-migrate postHooks[0].exec after: waits in a cycle (a-migrate → b-seed → a-migrate)"),
+        "{message}"
+    );
+    assert!(
+        message.contains("clusterrestorehook/b-seed postHooks[0].exec after: waits in a cycle (b-seed → a-migrate → b-seed)"),
+        "{message}"
+    );
+    // Under --on-invalid warn the pod is admitted with the hooks outside the cycle only.
+    let warned = admit(&pod(json!({})), &catalog(cycle), &warn_own());
+    let names: Vec<String> = warned
+        .plan()
+        .unwrap()
+        .hooks
+        .iter()
+        .map(|h| h.name.clone())
+        .collect();
+    assert_eq!(names, ["c-other"]);
+    assert!(
+        warned
+            .warnings
+            .iter()
+            .any(|w| w.contains("waits in a cycle")),
+        "{:?}",
+        warned.warnings
+    );
+}

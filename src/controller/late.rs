@@ -394,6 +394,7 @@ impl LateHooks {
                             &restore,
                             velero,
                             object,
+                            &index,
                             &self.engine,
                         );
                         (restore, late)

@@ -8,6 +8,8 @@
 //! - [`ledger`]: the controller's own record of what ran, in the RestoreRuns;
 //! - [`object_status`]: RestoreHook / ClusterRestoreHook / RestoreRun status, counted over the
 //!   [`marked_pods`];
+//! - [`one_pod_board`], [`hook_runs`]: what the workers of one restore's pods share, for
+//!   `runOn: OnePod` and `after`;
 //! - [`late`]: exec hooks of hook objects that arrive after their pods (the merge is
 //!   `restore_hooks_core::late_hooks`);
 //! - [`unmutated`]: restored pods the webhook never saw;
@@ -15,6 +17,7 @@
 
 pub mod events;
 pub mod exec;
+pub mod hook_runs;
 pub mod late;
 pub mod lease;
 pub mod ledger;
@@ -147,10 +150,12 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
         // What earlier leaders ran is read before anything runs.
         let (ledger, ledger_task) = Ledger::spawn(client.clone(), term.clone());
         let ledger_task = AbortOnDrop(ledger_task);
+        let hook_runs = Arc::new(hook_runs::HookRuns::default());
         let (tally, marked, tally_task) = object_status::spawn(
             client.clone(),
             keys.clone(),
             index.clone(),
+            hook_runs.clone(),
             TallyConfig {
                 replicas_namespace: args.lease_namespace.clone(),
                 restore_run_retention: args.restore_run_retention,
@@ -197,6 +202,7 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
             ledger: ledger.clone(),
             inherited_grace,
             one_pod: Default::default(),
+            hook_runs,
         });
         let mut pods = AbortOnDrop(tokio::spawn(reconcile::serve_pods(workers, term.clone())));
         // (The select only classifies what happened: `wait_for`'s guard must not live across

@@ -41,6 +41,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::hook_runs::HookRuns;
 use super::marked_pods::{MarkedPod, MarkedPods};
 use crate::catalog::SharedIndex;
 use crate::plan_key::KeyRing;
@@ -150,6 +151,7 @@ pub fn spawn(
     client: kube::Client,
     keys: KeyRing,
     index: Arc<SharedIndex>,
+    hook_runs: Arc<HookRuns>,
     config: TallyConfig,
     stop: CancellationToken,
 ) -> (Tally, MarkedPods, tokio::task::JoinHandle<()>) {
@@ -162,6 +164,7 @@ pub fn spawn(
             index,
             config,
             marked: marked.clone(),
+            hook_runs,
             pods: HashMap::new(),
             by_target: HashMap::new(),
             tombstones: HashMap::new(),
@@ -261,6 +264,8 @@ struct Writer {
     index: Arc<SharedIndex>,
     config: TallyConfig,
     marked: MarkedPods,
+    /// The runs of named hooks, for the workers' `after` (docs/behaviour.md §6.16).
+    hook_runs: Arc<HookRuns>,
     pods: HashMap<String, PodEntry>,
     by_target: HashMap<Target, HashSet<String>>,
     /// Final parts of deleted pods, not yet folded into `retired`.
@@ -317,6 +322,7 @@ impl Writer {
                         }
                         let first = !self.marked.is_listed();
                         self.marked.set_listed();
+                        self.hook_runs.set_listed();
                         if first {
                             // Retention is only decided once the live pods are known.
                             self.sweep().await;
@@ -386,16 +392,24 @@ impl Writer {
             status: get(restore_hooks_core::hooks::plan::STATUS_ANNOTATION),
             status_signature: get(restore_hooks_core::hooks::signing::STATUS_SIGNATURE_ANNOTATION),
         };
+        let pod_ref = format!("{namespace}/{name}");
         let parts = match (
             self.last_word.get(&uid),
             verify(&facts, self.keys.current().as_deref()),
         ) {
-            (Some((plan, status)), _) => tally_pod(&namespace, plan, Some(status)),
+            (Some((plan, status)), _) => {
+                self.hook_runs.set(&uid, &pod_ref, plan, Some(status));
+                tally_pod(&namespace, plan, Some(status))
+            }
             (None, Ok(t)) => {
                 let status = settle_refused(&t.plan, t.status);
+                self.hook_runs.set(&uid, &pod_ref, &t.plan, status.as_ref());
                 tally_pod(&namespace, &t.plan, status.as_ref())
             }
-            (None, Err(_)) => BTreeMap::new(),
+            (None, Err(_)) => {
+                self.hook_runs.remove(&uid);
+                BTreeMap::new()
+            }
         };
         let plan_sources = get(restore_hooks_core::hooks::plan::PLAN_ANNOTATION)
             .and_then(|text| ExecPlan::from_annotation(text).ok())
@@ -474,6 +488,8 @@ impl Writer {
     /// The worker's last word on a pod that is gone.
     fn gone(&mut self, uid: &str, plan: &ExecPlan, status: &ExecStatus) {
         if let Some(entry) = self.pods.get(uid) {
+            let pod_ref = format!("{}/{}", entry.namespace, entry.name);
+            self.hook_runs.set(uid, &pod_ref, plan, Some(status));
             self.last_word
                 .insert(uid.to_string(), (plan.clone(), status.clone()));
             let (namespace, name) = (entry.namespace.clone(), entry.name.clone());
@@ -494,6 +510,7 @@ impl Writer {
     }
 
     fn retire(&mut self, uid: &str) {
+        self.hook_runs.remove(uid);
         self.marked
             .lock()
             .unwrap_or_else(|e| e.into_inner())

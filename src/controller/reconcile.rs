@@ -24,6 +24,7 @@ use jiff::{SignedDuration, Timestamp};
 use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch_pods};
+use restore_hooks_core::after::{AfterTurn, AwaitedRun, after_turn};
 use restore_hooks_core::config::EngineConfig;
 use restore_hooks_core::exec_step::{
     Context, ExecStep, Presence, align, capped, hook_is_up, next_step, timestamp,
@@ -52,6 +53,7 @@ use super::events::{
     PLAN_REJECTED, Regarding, STATUS_ROLLED_BACK,
 };
 use super::exec::{Exec, ExecOutcome, ExecRequest};
+use super::hook_runs::HookRuns;
 use super::ledger::Ledger;
 use super::object_status::Tally;
 use super::one_pod_board::OnePodBoard;
@@ -87,6 +89,8 @@ pub struct Workers {
     pub inherited_grace: SignedDuration,
     /// Which pod runs each `runOn: OnePod` hook: the candidates this leader's workers posted.
     pub one_pod: OnePodBoard,
+    /// The runs of named hooks across each restore's pods, which `after` waits on.
+    pub hook_runs: Arc<HookRuns>,
 }
 
 /// What a worker knows about its pod.
@@ -323,8 +327,11 @@ struct PodWorker {
     /// When this worker first acted on the pod: the start time it assumes for a hook the record
     /// says started but the pod's status no longer shows (docs/behaviour.md §9.5).
     noticed: Option<Timestamp>,
-    /// Woken when the candidates of one of the pod's `runOn: OnePod` hooks change.
-    one_pod_wake: Arc<Notify>,
+    /// The hook names the pod's pending hooks wait for (`after`), as registered in `hook_runs`.
+    waiting_on: Vec<String>,
+    /// Woken when what the pod's hooks wait on elsewhere changes: the candidates of one of its
+    /// `runOn: OnePod` hooks, or the runs of a hook one of its hooks waits for (`after`).
+    wake: Arc<Notify>,
 }
 
 /// How an action ended.
@@ -344,7 +351,7 @@ impl PodWorker {
         uid: String,
         rx: watch::Receiver<Observed>,
         term: CancellationToken,
-        one_pod_wake: Arc<Notify>,
+        wake: Arc<Notify>,
     ) -> Self {
         let api = Api::namespaced(shared.client.clone(), &namespace);
         Self {
@@ -370,7 +377,8 @@ impl PodWorker {
             fresh: false,
             started: Default::default(),
             noticed: None,
-            one_pod_wake,
+            waiting_on: Vec::new(),
+            wake,
         }
     }
 
@@ -420,8 +428,10 @@ impl PodWorker {
 
     async fn run(mut self) {
         self.steps().await;
-        // Whatever ended it, the pod is no candidate of a OnePod hook any more.
+        // Whatever ended it, the pod is no candidate of a OnePod hook any more, and waits on
+        // nothing.
         self.shared.one_pod.leave(&self.uid);
+        self.shared.hook_runs.leave(&self.uid);
     }
 
     async fn steps(&mut self) {
@@ -473,7 +483,7 @@ impl PodWorker {
                     Err(_) => stopping = true,
                 },
                 _ = tokio::time::sleep(wake.unwrap_or_default()), if wake.is_some() => {}
-                _ = self.one_pod_wake.notified() => {}
+                _ = self.wake.notified() => {}
                 _ = self.term.cancelled(), if !stopping => stopping = true,
             }
         }
@@ -545,6 +555,9 @@ impl PodWorker {
         self.trusted = Some((plan.clone(), status.clone()));
         let out_of_scope = self.out_of_scope(&pod);
         let one_pod = self.one_pod_turns(&pod, &plan, status.as_ref(), out_of_scope.is_some());
+        // Registered before the runs are read: a change in between still wakes this worker.
+        self.wait_on(&plan, status.as_ref());
+        let after = self.after_turns(&plan, status.as_ref());
         let decision = next_step(
             &plan,
             status.as_ref(),
@@ -556,6 +569,7 @@ impl PodWorker {
                 inherited_grace: self.shared.inherited_grace,
                 out_of_scope: out_of_scope.as_deref(),
                 one_pod: &one_pod,
+                after: &after,
             },
         );
         let handles = &mut self.slot_wait_handles;
@@ -967,6 +981,7 @@ impl PodWorker {
                 inherited_grace: self.shared.inherited_grace,
                 out_of_scope: None,
                 one_pod: &self.unposted_turns(&plan, true),
+                after: &self.after_turns(&plan, Some(&status)),
             },
         );
         let finishing = decision.finished;
@@ -1039,6 +1054,7 @@ impl PodWorker {
                 inherited_grace: self.shared.inherited_grace,
                 out_of_scope: None,
                 one_pod: &self.unposted_turns(&plan, false),
+                after: &self.after_turns(&plan, Some(&status)),
             },
         );
         warn!(pod = %self.pod_ref(), restore = %plan.restore, not_run = decision.ended.len(), "pod deleted before all hooks ran");
@@ -1130,10 +1146,10 @@ impl PodWorker {
             let key = one_pod_key(&plan.restore, &self.namespace, hook);
             let standing = (able && status.hooks[i].phase == HookPhase::Pending)
                 .then(|| candidate(pod, hook_is_up(plan, &pod.view, i)));
-            let candidates =
-                self.shared
-                    .one_pod
-                    .post(&key, &self.uid, standing, &self.one_pod_wake);
+            let candidates = self
+                .shared
+                .one_pod
+                .post(&key, &self.uid, standing, &self.wake);
             let holder = self.shared.ledger.one_pod_holder(&key);
             let holder = holder.as_ref().map(|(u, p)| (u.as_str(), p.as_str()));
             let mut turn = turn(&self.uid, holder, &candidates, able);
@@ -1143,6 +1159,60 @@ impl PodWorker {
             turns.insert(i, turn);
         }
         turns
+    }
+
+    /// The turn of each pending hook with `after` (docs/behaviour.md §6.16), from the runs of the
+    /// hooks it waits for across the restore's pods.
+    fn after_turns(
+        &self,
+        plan: &ExecPlan,
+        status: Option<&ExecStatus>,
+    ) -> BTreeMap<usize, AfterTurn> {
+        let mut turns = BTreeMap::new();
+        if plan.hooks.iter().all(|h| h.after.is_empty()) {
+            return turns;
+        }
+        let status = align(plan, status);
+        let runs = &self.shared.hook_runs;
+        let listed = runs.is_listed();
+        for (i, hook) in plan.hooks.iter().enumerate() {
+            if hook.after.is_empty() || status.hooks[i].phase != HookPhase::Pending {
+                continue;
+            }
+            let awaited: BTreeMap<&str, Vec<AwaitedRun>> = hook
+                .after
+                .iter()
+                .map(|name| (name.as_str(), runs.runs(&plan.restore, name)))
+                .collect();
+            let turn = after_turn(&hook.after, listed, |name| {
+                awaited.get(name).map_or(&[], Vec::as_slice)
+            });
+            turns.insert(i, turn);
+        }
+        turns
+    }
+
+    /// Waits on the names the pod's pending hooks with `after` name (and on nothing once none is
+    /// pending), so that a change of their runs wakes this worker.
+    fn wait_on(&mut self, plan: &ExecPlan, status: Option<&ExecStatus>) {
+        if self.waiting_on.is_empty() && plan.hooks.iter().all(|h| h.after.is_empty()) {
+            return;
+        }
+        let status = align(plan, status);
+        let names: Vec<String> = plan
+            .hooks
+            .iter()
+            .zip(&status.hooks)
+            .filter(|(_, s)| s.phase == HookPhase::Pending)
+            .flat_map(|(h, _)| h.after.iter().cloned())
+            .collect();
+        if names != self.waiting_on {
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            self.shared
+                .hook_runs
+                .wait_on(&self.uid, &plan.restore, &refs, &self.wake);
+            self.waiting_on = names;
+        }
     }
 
     /// The turns of the pod's `runOn: OnePod` hooks without posting its standing: while results

@@ -217,6 +217,9 @@ pub struct ExecTemplate {
     pub wait_for_ready: bool,
     /// `runOn` (§6.15); only hook objects' hooks keep `OnePod` (see `expand_exec`).
     pub run_on: RunOn,
+    /// `after` (§6.16): the hook names it waits for, without repeats; only hook objects' hooks
+    /// keep them.
+    pub after: Vec<String>,
 }
 
 /// A hook's `waitTimeout` as its author wrote it (docs/behaviour.md §5.2, §6.5).
@@ -261,6 +264,8 @@ pub struct ExecFields<'a> {
     pub wait_for_ready: bool,
     /// `runOn` as written: `EveryPod`, `OnePod` or unset.
     pub run_on: Option<&'a str>,
+    /// `after[].hook` as written.
+    pub after: Vec<&'a str>,
 }
 
 impl<'a> ExecFields<'a> {
@@ -274,6 +279,7 @@ impl<'a> ExecFields<'a> {
             wait_timeout: exec.wait_timeout.as_deref(),
             wait_for_ready: exec.wait_for_ready.unwrap_or(false),
             run_on: exec.run_on.as_deref(),
+            after: exec.after.iter().map(|a| a.hook.as_str()).collect(),
         }
     }
 }
@@ -326,6 +332,28 @@ pub fn exec_template(fields: ExecFields<'_>) -> Result<ExecTemplate, ExecFieldEr
             ));
         }
     };
+    let mut after: Vec<String> = Vec::new();
+    for name in fields.after {
+        if name.is_empty() {
+            return Err(ExecFieldError::new(
+                ExecField::After,
+                "an entry has no hook name; name the RestoreHook or ClusterRestoreHook to wait for",
+            ));
+        }
+        if !after.iter().any(|a| a == name) {
+            after.push(name.to_string());
+        }
+    }
+    if after.len() > crate::after::MAX_AFTER {
+        return Err(ExecFieldError::new(
+            ExecField::After,
+            format!(
+                "waits for {} hooks; at most {} are allowed",
+                after.len(),
+                crate::after::MAX_AFTER
+            ),
+        ));
+    }
     let wait_timeout = match fields.wait_timeout.filter(|v| !v.is_empty()) {
         None => WaitTimeout::Default,
         set => match millis(ExecField::WaitTimeout, set)? {
@@ -344,6 +372,7 @@ pub fn exec_template(fields: ExecFields<'_>) -> Result<ExecTemplate, ExecFieldEr
         wait_timeout,
         wait_for_ready: fields.wait_for_ready,
         run_on,
+        after,
     })
 }
 
@@ -724,6 +753,34 @@ mod tests {
             }),
             ExecField::WaitTimeout
         );
+        assert_eq!(
+            with(ExecFields {
+                after: vec!["db", ""],
+                ..base()
+            }),
+            ExecField::After
+        );
+        let names: Vec<String> = (0..=crate::after::MAX_AFTER)
+            .map(|i| format!("h{i}"))
+            .collect();
+        let too_many = exec_template(ExecFields {
+            after: names.iter().map(String::as_str).collect(),
+            ..base()
+        })
+        .unwrap_err();
+        assert_eq!(
+            (too_many.field, too_many.message.as_str()),
+            (
+                ExecField::After,
+                "waits for 17 hooks; at most 16 are allowed"
+            )
+        );
+        let repeated = exec_template(ExecFields {
+            after: vec!["db", "cache", "db"],
+            ..base()
+        })
+        .unwrap();
+        assert_eq!(repeated.after, ["db", "cache"]);
         let rounded = exec_template(ExecFields {
             wait_timeout: Some("1ns"),
             exec_timeout: Some("1500us"),

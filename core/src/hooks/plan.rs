@@ -105,6 +105,10 @@ pub struct PlannedHook {
     /// plan it (§6.15); absent: every pod runs it.
     #[serde(default, skip_serializing_if = "RunOn::is_every_pod")]
     pub run_on: RunOn,
+    /// JSON `after`: names of hooks of the same restore this one waits for, on every pod that
+    /// plans them (§6.16); absent: it waits for none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
 }
 
 /// Which pods run a hook (docs/behaviour.md §6.15).
@@ -142,6 +146,7 @@ impl PlannedHook {
             allowed_by: None,
             refused: None,
             run_on: RunOn::EveryPod,
+            after: Vec::new(),
         }
     }
 }

@@ -69,6 +69,8 @@ pub enum ExecField {
     WaitForReady,
     /// `runOn` (hook objects only): `EveryPod` or `OnePod`.
     RunOn,
+    /// `after` (hook objects only): hooks this one waits for.
+    After,
 }
 
 impl ExecField {
@@ -82,6 +84,7 @@ impl ExecField {
             ExecField::WaitTimeout => "waitTimeout",
             ExecField::WaitForReady => "waitForReady",
             ExecField::RunOn => "runOn",
+            ExecField::After => "after",
         }
     }
 
@@ -97,6 +100,7 @@ impl ExecField {
             ExecField::WaitForReady => ann::POST_WAIT_FOR_READY,
             // Velero's annotations have no such key: a pod's own hook runs in that pod.
             ExecField::RunOn => "runOn (hook objects only)",
+            ExecField::After => "after (hook objects only)",
         }
     }
 }

@@ -27,6 +27,7 @@ use super::problem::{ExecField, Problem};
 use super::scope::{RestoreScope, ScopeVia};
 use super::targets::{ExecTargets, TargetError};
 use super::types::Labels;
+use crate::after::{find_cycle, show_cycle};
 use crate::config::{EngineConfig, VeleroHooksMode};
 use crate::index::HookIndex;
 
@@ -203,8 +204,37 @@ pub fn resolve_hooks(
             }
         }
     }
+    refuse_after_cycles(&mut out, index);
     cap_exec_timeouts(&mut out, config);
     out
+}
+
+/// Hooks that wait for themselves through `after` (docs/behaviour.md §6.16) would wait until
+/// their `waitTimeout`: they are invalid (§3.4), with the cycle named. The CRD schema refuses an
+/// object naming itself at `kubectl apply`; a cycle across objects is only visible here.
+fn refuse_after_cycles(out: &mut Resolution, index: &HookIndex) {
+    if out.exec.iter().all(|h| h.after.is_empty()) {
+        return;
+    }
+    let graph = index.after_graph();
+    out.exec.retain(|hook| {
+        let Some(cycle) = (!hook.after.is_empty())
+            .then(|| find_cycle(&graph, &hook.name))
+            .flatten()
+        else {
+            return true;
+        };
+        out.problems.push(Problem::at(
+            format!("{} postHooks[{}].exec", hook.source, hook.index),
+            ExecField::After.spec_name(),
+            format!(
+                "waits in a cycle ({}): each hook would wait for itself until its waitTimeout; \
+                 remove one of these after entries",
+                show_cycle(&cycle)
+            ),
+        ));
+        false
+    });
 }
 
 /// Hooks that a hook object which arrived after the pod (docs/behaviour.md §7.2) adds: its exec
@@ -216,6 +246,7 @@ pub fn resolve_late_hooks(
     restore: &str,
     velero: Option<&CompiledObject>,
     object: &CompiledObject,
+    index: &HookIndex,
     config: &EngineConfig,
 ) -> Resolution {
     let mut out = Resolution::empty(scope, restore.to_string());
@@ -240,6 +271,7 @@ pub fn resolve_late_hooks(
             expand_exec(entry, &shape, config, &parameters, &mut out);
         }
     }
+    refuse_after_cycles(&mut out, index);
     cap_exec_timeouts(&mut out, config);
     out
 }
@@ -601,6 +633,7 @@ fn annotation_exec_hook(
         wait_timeout: ann::get(annotations, ann::POST_WAIT_TIMEOUT),
         wait_for_ready,
         run_on: None,
+        after: Vec::new(),
     })
     .map_err(|e| at(e.field, e.message))?;
     // The pod's own hook naming a container it lacks is a mistake in the pod: invalid.
@@ -680,8 +713,10 @@ fn expand_exec(
                     );
                     if entry.is_hook_object() {
                         hook.command = expand_command(&hook.command, parameters, &location, out);
-                        // Velero defines no runOn: its hooks run in every pod it selects.
+                        // Velero defines neither runOn nor after: its hooks run in every pod
+                        // it selects, each on its own.
                         hook.run_on = template.run_on;
+                        hook.after = template.after.clone();
                     }
                     out.exec.push(hook);
                 }
@@ -718,6 +753,7 @@ fn planned(
         allowed_by: None,
         refused: None,
         run_on: RunOn::EveryPod,
+        after: Vec::new(),
     }
 }
 

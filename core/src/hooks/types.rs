@@ -163,6 +163,26 @@ pub struct ExecRestoreHook {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::hooks::types::run_on_schema")]
     pub run_on: Option<String>,
+    /// Hooks of the same restore this one waits for: it starts once each ended well on every pod
+    /// that plans it, and is skipped when one failed with `onError: Fail` (RestoreHook and
+    /// ClusterRestoreHook only; docs/behaviour.md §6.16).
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    #[schemars(length(max = 16))]
+    pub after: Vec<AfterHook>,
+}
+
+/// A hook an exec hook waits for.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AfterHook {
+    /// The hook's name: the name of the RestoreHook or ClusterRestoreHook that holds it (every
+    /// exec hook of it, in every pod of the restore).
+    #[schemars(length(min = 1, max = 253))]
+    pub hook: String,
 }
 
 /// Post-restore hooks for the pods of one namespace, for the restores whose names match.

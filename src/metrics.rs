@@ -31,6 +31,10 @@ pub const LABEL_VALUES: &[(&str, &[&str])] = &[
     ),
     ("restore_hooks_tls_reloads_total", &["success", "error"]),
     (
+        "restore_hooks_exec_retries_total",
+        &["not_started", "exit_code", "stream_broke"],
+    ),
+    (
         "restore_hooks_namespace_lookups_total",
         &["found", "not_found", "error"],
     ),
@@ -71,6 +75,8 @@ pub struct Metrics {
     pub init_containers_injected: IntCounter,
     /// `result`: `succeeded`, `failed`, `skipped`.
     pub exec_hooks: IntCounterVec,
+    /// `reason`: `not_started`, `exit_code`, `stream_broke`: failed attempts tried again.
+    pub exec_retries: IntCounterVec,
     /// `restore_hooks_exec_duration_seconds`: exec hooks' durations, exec start to exit.
     pub exec_duration: Histogram,
     /// `restore_hooks_pending_pods`: pods labelled `restore-hooks.dev/exec=pending` being tracked.
@@ -141,6 +147,14 @@ impl Metrics {
                 "Post-restore exec hooks that reached a terminal phase, by result",
             ),
             &["result"],
+        )
+        .expect("valid metric");
+        let exec_retries = IntCounterVec::new(
+            Opts::new(
+                "restore_hooks_exec_retries_total",
+                "Failed attempts of exec hooks with retry that are tried again, by how the attempt failed",
+            ),
+            &["reason"],
         )
         .expect("valid metric");
         let exec_duration = Histogram::with_opts(
@@ -259,6 +273,7 @@ impl Metrics {
             Box::new(admission_duration.clone()),
             Box::new(init_containers_injected.clone()),
             Box::new(exec_hooks.clone()),
+            Box::new(exec_retries.clone()),
             Box::new(exec_duration.clone()),
             Box::new(pending_pods.clone()),
             Box::new(tls_reloads.clone()),
@@ -281,6 +296,7 @@ impl Metrics {
         for counter in [
             &admission_requests,
             &exec_hooks,
+            &exec_retries,
             &tls_reloads,
             &namespace_lookups,
             &plans_rejected,
@@ -302,6 +318,7 @@ impl Metrics {
             admission_duration,
             init_containers_injected,
             exec_hooks,
+            exec_retries,
             exec_duration,
             pending_pods,
             tls_reloads,

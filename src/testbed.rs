@@ -511,6 +511,7 @@ pub fn sh_hook(name: &str, container: &str, script: &str) -> PlannedHook {
         refused: None,
         run_on: Default::default(),
         after: Vec::new(),
+        retry: None,
     }
 }
 

@@ -141,6 +141,7 @@ fn make_pods(bed: &Testbed, rng: &mut Rng) -> (Vec<Pod>, BTreeMap<String, Vec<Pl
                 refused: None,
                 run_on: Default::default(),
                 after: Vec::new(),
+                retry: None,
             });
             mine.push(Planned {
                 id,
@@ -608,6 +609,7 @@ async fn controller_json_logs_have_one_message_per_line() {
                 refused: None,
                 run_on: Default::default(),
                 after: Vec::new(),
+                retry: None,
             });
         }
         // A second pod whose plan signature is not the installation's: refused, with its own

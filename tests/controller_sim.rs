@@ -1273,3 +1273,100 @@ async fn a_hook_with_after_waits_for_the_named_hooks_on_every_pod_that_plans_the
     })
     .await;
 }
+
+/// `retry` (docs/behaviour.md §6.17): an exec refused before its stream opened is tried again,
+/// each attempt recorded (status `retries`, a `HookRetrying` Event, the metric); a started command
+/// is tried again only for an exit code the hook lists; one that exited otherwise is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_attempts_are_retried_only_when_the_command_cannot_have_run_or_may_run_again() {
+    use restore_hooks::hooks::plan::RetryPlan;
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        let retried = |name: &str, script: &str, on_exit_codes: Vec<i32>| {
+            let mut h = hook(name, "db", script);
+            h.retry = Some(RetryPlan {
+                attempts: 3,
+                backoff_ms: 100,
+                max_backoff_ms: 100,
+                on_exit_codes,
+                idempotent: false,
+            });
+            h
+        };
+        // The first two execs are refused with a 500 before their stream opens.
+        bed.sim.faults().fail_next("create", "pods/exec", 2);
+        create(
+            &bed,
+            "refused",
+            vec![retried("warm", "echo run >> runs", vec![])],
+            json!({}),
+        )
+        .await;
+        let c = start(&bed, "c1");
+        let (label, st) = finished(&bed, "refused").await;
+        assert_eq!((label.as_str(), phases(&st)), ("done", vec![OK]));
+        assert_eq!(st.hooks[0].retries, 2, "two failed attempts");
+        assert_eq!(
+            file(&bed, "refused", "runs"),
+            "run\n",
+            "the command ran once"
+        );
+        wait_for("two HookRetrying events", async || {
+            let evs = events(&bed, "refused").await;
+            evs.iter().filter(|e| e.0 == "HookRetrying").count() >= 2
+        })
+        .await;
+        let retrying: Vec<String> = events(&bed, "refused")
+            .await
+            .into_iter()
+            .filter(|(reason, ..)| reason == "HookRetrying")
+            .map(|(_, message, _)| message)
+            .collect();
+        assert_eq!(retrying.len(), 2, "{retrying:?}");
+        assert!(
+            retrying[0].contains("attempt 1 of 3 failed (not_started): exec could not start"),
+            "{retrying:?}"
+        );
+        assert_eq!(
+            c.metrics
+                .exec_retries
+                .with_label_values(&["not_started"])
+                .get(),
+            2
+        );
+
+        // Exit 75 is listed: run again, and the second run succeeds.
+        let flaky = "echo run >> runs; [ $(wc -l < runs) -ge 2 ] || exit 75";
+        create(
+            &bed,
+            "listed",
+            vec![retried("migrate", flaky, vec![75])],
+            json!({}),
+        )
+        .await;
+        // Exit 1 is not: the command ran, it is not run again.
+        create(
+            &bed,
+            "unlisted",
+            vec![retried("migrate", "echo run >> runs; exit 1", vec![75])],
+            json!({}),
+        )
+        .await;
+        let (label, st) = finished(&bed, "listed").await;
+        assert_eq!(
+            (label.as_str(), phases(&st), st.hooks[0].retries),
+            ("done", vec![OK], 1)
+        );
+        assert_eq!(file(&bed, "listed", "runs"), "run\nrun\n");
+        let (label, st) = finished(&bed, "unlisted").await;
+        assert_eq!(
+            (label.as_str(), phases(&st), st.hooks[0].retries),
+            ("failed", vec![F], 0)
+        );
+        assert_eq!(st.hooks[0].message, "command terminated with exit code 1");
+        assert_eq!(file(&bed, "unlisted", "runs"), "run\n", "ran once");
+        c.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}

@@ -100,6 +100,7 @@ fn hook(name: &str, container: &str, script: &str) -> PlannedHook {
         refused: None,
         run_on: Default::default(),
         after: Vec::new(),
+        retry: None,
     }
 }
 

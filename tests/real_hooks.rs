@@ -594,3 +594,192 @@ fn a_hook_with_after_starts_only_once_the_hooks_it_waits_for_succeeded() {
     assert_eq!(run["status"]["hooks"]["succeeded"], 2, "{}", run["status"]);
     serve.assert_no_forbidden();
 }
+
+/// `retry` (docs/behaviour.md §6.17) on the real API server: while the controller's
+/// ServiceAccount may not create `pods/exec`, the API server refuses each exec before its stream
+/// opens (403) and the hook is tried again; once the role is back it runs, once. A command that
+/// ran and exited with a code the hook lists is run again; one that exited otherwise is not.
+#[test]
+fn a_refused_exec_is_retried_and_a_command_that_ran_only_as_the_hook_allows() {
+    use serde_json::json;
+    use std::time::Duration;
+
+    let install = Install::default_chart();
+    let mut serve = install.start(0);
+    // The 403s below are the point of the test.
+    serve.expect_forbidden();
+    let cp = &install.cp;
+    let ns = "retried";
+    namespace(cp, ns, json!({NAMESPACE_LABEL: "r-retried"}));
+    // The controller's role, and the same without its pods/exec rule.
+    let role = of_kind(&install.rendered, "ClusterRole")
+        .into_iter()
+        .find(|r| r["rules"].to_string().contains("pods/exec") && r["metadata"]["name"] == RELEASE)
+        .expect("the controller's ClusterRole grants pods/exec")
+        .clone();
+    let mut no_exec = role.clone();
+    no_exec["rules"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|r| !r["resources"].to_string().contains("pods/exec"));
+    cp.apply(&no_exec.to_string()).unwrap();
+
+    let marks: Vec<std::path::PathBuf> = ["refused", "listed", "unlisted"]
+        .iter()
+        .map(|m| install.mark(m))
+        .collect();
+    let hook = |name: &str, script: String, retry: serde_json::Value| {
+        json!({
+            "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"labelSelector": {"matchLabels": {"app": name}},
+                     "postHooks": [{"exec": {"container": "app", "retry": retry,
+                                             "command": ["sh", "-c", script]}}]},
+        })
+    };
+    let append = |m: &std::path::Path| format!("echo run >> '{}'", m.display());
+    scenarios::apply_hooks(
+        cp,
+        &[
+            hook(
+                "refused",
+                append(&marks[0]),
+                json!({"attempts": 10, "backoff": "1s", "maxBackoff": "2s"}),
+            ),
+            hook(
+                "listed",
+                format!(
+                    "{}; [ $(wc -l < '{}') -ge 2 ] || exit 75",
+                    append(&marks[1]),
+                    marks[1].display()
+                ),
+                json!({"attempts": 3, "backoff": "1s", "onExitCodes": [75]}),
+            ),
+            hook(
+                "unlisted",
+                format!("{}; exit 1", append(&marks[2])),
+                json!({"attempts": 3, "backoff": "1s", "onExitCodes": [75]}),
+            ),
+        ],
+    );
+    create(
+        cp,
+        &pod(
+            ns,
+            "refused-0",
+            &["app"],
+            json!({"app": "refused"}),
+            json!({}),
+        ),
+    );
+    let retrying = wait_until(
+        "refused-0: a failed attempt recorded".to_string(),
+        Duration::from_secs(60),
+        || {
+            let p = get_pod(cp, ns, "refused-0").ok_or("no pod")?;
+            let s = hook_status(&p).ok_or("no status")?;
+            if s["hooks"][0]["retries"].as_u64().unwrap_or(0) >= 1 {
+                Ok(s)
+            } else {
+                Err(format!("{}", s["hooks"][0]))
+            }
+        },
+    );
+    assert_eq!(retrying["hooks"][0]["phase"], "Pending", "{retrying}");
+    let message = retrying["hooks"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("of 10 failed (not_started): exec could not start:")
+            && message.contains("forbidden"),
+        "{message}"
+    );
+    assert!(
+        mark_lines(&marks[0]).is_empty(),
+        "nothing ran while refused"
+    );
+    cp.apply(&role.to_string()).unwrap();
+    let done = wait_hooks_ended(cp, ns, "refused-0", Duration::from_secs(60));
+    let status = hook_status(&done).unwrap();
+    assert_eq!(status["hooks"][0]["phase"], "Succeeded", "{status}");
+    assert!(
+        status["hooks"][0]["retries"].as_u64().unwrap() >= 1,
+        "{status}"
+    );
+    assert_eq!(mark_lines(&marks[0]), ["run"], "it ran once");
+    let events = get_json(
+        cp,
+        &[
+            "get",
+            "events",
+            "-n",
+            ns,
+            "--field-selector",
+            "involvedObject.name=refused-0,reason=HookRetrying",
+        ],
+    )
+    .unwrap();
+    assert!(
+        !events["items"].as_array().unwrap().is_empty(),
+        "a HookRetrying Event per failed attempt"
+    );
+
+    create(
+        cp,
+        &pod(
+            ns,
+            "listed-0",
+            &["app"],
+            json!({"app": "listed"}),
+            json!({}),
+        ),
+    );
+    create(
+        cp,
+        &pod(
+            ns,
+            "unlisted-0",
+            &["app"],
+            json!({"app": "unlisted"}),
+            json!({}),
+        ),
+    );
+    let listed = hook_status(&wait_hooks_ended(
+        cp,
+        ns,
+        "listed-0",
+        Duration::from_secs(60),
+    ))
+    .unwrap();
+    assert_eq!(
+        (
+            listed["hooks"][0]["phase"].as_str(),
+            listed["hooks"][0]["retries"].as_u64()
+        ),
+        (Some("Succeeded"), Some(1)),
+        "{listed}"
+    );
+    assert_eq!(
+        mark_lines(&marks[1]),
+        ["run", "run"],
+        "exit 75 is listed: run again"
+    );
+    let unlisted = hook_status(&wait_hooks_ended(
+        cp,
+        ns,
+        "unlisted-0",
+        Duration::from_secs(60),
+    ))
+    .unwrap();
+    assert_eq!(unlisted["hooks"][0]["phase"], "Failed", "{unlisted}");
+    assert!(unlisted["hooks"][0].get("retries").is_none(), "{unlisted}");
+    assert_eq!(
+        mark_lines(&marks[2]),
+        ["run"],
+        "exit 1 is not listed: ran once"
+    );
+    // Only the pods/exec refusals of the first pod.
+    let refused: Vec<(String, String)> = serve.controller().refusals();
+    assert!(
+        !refused.is_empty() && refused.iter().all(|(_, resource)| resource == "pods/exec"),
+        "{refused:?}"
+    );
+}

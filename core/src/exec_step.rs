@@ -244,7 +244,7 @@ pub fn next_step(
                                     awaiting_slot: ctx.awaiting_slot.contains(&i),
                                     after: awaiting(hook, i, ctx),
                                 };
-                                cannot_run(hook, pod, now, up(hook), blocked)
+                                cannot_run(hook, entry, pod, now, up(hook), blocked)
                             })
                     })
                     .map(failed)
@@ -286,10 +286,17 @@ pub fn next_step(
                 }
             }
             HookPhase::Pending => {
-                if up(hook) && my_turn(hook, i, ctx) && awaiting(hook, i, ctx).is_none() {
-                    start.push(i);
+                // A failed attempt waits out its backoff before the next one (§6.17).
+                let retry_at = entry.retry_at.as_deref().and_then(|t| t.parse().ok());
+                match retry_at {
+                    Some(t) if now < t => earliest(t),
+                    _ => {
+                        if up(hook) && my_turn(hook, i, ctx) && awaiting(hook, i, ctx).is_none() {
+                            start.push(i);
+                        }
+                    }
                 }
-                if let Some(d) = deadline(hook, pod) {
+                if let Some(d) = wait_deadline(hook, entry, pod) {
                     earliest(d);
                 }
             }
@@ -395,6 +402,7 @@ struct Blocked<'a> {
 /// container cannot be targeted, the wait has expired.
 fn cannot_run(
     hook: &PlannedHook,
+    entry: &HookStatus,
     pod: &PodView,
     now: Timestamp,
     up: bool,
@@ -421,7 +429,7 @@ fn cannot_run(
         }
         Some(_) => {}
     }
-    let d = deadline(hook, pod)?;
+    let d = wait_deadline(hook, entry, pod)?;
     if now < d {
         return None;
     }
@@ -494,6 +502,20 @@ pub fn deadline(hook: &PlannedHook, pod: &PodView) -> Option<Timestamp> {
     let created = pod.created?;
     created
         .checked_add(SignedDuration::from_millis(i64::try_from(ms).ok()?))
+        .ok()
+}
+
+/// The wait deadline of a pending hook: [`deadline`], and for a hook tried again after failed
+/// attempts (§6.17), one `execTimeout` and one `maxBackoff` later per failed attempt, so that
+/// retries end as surely as waits do.
+fn wait_deadline(hook: &PlannedHook, entry: &HookStatus, pod: &PodView) -> Option<Timestamp> {
+    let d = deadline(hook, pod)?;
+    let Some(retry) = hook.retry.as_ref().filter(|_| entry.retries > 0) else {
+        return Some(d);
+    };
+    let per_attempt = hook.exec_timeout_ms.saturating_add(retry.max_backoff_ms);
+    let extra = per_attempt.saturating_mul(u64::from(entry.retries));
+    d.checked_add(SignedDuration::from_millis(i64::try_from(extra).ok()?))
         .ok()
 }
 
@@ -572,6 +594,8 @@ pub fn pending(hook: &PlannedHook) -> HookStatus {
         message: String::new(),
         stdout: String::new(),
         stderr: String::new(),
+        retries: 0,
+        retry_at: None,
     }
 }
 
@@ -1232,6 +1256,47 @@ mod tests {
             assert_eq!(d.start, row.start, "{}", row.what);
             assert_eq!(d.status.hooks[0].message, row.message, "{}", row.what);
         }
+    }
+
+    /// `retry` (§6.17): a failed attempt waits out its `retryAt` before the next starts, and its
+    /// wait deadline moves on by one execTimeout and one maxBackoff per failed attempt.
+    #[test]
+    fn a_retried_hook_starts_again_at_its_retry_time_within_its_longer_wait() {
+        let mut h = hook("migrate", "db");
+        h.wait_timeout_ms = Some(10_000);
+        h.exec_timeout_ms = 4_000;
+        h.retry = Some(crate::hooks::plan::RetryPlan {
+            attempts: 3,
+            backoff_ms: 1_000,
+            max_backoff_ms: 2_000,
+            on_exit_codes: vec![],
+            idempotent: false,
+        });
+        let p = plan(vec![h]);
+        let retried = |at: &str| {
+            let mut s = align(&p, None);
+            s.hooks[0].retries = 1;
+            s.hooks[0].retry_at = Some(at.to_string());
+            s
+        };
+        let up = pod(&[("db", true, true)]);
+        let down = pod(&[]);
+        // Before its retry time: nothing starts, it wakes then.
+        let d = next_step(&p, Some(&retried(&timestamp(t(8)))), &up, &at(7));
+        assert_eq!((d.start.clone(), d.wake_at), (vec![], Some(t(8))));
+        // At its retry time it starts.
+        let d = next_step(&p, Some(&retried(&timestamp(t(8)))), &up, &at(8));
+        assert_eq!(d.start, vec![0]);
+        // Past the first wait deadline (10 s) it still may: 10 + 1 × (4 + 2) = 16 s.
+        let d = next_step(&p, Some(&retried(&timestamp(t(12)))), &down, &at(15));
+        assert_eq!((phases(&d), d.wake_at), (vec![P], Some(t(16))));
+        let d = next_step(&p, Some(&retried(&timestamp(t(12)))), &down, &at(16));
+        assert_eq!(phases(&d), vec![F]);
+        assert!(
+            d.status.hooks[0].message.contains("within waitTimeout 10s"),
+            "{}",
+            d.status.hooks[0].message
+        );
     }
 
     #[test]

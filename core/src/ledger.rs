@@ -43,6 +43,20 @@ pub struct Execution {
     /// no other pod of the restore ever starts them (docs/behaviour.md §6.15).
     #[serde(default, rename = "onePod", skip_serializing_if = "BTreeMap::is_empty")]
     pub one_pod: BTreeMap<String, OnePodStart>,
+    /// Hooks with `retry` past their first attempt, by plan position (docs/behaviour.md §6.17).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attempts: BTreeMap<String, Attempts>,
+}
+
+/// How far the attempts of a hook with `retry` got: a hook whose last started attempt was
+/// released (it failed in a way its `retry` allows to try again) may start once more; any other
+/// start mark still means "never again".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Attempts {
+    /// Attempts started (recorded before each).
+    pub started: u32,
+    /// Attempts that ended and may be tried again.
+    pub released: u32,
 }
 
 /// A `runOn: OnePod` hook's start, as recorded on the pod that runs it.
@@ -84,7 +98,28 @@ impl Execution {
             plan: plan.to_string(),
             hooks: BTreeMap::new(),
             one_pod: BTreeMap::new(),
+            attempts: BTreeMap::new(),
         }
+    }
+
+    /// The number of the next attempt of hook `index` (1 for a hook never started), if one may
+    /// start by the record: never started, or its last attempt was released.
+    pub fn next_attempt(&self, index: usize) -> Option<u32> {
+        let Some(mark) = self.mark(index) else {
+            return Some(1);
+        };
+        let tries = self.attempts.get(&index.to_string()).copied();
+        match (mark, tries) {
+            (Mark::Started, Some(t)) if t.released >= t.started && t.started > 0 => {
+                Some(t.started + 1)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether hook `index` started and waits to be tried again (its last attempt released).
+    pub fn awaits_retry(&self, index: usize) -> bool {
+        self.mark(index) == Some(Mark::Started) && self.next_attempt(index).is_some()
     }
 
     /// The mark of the hook at plan position `index`.
@@ -121,6 +156,11 @@ impl Execution {
             self.one_pod
                 .entry(k.clone())
                 .or_insert_with(|| start.clone());
+        }
+        for (k, theirs) in &other.attempts {
+            let mine = self.attempts.entry(k.clone()).or_default();
+            mine.started = mine.started.max(theirs.started);
+            mine.released = mine.released.max(theirs.released);
         }
     }
 }
@@ -212,6 +252,8 @@ pub fn reconcile(
         let was = entry.phase;
         match (mark, was) {
             (_, p) if p.is_terminal() => {}
+            // Its last attempt failed and may be tried again: Pending until then (§6.17).
+            (Mark::Started, HookPhase::Pending) if execution.awaits_retry(i) => {}
             (Mark::Started, HookPhase::Running) => {}
             (Mark::Started, _) => {
                 entry.phase = HookPhase::Running;
@@ -406,6 +448,65 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&e).unwrap(),
             r#"{"plan":"p1","hooks":{"0":"F","1":"R"}}"#
+        );
+    }
+
+    /// `retry` (§6.17): a started hook starts again only after its last attempt was released, and
+    /// a stale view of the record (fewer attempts) never brings back an attempt that started.
+    #[test]
+    fn an_attempt_starts_again_only_once_the_record_released_the_last() {
+        let tries = |started, released| Attempts { started, released };
+        let mut e = Execution::claimed("p1");
+        assert_eq!(e.next_attempt(0), Some(1), "never started");
+        e.set(0, Mark::Started);
+        assert_eq!(e.next_attempt(0), None, "in flight, no attempts recorded");
+        e.attempts.insert("0".into(), tries(1, 0));
+        assert_eq!(e.next_attempt(0), None, "attempt 1 in flight");
+        e.attempts.insert("0".into(), tries(1, 1));
+        assert_eq!(e.next_attempt(0), Some(2), "attempt 1 released");
+        assert!(e.awaits_retry(0));
+        let mut stale = Execution::claimed("p1");
+        stale.set(0, Mark::Started);
+        stale.attempts.insert("0".into(), tries(2, 1));
+        e.merge(&stale);
+        assert_eq!(e.attempts["0"], tries(2, 1));
+        assert_eq!(e.next_attempt(0), None, "attempt 2 started: in flight");
+        e.merge(&Execution {
+            attempts: [("0".to_string(), tries(1, 1))].into(),
+            ..Execution::claimed("p1")
+        });
+        assert_eq!(e.next_attempt(0), None, "an older view changes nothing");
+        e.set(0, Mark::Succeeded);
+        assert_eq!(e.next_attempt(0), None, "ended: never again");
+        assert!(!e.awaits_retry(0));
+
+        // The pod shows the hook Pending, waiting for its next attempt: not rolled back.
+        let p = plan(1);
+        let mut released = Execution::claimed("p1");
+        released.set(0, Mark::Started);
+        released.attempts.insert("0".into(), tries(1, 1));
+        let noticed: Timestamp = "2026-12-04T11:00:00Z".parse().unwrap();
+        let r = reconcile(
+            &p,
+            Some(&status(&p, &[HookPhase::Pending])),
+            Some(&released),
+            noticed,
+        );
+        assert_eq!(
+            (r.status.hooks[0].phase, r.rolled_back),
+            (HookPhase::Pending, vec![])
+        );
+        released.attempts.insert("0".into(), tries(2, 1));
+        let r = reconcile(
+            &p,
+            Some(&status(&p, &[HookPhase::Pending])),
+            Some(&released),
+            noticed,
+        );
+        assert_eq!(
+            (r.status.hooks[0].phase, r.rolled_back),
+            (HookPhase::Running, vec![0]),
+            "attempt 2 started: a Pending status went back"
         );
     }
 }

@@ -17,5 +17,6 @@ pub mod index;
 pub mod late_hooks;
 pub mod ledger;
 pub mod one_pod;
+pub mod retry;
 pub mod tally;
 pub mod trust;

@@ -1756,3 +1756,36 @@ spec:
         warned.warnings
     );
 }
+
+/// `retry` (docs/behaviour.md §6.17): a hook object's policy reaches the signed plan with its
+/// defaults; an invalid one denies the pod, naming the field.
+#[test]
+fn retry_is_planned_with_its_defaults_for_hook_object_hooks() {
+    let docs = r#"
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: migrate}
+spec:
+  postHooks:
+  - exec: {command: [/bin/migrate], retry: {onExitCodes: [75, 75], idempotent: true}}
+  - exec: {command: [/bin/true], retry: {attempts: 1}}
+"#;
+    let a = admit(&pod(json!({})), &catalog(docs), &own());
+    let raw: Value = serde_json::from_str(a.annotation("restore-hooks.dev/plan").unwrap()).unwrap();
+    assert_eq!(
+        raw["hooks"][0]["retry"],
+        json!({"attempts": 3, "backoffMs": 1000, "maxBackoffMs": 30000, "onExitCodes": [75], "idempotent": true})
+    );
+    assert!(
+        raw["hooks"][1].get("retry").is_none(),
+        "one attempt: no retry"
+    );
+
+    let bad = "apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {name: m}\n\
+               spec:\n  postHooks: [{exec: {command: [/bin/true], retry: {backoff: 5x}}}]\n";
+    let message = denied(&pod(json!({})), &catalog(bad), &own());
+    assert!(
+        message.contains("restorehook/m postHooks[0].exec retry: backoff:"),
+        "{message}"
+    );
+}

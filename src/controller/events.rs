@@ -1,5 +1,5 @@
-//! Kubernetes Events on pods (`HookSucceeded`, `HookFailed`, `HookRefused`, `HooksCompleted`,
-//! `PlanRejected`, `StatusRolledBack`, `RestoreHooksNotApplied`) and on hook objects
+//! Kubernetes Events on pods (`HookSucceeded`, `HookFailed`, `HookRetrying`, `HookRefused`,
+//! `HooksCompleted`, `PlanRejected`, `StatusRolledBack`, `RestoreHooksNotApplied`) and on hook objects
 //! (`InitHooksMissed`, `LateHooksAdded`): what an operator sees in `kubectl describe`. Best
 //! effort: a failed Event is logged, never retried at the expense of the hooks.
 
@@ -15,6 +15,9 @@ pub const HOOK_SUCCEEDED: &str = "HookSucceeded";
 /// A hook failed, or was recorded `Failed` without running (expired, pod gone, out of scope,
 /// interrupted): the message and the tail of its stderr.
 pub const HOOK_FAILED: &str = "HookFailed";
+/// An attempt of a hook with `retry` failed in a way its policy retries: which attempt, why, and
+/// when the next one starts.
+pub const HOOK_RETRYING: &str = "HookRetrying";
 /// An annotation exec hook nobody entitled to exec into the pod authored: recorded `Failed`,
 /// never run.
 pub const HOOK_REFUSED: &str = "HookRefused";
@@ -42,6 +45,7 @@ pub const NOT_ADMITTED: &str = "RestoreHooksNotApplied";
 pub const REASONS: &[&str] = &[
     HOOK_SUCCEEDED,
     HOOK_FAILED,
+    HOOK_RETRYING,
     HOOK_REFUSED,
     HOOKS_COMPLETED,
     PLAN_REJECTED,

@@ -14,6 +14,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
 use crate::hooks::duration::format_go_duration as go_duration;
+use restore_hooks_core::retry::Failure;
 
 /// How much of each output stream is kept (docs/behaviour.md §5.3: "the last 1 KiB").
 pub const TAIL_BYTES: usize = 1024;
@@ -33,6 +34,8 @@ pub struct ExecOutcome {
     /// The exec outlived its timeout and was abandoned; the command may still be running in the
     /// container (the API server cannot kill it).
     pub timed_out: bool,
+    /// The exec was refused before its stream opened: the command did not start.
+    pub not_started: bool,
 }
 
 impl ExecOutcome {
@@ -48,6 +51,35 @@ impl ExecOutcome {
             (None, Some(0)) => String::new(),
             (None, Some(code)) => format!("command terminated with exit code {code}"),
             (None, None) => "the exec ended without an exit status".to_string(),
+        }
+    }
+
+    /// How it failed, for `retry` (docs/behaviour.md §6.17); `None` when it succeeded.
+    pub fn failure(&self) -> Option<Failure> {
+        if self.succeeded() {
+            return None;
+        }
+        Some(
+            match (
+                self.not_started,
+                self.timed_out,
+                &self.error,
+                self.exit_code,
+            ) {
+                (true, ..) => Failure::NotStarted,
+                (_, true, ..) => Failure::TimedOut,
+                (_, _, None, Some(code)) => Failure::Exited(code),
+                // No exit status: the command may have run, wholly or in part.
+                _ => Failure::StreamBroke,
+            },
+        )
+    }
+
+    /// An exec whose upgrade the API server or the kubelet refused: the command did not start.
+    pub fn not_started(error: impl Into<String>) -> Self {
+        ExecOutcome {
+            not_started: true,
+            ..Self::failed(error)
         }
     }
 
@@ -107,7 +139,12 @@ impl KubeExec {
         let mut attached = match api.exec(pod, command.to_vec(), &params).await {
             Ok(a) => a,
             Err(e) => {
-                return ExecOutcome::failed(format!("exec could not start: {}", start_error(&e)));
+                // The upgrade was refused (forbidden, container not found or not running, 5xx,
+                // 429): no stream, no process.
+                return ExecOutcome::not_started(format!(
+                    "exec could not start: {}",
+                    start_error(&e)
+                ));
             }
         };
         let stdout = attached.stdout();

@@ -22,7 +22,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use restore_hooks_core::hooks::types::{RestoreRun, RestoreRunSpec};
-use restore_hooks_core::ledger::{Claim, Execution, Mark, OnePodStart, claim};
+use restore_hooks_core::ledger::{Attempts, Claim, Execution, Mark, OnePodStart, claim};
 use restore_hooks_core::tally::restore_run_name;
 use restore_hooks_core::trust::Rejection;
 use serde_json::json;
@@ -199,10 +199,21 @@ impl Ledger {
         uid: &str,
         plan: &str,
         index: usize,
+        attempt: u32,
         one_pod: Option<OnePodStart>,
     ) -> Result<(), NotRecorded> {
         let mut entry = Execution::claimed(plan);
         entry.set(index, Mark::Started);
+        if attempt > 1 {
+            // Attempt n in flight: the release of attempt n-1 no longer allows a start.
+            entry.attempts.insert(
+                index.to_string(),
+                Attempts {
+                    started: attempt,
+                    released: attempt - 1,
+                },
+            );
+        }
         if let Some(start) = one_pod {
             entry.one_pod.insert(index.to_string(), start);
         }
@@ -217,6 +228,22 @@ impl Ledger {
             run: restore_run_name(restore),
             error,
         })
+    }
+
+    /// Attempt `attempt` of a hook with `retry` failed in a way its policy retries (docs/behaviour.md
+    /// §6.17): the next attempt may start (written with the next write; if it is lost, the
+    /// attempt counts as in flight and the hook ends interrupted, never twice).
+    pub fn released(&self, restore: &str, uid: &str, plan: &str, index: usize, attempt: u32) {
+        let mut entry = Execution::claimed(plan);
+        entry.set(index, Mark::Started);
+        entry.attempts.insert(
+            index.to_string(),
+            Attempts {
+                started: attempt,
+                released: attempt,
+            },
+        );
+        self.record(self.lock(), restore, uid, entry, None);
     }
 
     /// Records a started hook's result (written with the next write).

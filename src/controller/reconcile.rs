@@ -37,6 +37,7 @@ use restore_hooks_core::hooks::scope::restore_scope;
 use restore_hooks_core::hooks::signing::PlanKeys;
 use restore_hooks_core::ledger::{OnePodStart, reconcile};
 use restore_hooks_core::one_pod::{Candidate, OnePodTurn, one_pod_key, turn};
+use restore_hooks_core::retry::retry_after;
 use restore_hooks_core::trust::{Rejection, verify};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
@@ -49,8 +50,8 @@ use crate::metrics::Metrics;
 use crate::plan_key::KeyRing;
 
 use super::events::{
-    EventSink, EventType, HOOK_FAILED, HOOK_REFUSED, HOOK_SUCCEEDED, HOOKS_COMPLETED,
-    PLAN_REJECTED, Regarding, STATUS_ROLLED_BACK,
+    EventSink, EventType, HOOK_FAILED, HOOK_REFUSED, HOOK_RETRYING, HOOK_SUCCEEDED,
+    HOOKS_COMPLETED, PLAN_REJECTED, Regarding, STATUS_ROLLED_BACK,
 };
 use super::exec::{Exec, ExecOutcome, ExecRequest};
 use super::hook_runs::HookRuns;
@@ -309,7 +310,9 @@ struct PodWorker {
     running: BTreeSet<usize>,
     execs: JoinSet<Finished>,
     /// Results waiting to be written.
-    results: Vec<(usize, HookStatus)>,
+    /// With the `startedAt` of the `Running` record each result answers (a retried attempt's
+    /// result is `Pending` again, without one).
+    results: Vec<(usize, Option<String>, HookStatus)>,
     awaiting_slot: BTreeSet<usize>,
     /// One task per slot wait (a task, not a future here, so the worker stays `Sync`), aborted
     /// when its hook stops waiting.
@@ -806,9 +809,26 @@ impl PodWorker {
             drop(permit);
             return Flow::Again;
         }
+        // Which attempt, by the record (docs/behaviour.md §6.17): 1, or the one after the last
+        // released attempt. The record's say is final: no start it does not allow.
+        let Some(attempt) = self
+            .shared
+            .ledger
+            .entry(&self.uid)
+            .map_or(Some(1), |e| e.next_attempt(index))
+        else {
+            warn!(pod = %self.pod_ref(), hook = %hook.name, index, "the record says this hook started and was not released; not starting it again");
+            drop(permit);
+            if let Some(start) = &one_pod {
+                self.shared.ledger.release_one_pod(&start.key, &self.uid);
+            }
+            return Flow::Wait;
+        };
         let started_at = timestamp(Timestamp::now());
         status.hooks[index].phase = HookPhase::Running;
         status.hooks[index].started_at = Some(started_at);
+        status.hooks[index].retries = attempt - 1;
+        status.hooks[index].retry_at = None;
         let written = self.write_signed(&keys, pod, &status, None).await;
         let updated = match written {
             Ok(p) => PodState::from_slim(p),
@@ -830,7 +850,14 @@ impl PodWorker {
         let recorded = self
             .shared
             .ledger
-            .started(&plan.restore, &self.uid, &plan.id, index, one_pod.clone())
+            .started(
+                &plan.restore,
+                &self.uid,
+                &plan.id,
+                index,
+                attempt,
+                one_pod.clone(),
+            )
             .await;
         if let Some(start) = &one_pod {
             // Recorded or not, it never starts elsewhere now: the others learn so.
@@ -855,7 +882,7 @@ impl PodWorker {
         info!(
             pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index,
             source = %hook.source, container = %hook.container, command = ?hook.command,
-            timeout = %format_go_duration(timeout_ms), "hook started"
+            timeout = %format_go_duration(timeout_ms), attempt, "hook started"
         );
         let exec = self.shared.exec.clone();
         let (namespace, name) = (self.namespace.clone(), self.name.clone());
@@ -896,6 +923,54 @@ impl PodWorker {
             None => align(plan, status.as_ref()).hooks[f.index].clone(),
         };
         let outcome = f.outcome;
+        let running_since = result.started_at.clone();
+        let attempt = result.retries + 1;
+        // A failure its `retry` allows to try again (only once the start was recorded: the
+        // release is recorded against it).
+        let retry = match (&hook.retry, outcome.failure()) {
+            (Some(policy), Some(failure)) if f.recorded => {
+                retry_after(policy, failure, attempt).map(|ms| (failure, ms))
+            }
+            _ => None,
+        };
+        if let Some((failure, wait_ms)) = retry {
+            self.shared
+                .ledger
+                .released(&plan.restore, &self.uid, &plan.id, f.index, attempt);
+            self.shared
+                .metrics
+                .exec_retries
+                .with_label_values(&[failure.reason()])
+                .inc();
+            // Rounded up to whole seconds: the status says seconds, and never earlier.
+            let at = Timestamp::now()
+                + SignedDuration::from_millis(i64::try_from(wait_ms).unwrap_or(i64::MAX / 2) + 999);
+            let at = timestamp(at);
+            let attempts = hook.retry.as_ref().map_or(1, |r| r.attempts);
+            result.phase = HookPhase::Pending;
+            result.started_at = None;
+            result.finished_at = None;
+            result.exit_code = outcome.exit_code;
+            result.retries = attempt;
+            result.message = format!(
+                "attempt {attempt} of {attempts} failed ({}): {}; the next starts at {at}",
+                failure.reason(),
+                outcome.message()
+            );
+            result.retry_at = Some(at);
+            result.stdout = outcome.stdout_tail.clone();
+            result.stderr = outcome.stderr_tail.clone();
+            warn!(
+                pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index = f.index,
+                source = %hook.source, container = %hook.container, attempt, attempts,
+                reason = failure.reason(), exit_code = outcome.exit_code,
+                duration_ms = f.elapsed.as_millis() as u64, retry_at = %result.retry_at.as_deref().unwrap_or_default(),
+                result_message = %outcome.message(), stderr = %outcome.stderr_tail,
+                "hook attempt failed; retrying"
+            );
+            self.results.push((f.index, running_since, result));
+            return;
+        }
         if f.recorded {
             self.shared.ledger.ended(
                 &plan.restore,
@@ -913,6 +988,12 @@ impl PodWorker {
         result.finished_at = Some(timestamp(Timestamp::now()));
         result.exit_code = outcome.exit_code;
         result.message = outcome.message();
+        if result.retries > 0 && !result.message.is_empty() {
+            let n = result.retries;
+            result
+                .message
+                .push_str(&format!(" (attempt {}, after {n} that failed)", n + 1));
+        }
         result.stdout = outcome.stdout_tail.clone();
         result.stderr = outcome.stderr_tail.clone();
         // A failed hook is what an operator greps for at 3 a.m.: WARN, not INFO.
@@ -933,7 +1014,7 @@ impl PodWorker {
         } else {
             finished!(warn);
         }
-        self.results.push((f.index, result));
+        self.results.push((f.index, running_since, result));
     }
 
     /// Writes every queued result on top of the latest status. Retried through conflicts (the
@@ -955,9 +1036,9 @@ impl PodWorker {
         };
         let mut status = align(&plan, base.as_ref());
         let mut recorded = Vec::new();
-        for (i, result) in &self.results {
+        for (i, running_since, result) in &self.results {
             let ours = status.hooks[*i].phase == HookPhase::Running
-                && status.hooks[*i].started_at == result.started_at;
+                && status.hooks[*i].started_at == *running_since;
             if ours {
                 status.hooks[*i] = result.clone();
                 recorded.push(*i);
@@ -966,7 +1047,7 @@ impl PodWorker {
             }
         }
         let mut still_running = self.running.clone();
-        for (i, _) in &self.results {
+        for (i, ..) in &self.results {
             still_running.remove(i);
         }
         // Settle what follows from the results (onError: Fail skips the rest) in the same write.
@@ -991,7 +1072,7 @@ impl PodWorker {
         match written {
             Ok(updated) => {
                 self.backoff.reset();
-                let done: Vec<usize> = self.results.drain(..).map(|(i, _)| i).collect();
+                let done: Vec<usize> = self.results.drain(..).map(|(i, ..)| i).collect();
                 for i in &done {
                     self.running.remove(i);
                 }
@@ -1036,7 +1117,7 @@ impl PodWorker {
         let mut status = align(&plan, status.as_ref());
         // Exec results that could not be written any more are reported like the rest.
         let mut reported = Vec::new();
-        for (i, result) in self.results.drain(..) {
+        for (i, _, result) in self.results.drain(..) {
             status.hooks[i] = result;
             reported.push(i);
         }
@@ -1280,6 +1361,26 @@ impl PodWorker {
         let ended = ran.iter().map(|&i| (i, true));
         for (i, exec_result) in ended.chain(not_run.iter().map(|&i| (i, false))) {
             let (hook, entry) = (&plan.hooks[i], &status.hooks[i]);
+            if entry.phase == HookPhase::Pending && exec_result {
+                // An attempt failed and the next is due (§6.17): no outcome yet.
+                let mut msg = format!(
+                    "hook {} (#{i}, {}) in container {}: {}",
+                    hook.name, hook.source, hook.container, entry.message
+                );
+                if !entry.stderr.is_empty() {
+                    msg.push_str(&format!("; stderr: {}", entry.stderr.trim_end()));
+                }
+                self.shared
+                    .events
+                    .publish(
+                        &Regarding::pod(pod),
+                        EventType::Warning,
+                        HOOK_RETRYING,
+                        &msg,
+                    )
+                    .await;
+                continue;
+            }
             if entry.phase == HookPhase::OtherPod {
                 // Not an outcome here: the pod that runs it reports it.
                 info!(

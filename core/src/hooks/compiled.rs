@@ -13,15 +13,15 @@ use k8s_openapi::api::core::v1::Container;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::duration::{DurationError, parse_go_duration};
+use super::duration::{DurationError, format_go_duration, parse_go_duration};
 use super::parameters::VeleroFacts;
 use super::patterns::{IncludesExcludes, NamePattern};
-use super::plan::{DEFAULT_EXEC_TIMEOUT_MS, OnError, RunOn};
+use super::plan::{DEFAULT_EXEC_TIMEOUT_MS, OnError, RetryPlan, RunOn};
 use super::problem::{ExecField, ExecFieldError, Problem};
 use super::selector::Selector;
 use super::types::{
     ClusterRestoreHook, ExecRestoreHook, Labels, PodAnnotationHooks, RestoreHook,
-    RestoreResourceHook, RestoreResourceHookSpec, VeleroRestore,
+    RestoreResourceHook, RestoreResourceHookSpec, RetryPolicy, VeleroRestore,
 };
 
 /// Which kind of object a compiled source came from.
@@ -220,6 +220,8 @@ pub struct ExecTemplate {
     /// `after` (§6.16): the hook names it waits for, without repeats; only hook objects' hooks
     /// keep them.
     pub after: Vec<String>,
+    /// `retry` (§6.17) with its defaults; `None`: one attempt. Only hook objects' hooks keep it.
+    pub retry: Option<RetryPlan>,
 }
 
 /// A hook's `waitTimeout` as its author wrote it (docs/behaviour.md §5.2, §6.5).
@@ -266,6 +268,8 @@ pub struct ExecFields<'a> {
     pub run_on: Option<&'a str>,
     /// `after[].hook` as written.
     pub after: Vec<&'a str>,
+    /// `retry` as written.
+    pub retry: Option<&'a RetryPolicy>,
 }
 
 impl<'a> ExecFields<'a> {
@@ -280,6 +284,7 @@ impl<'a> ExecFields<'a> {
             wait_for_ready: exec.wait_for_ready.unwrap_or(false),
             run_on: exec.run_on.as_deref(),
             after: exec.after.iter().map(|a| a.hook.as_str()).collect(),
+            retry: exec.retry.as_ref(),
         }
     }
 }
@@ -354,6 +359,7 @@ pub fn exec_template(fields: ExecFields<'_>) -> Result<ExecTemplate, ExecFieldEr
             ),
         ));
     }
+    let retry = fields.retry.map(retry_plan).transpose()?;
     let wait_timeout = match fields.wait_timeout.filter(|v| !v.is_empty()) {
         None => WaitTimeout::Default,
         set => match millis(ExecField::WaitTimeout, set)? {
@@ -373,7 +379,55 @@ pub fn exec_template(fields: ExecFields<'_>) -> Result<ExecTemplate, ExecFieldEr
         wait_for_ready: fields.wait_for_ready,
         run_on,
         after,
+        retry: retry.flatten(),
     })
+}
+
+/// `retry` with its defaults (docs/behaviour.md §6.17): 3 attempts, 1s doubling to at most 30s.
+/// One attempt is no retry: `None`.
+fn retry_plan(policy: &RetryPolicy) -> Result<Option<RetryPlan>, ExecFieldError> {
+    let invalid = |what: String| ExecFieldError::new(ExecField::Retry, what);
+    let attempts = policy.attempts.unwrap_or(3);
+    if !(1..=10).contains(&attempts) {
+        return Err(invalid(format!(
+            "attempts {attempts} is out of range; give 1 to 10 (the first attempt included)"
+        )));
+    }
+    let duration =
+        |field: &str, value: Option<&str>, default_ms: u64| -> Result<u64, ExecFieldError> {
+            let Some(value) = value.filter(|v| !v.is_empty()) else {
+                return Ok(default_ms);
+            };
+            match parse_go_duration(value) {
+                Ok(nanos) if nanos > 0 => Ok((nanos as u64).div_ceil(1_000_000)),
+                Ok(_) => Err(invalid(format!("{field} {value:?} must be positive"))),
+                Err(e) => Err(invalid(format!("{field}: {e}"))),
+            }
+        };
+    let backoff_ms = duration("backoff", policy.backoff.as_deref(), 1_000)?;
+    let max_backoff_ms = duration("maxBackoff", policy.max_backoff.as_deref(), 30_000)?;
+    if max_backoff_ms < backoff_ms {
+        return Err(invalid(format!(
+            "maxBackoff ({}) is shorter than backoff ({}); make it at least as long",
+            format_go_duration(max_backoff_ms),
+            format_go_duration(backoff_ms)
+        )));
+    }
+    let mut on_exit_codes = policy.on_exit_codes.clone();
+    on_exit_codes.sort_unstable();
+    on_exit_codes.dedup();
+    if on_exit_codes.contains(&0) {
+        return Err(invalid(
+            "onExitCodes lists 0, which is success; list the failure codes to retry".to_string(),
+        ));
+    }
+    Ok((attempts > 1).then(|| RetryPlan {
+        attempts,
+        backoff_ms,
+        max_backoff_ms,
+        on_exit_codes,
+        idempotent: policy.idempotent.unwrap_or(false),
+    }))
 }
 
 /// An init container a hook injects.
@@ -781,6 +835,64 @@ mod tests {
         })
         .unwrap();
         assert_eq!(repeated.after, ["db", "cache"]);
+        let retry = |policy: RetryPolicy| {
+            retry_plan(&policy).map_err(|e| {
+                assert_eq!(e.field, ExecField::Retry);
+                e.message
+            })
+        };
+        assert_eq!(
+            retry(RetryPolicy::default()),
+            Ok(Some(RetryPlan {
+                attempts: 3,
+                backoff_ms: 1_000,
+                max_backoff_ms: 30_000,
+                on_exit_codes: vec![],
+                idempotent: false
+            })),
+            "defaults"
+        );
+        assert_eq!(
+            retry(RetryPolicy {
+                attempts: Some(1),
+                ..Default::default()
+            }),
+            Ok(None),
+            "one attempt is no retry"
+        );
+        for (policy, message) in [
+            (
+                RetryPolicy {
+                    attempts: Some(11),
+                    ..Default::default()
+                },
+                "attempts 11 is out of range; give 1 to 10 (the first attempt included)",
+            ),
+            (
+                RetryPolicy {
+                    backoff: Some("0s".into()),
+                    ..Default::default()
+                },
+                "backoff \"0s\" must be positive",
+            ),
+            (
+                RetryPolicy {
+                    backoff: Some("1m".into()),
+                    max_backoff: Some("10s".into()),
+                    ..Default::default()
+                },
+                "maxBackoff (10s) is shorter than backoff (1m0s); make it at least as long",
+            ),
+            (
+                RetryPolicy {
+                    on_exit_codes: vec![75, 0],
+                    ..Default::default()
+                },
+                "onExitCodes lists 0, which is success; list the failure codes to retry",
+            ),
+        ] {
+            assert_eq!(retry(policy), Err(message.to_string()));
+        }
         let rounded = exec_template(ExecFields {
             wait_timeout: Some("1ns"),
             exec_timeout: Some("1500us"),

@@ -109,6 +109,27 @@ pub struct PlannedHook {
     /// plans them (§6.16); absent: it waits for none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<String>,
+    /// JSON `retry`: when a failed attempt is tried again (§6.17); absent: one attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryPlan>,
+}
+
+/// A hook's retry policy with its defaults applied (docs/behaviour.md §6.17).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryPlan {
+    /// JSON `attempts`: attempts in all, the first included (2 to 10).
+    pub attempts: u32,
+    /// JSON `backoffMs`: the wait before the second attempt, doubled before each next one.
+    pub backoff_ms: u64,
+    /// JSON `maxBackoffMs`: the longest wait between attempts.
+    pub max_backoff_ms: u64,
+    /// JSON `onExitCodes`: exit codes after which a command that ran is tried again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_exit_codes: Vec<i32>,
+    /// JSON `idempotent`: an attempt whose stream broke before an exit status is tried again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idempotent: bool,
 }
 
 /// Which pods run a hook (docs/behaviour.md §6.15).
@@ -147,6 +168,7 @@ impl PlannedHook {
             refused: None,
             run_on: RunOn::EveryPod,
             after: Vec::new(),
+            retry: None,
         }
     }
 }
@@ -231,6 +253,17 @@ pub struct HookStatus {
     /// Last 1 KiB of the hook's stderr.
     #[serde(default)]
     pub stderr: String,
+    /// JSON `retries`: attempts that failed and were tried again (§6.17); omitted when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u32,
+    /// JSON `retryAt`: a `Pending` hook whose last attempt failed starts again no earlier than
+    /// this (RFC 3339, UTC, whole seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A hook's phase in the status (docs/behaviour.md §5.4); serialised as the variant name.
@@ -345,6 +378,8 @@ mod tests {
             message: String::new(),
             stdout: out.into(),
             stderr: out.into(),
+            retries: 0,
+            retry_at: None,
         }
     }
 

@@ -71,6 +71,8 @@ pub enum ExecField {
     RunOn,
     /// `after` (hook objects only): hooks this one waits for.
     After,
+    /// `retry` (hook objects only): attempts and waits after a failure.
+    Retry,
 }
 
 impl ExecField {
@@ -85,6 +87,7 @@ impl ExecField {
             ExecField::WaitForReady => "waitForReady",
             ExecField::RunOn => "runOn",
             ExecField::After => "after",
+            ExecField::Retry => "retry",
         }
     }
 
@@ -101,6 +104,7 @@ impl ExecField {
             // Velero's annotations have no such key: a pod's own hook runs in that pod.
             ExecField::RunOn => "runOn (hook objects only)",
             ExecField::After => "after (hook objects only)",
+            ExecField::Retry => "retry (hook objects only)",
         }
     }
 }

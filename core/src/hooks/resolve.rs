@@ -634,6 +634,7 @@ fn annotation_exec_hook(
         wait_for_ready,
         run_on: None,
         after: Vec::new(),
+        retry: None,
     })
     .map_err(|e| at(e.field, e.message))?;
     // The pod's own hook naming a container it lacks is a mistake in the pod: invalid.
@@ -713,10 +714,11 @@ fn expand_exec(
                     );
                     if entry.is_hook_object() {
                         hook.command = expand_command(&hook.command, parameters, &location, out);
-                        // Velero defines neither runOn nor after: its hooks run in every pod
-                        // it selects, each on its own.
+                        // Velero defines neither runOn, after nor retry: its hooks run once
+                        // in every pod it selects, each on its own.
                         hook.run_on = template.run_on;
                         hook.after = template.after.clone();
+                        hook.retry = template.retry.clone();
                     }
                     out.exec.push(hook);
                 }
@@ -754,6 +756,7 @@ fn planned(
         refused: None,
         run_on: RunOn::EveryPod,
         after: Vec::new(),
+        retry: None,
     }
 }
 

@@ -173,6 +173,42 @@ pub struct ExecRestoreHook {
     )]
     #[schemars(length(max = 16))]
     pub after: Vec<AfterHook>,
+    /// Attempts after a failure the command cannot have been hurt by (RestoreHook and
+    /// ClusterRestoreHook only; docs/behaviour.md §6.17); absent: one attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryPolicy>,
+}
+
+/// When and how often a failed exec hook is tried again (docs/behaviour.md §6.17). An attempt whose
+/// command provably did not start (the exec was refused before its stream opened) is always
+/// retried; one that started only as the hook allows.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included (1 to 10; default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10))]
+    pub attempts: Option<u32>,
+    /// Go duration before the second attempt, doubled before each next one; default 1s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(GO_DURATION_PATTERN), length(max = 64))]
+    pub backoff: Option<String>,
+    /// Go duration the wait between attempts never exceeds; default 30s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(GO_DURATION_PATTERN), length(max = 64))]
+    pub max_backoff: Option<String>,
+    /// Exit codes after which a command that ran is tried again (it is idempotent for them).
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    #[schemars(length(max = 16))]
+    pub on_exit_codes: Vec<i32>,
+    /// The command may run twice: an attempt whose exec stream broke before an exit status (the
+    /// API server restarted mid-exec) is tried again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
 }
 
 /// A hook an exec hook waits for.

@@ -372,3 +372,82 @@ async fn a_one_pod_hook_a_killed_leader_started_never_starts_in_another_pod() {
     })
     .await;
 }
+
+/// §6.17 across a leader change: replica-a's attempt 1 exits with a code the hook retries, is
+/// released in the record, and replica-a is killed before attempt 2; replica-b runs attempt 2,
+/// once. Another hook's attempt is in flight when replica-a dies: the record shows it started and
+/// not released, so replica-b records it interrupted and never runs it again, although the hook
+/// is marked idempotent (the process may still run: §6.10).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_a_killed_leader_released_runs_once_under_the_next_and_an_unreleased_one_never() {
+    use restore_hooks::hooks::plan::RetryPlan;
+    use restore_hooks::hooks::types::RestoreRun;
+    restore_hooks::testbed::log_from_env();
+    bounded(Duration::from_secs(90), async {
+        let bed = Testbed::start(TestbedOptions::default())
+            .await
+            .expect("testbed starts");
+        let args = bed.controller_args();
+        let a = bed.start_controller("replica-a", args.clone(), None);
+        wait_for("replica-a leads", WAIT, async || a.is_leader()).await;
+        let retry = |idempotent: bool| RetryPlan {
+            attempts: 3,
+            backoff_ms: 4_000,
+            max_backoff_ms: 4_000,
+            on_exit_codes: vec![75],
+            idempotent,
+        };
+        let mut flaky = recorded_hook(
+            "flaky",
+            "[ $(wc -l < flaky.start) -ge 2 ] || exit 75",
+            10_000,
+        );
+        flaky.retry = Some(retry(false));
+        let mut slow = recorded_hook("slow", "sleep 30", 3_000);
+        slow.retry = Some(retry(true));
+        bed.create_pod(&bed.planned_pod(NS, "p", vec![flaky], json!({})))
+            .await
+            .unwrap();
+        bed.create_pod(&bed.planned_pod(NS, "q", vec![slow], json!({})))
+            .await
+            .unwrap();
+        running(&bed, "q", "slow").await;
+        // p's first attempt failed and its release reached the RestoreRun.
+        let runs: Api<RestoreRun> = Api::all(bed.client.clone());
+        wait_for("attempt 1 of p released in the record", WAIT, async || {
+            let Ok(Some(run)) = runs.get_opt(restore_hooks::testbed::RESTORE).await else {
+                return false;
+            };
+            run.status.is_some_and(|s| {
+                s.executions
+                    .values()
+                    .any(|e| e.attempts.get("0").is_some_and(|t| t.released == 1))
+            })
+        })
+        .await;
+        a.kill();
+
+        let _b = bed.start_controller("replica-b", args.clone(), None);
+        let (label, st) = finished(&bed, "p", "replica-b runs attempt 2").await;
+        assert_eq!(
+            (label.as_str(), phases(&st)),
+            ("done", vec![HookPhase::Succeeded])
+        );
+        assert_eq!(st.hooks[0].retries, 1);
+        assert_eq!(
+            records(&bed, "p", "flaky", "start").len(),
+            2,
+            "two attempts in all"
+        );
+        let (label, st) = finished(&bed, "q", "replica-b settles the attempt in flight").await;
+        assert_eq!(
+            (label.as_str(), phases(&st)),
+            ("failed", vec![HookPhase::Failed])
+        );
+        assert_eq!(st.hooks[0].message, INTERRUPTED);
+        // Exactly one run: never run again.
+        once(&bed, "q", "slow", "start");
+        bed.stop().await;
+    })
+    .await;
+}

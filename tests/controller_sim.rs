@@ -1370,3 +1370,61 @@ async fn failed_attempts_are_retried_only_when_the_command_cannot_have_run_or_ma
     })
     .await;
 }
+
+/// `retry` (docs/behaviour.md §6.17) after an exec stream that broke before an exit status: the
+/// command may have run, so only a hook marked `idempotent` is run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_stream_is_retried_only_for_an_idempotent_hook() {
+    use restore_hooks::hooks::plan::RetryPlan;
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        let slow = |idempotent: bool| {
+            let mut h = hook("reindex", "db", "echo run >> runs; sleep 2");
+            h.retry = Some(RetryPlan {
+                attempts: 2,
+                backoff_ms: 100,
+                max_backoff_ms: 100,
+                on_exit_codes: vec![],
+                idempotent,
+            });
+            h
+        };
+        create(&bed, "idempotent", vec![slow(true)], json!({})).await;
+        create(&bed, "once", vec![slow(false)], json!({})).await;
+        let c = start(&bed, "c1");
+        for pod in ["idempotent", "once"] {
+            wait_for(&format!("{pod}'s first attempt running"), async || {
+                file(&bed, pod, "runs") == "run\n"
+            })
+            .await;
+        }
+        bed.sim.faults().break_execs();
+        let (label, st) = finished(&bed, "idempotent").await;
+        assert_eq!(
+            (label.as_str(), phases(&st), st.hooks[0].retries),
+            ("done", vec![OK], 1)
+        );
+        assert_eq!(file(&bed, "idempotent", "runs"), "run\nrun\n", "run again");
+        let (label, st) = finished(&bed, "once").await;
+        assert_eq!(
+            (label.as_str(), phases(&st), st.hooks[0].retries),
+            ("failed", vec![F], 0)
+        );
+        assert!(
+            st.hooks[0].message.contains("the exec stream broke"),
+            "{}",
+            st.hooks[0].message
+        );
+        assert_eq!(file(&bed, "once", "runs"), "run\n", "not run again");
+        assert_eq!(
+            c.metrics
+                .exec_retries
+                .with_label_values(&["stream_broke"])
+                .get(),
+            1
+        );
+        c.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}

@@ -229,6 +229,30 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
 subjects: [{kind: User, name: erin}, {kind: User, name: vic}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: debug, namespace: shop}
+rules:
+- {apiGroups: [""], resources: [pods/ephemeralcontainers], verbs: [update, patch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: frank-hooks, namespace: shop}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: hook-writer}
+subjects: [{kind: User, name: frank}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: frank-exec, namespace: shop}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: exec}
+subjects: [{kind: User, name: frank}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: frank-debug, namespace: shop}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: debug}
+subjects: [{kind: User, name: frank}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {name: vic-view, namespace: other}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}
@@ -272,6 +296,14 @@ expect_ok "erin (edit, aggregated) creates RestoreHook shop/pg2" $K create --as=
 expect_deny "carol (exec in shop only) creates a ClusterRestoreHook" "creating ClusterRestoreHook all-pg needs permission to create pods/exec cluster-wide" \
   $K create --as=carol -f - <<<"$CRH"
 expect_ok "dave (exec cluster-wide) creates a ClusterRestoreHook" $K create --as=dave -f - <<<"$CRH"
+IMG='{"apiVersion":"restore-hooks.dev/v1alpha1","kind":"RestoreHook","metadata":{"name":"distroless","namespace":"shop"},"spec":{"postHooks":[{"exec":{"container":"api","image":"busybox:1.36","command":["/bin/true"]}}]}}'
+expect_deny "bob (exec, no pods/ephemeralcontainers) creates a RestoreHook with an image" \
+  "creating RestoreHook shop/distroless: a hook with an image needs permission to update pods/ephemeralcontainers in namespace shop (restore-hooks adds an ephemeral container of that image to the pods it selects); user bob lacks it" \
+  $K create --as=bob -f - <<<"$IMG"
+expect_ok "frank (exec and pods/ephemeralcontainers in shop) creates it" $K create --as=frank -f - <<<"$IMG"
+expect_deny "dave (exec cluster-wide, no pods/ephemeralcontainers) creates a ClusterRestoreHook with an image" \
+  "ClusterRestoreHook img: a hook with an image needs permission to update pods/ephemeralcontainers cluster-wide" \
+  $K create --as=dave -f - <<<'{"apiVersion":"restore-hooks.dev/v1alpha1","kind":"ClusterRestoreHook","metadata":{"name":"img"},"spec":{"postHooks":[{"exec":{"image":"busybox:1.36","command":["/bin/true"]}}]}}'
 expect_deny "bob creates a RestoreHook whose exec hook waits for itself (after)" \
   "an exec hook names self-wait in after, so it would wait for itself" \
   $K create --as=bob -f - <<<'{"apiVersion":"restore-hooks.dev/v1alpha1","kind":"RestoreHook","metadata":{"name":"self-wait","namespace":"shop"},"spec":{"postHooks":[{"exec":{"command":["true"]}},{"exec":{"command":["true"],"after":[{"hook":"db"},{"hook":"self-wait"}]}}]}}'
@@ -587,6 +619,8 @@ done
 echo "== RBAC"
 can $CTRL yes create pods --subresource=exec -n shop
 can $CTRL yes get pods --subresource=exec -n shop
+can $CTRL yes patch pods --subresource=ephemeralcontainers -n shop
+can $CTRL no update pods --subresource=ephemeralcontainers -n shop
 can $CTRL yes patch pods -n shop
 can $CTRL no update pods -n shop
 can $CTRL no delete pods -n shop
@@ -606,6 +640,7 @@ can $CTRL yes update leases.coordination.k8s.io/rh-split-leader -n restore-hooks
 can $CTRL no update leases.coordination.k8s.io/other -n restore-hooks
 can $WH no create pods --subresource=exec -n shop
 can $WH no get pods --subresource=exec -n shop
+can $WH no patch pods --subresource=ephemeralcontainers -n shop
 can $WH no patch pods -n shop
 can $WH no create secrets -n restore-hooks
 can $WH yes get secrets/restore-hooks-plan-key -n restore-hooks

@@ -606,12 +606,13 @@ HOOK_STATUS = ("restorehooks/status", "clusterrestorehooks/status")
 # The webhook reads a namespace its cache does not know yet (get); the controller never does: the
 # main ClusterRole holds that rule only with split.enabled=false (one process), at this position.
 NS_GET_RULE = ((""), ("namespaces",), ("get",))
-NS_GET_AT = 6
+NS_GET_AT = 7
 CONTROLLER_CLUSTER_RULES = [
     ((""), ("pods",), ("list", "watch")),
     ((""), ("pods",), ("get",)),
     ((""), ("pods",), ("patch",)),
     ((""), ("pods/exec",), ("get", "create")),
+    ((""), ("pods/ephemeralcontainers",), ("patch",)),
     (("", "events.k8s.io"), ("events",), ("create", "patch")),
     ((""), ("namespaces",), ("list", "watch")),
     ((R,), HOOKS, ("get", "list", "watch")),
@@ -638,6 +639,7 @@ WEBHOOK_CLUSTER_RULES = [
 CONTROLLER_VERBS = {
     ("", "pods"): {"get", "list", "watch", "patch"},
     ("", "pods/exec"): {"get", "create"},
+    ("", "pods/ephemeralcontainers"): {"patch"},
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
     ("", "namespaces"): {"list", "watch"},
@@ -790,7 +792,7 @@ def check_rbac(ctx: Ctx) -> None:
         ctx.c(namespaced[ctx.webhook_sa] == {("", "secrets"): {"get", "list", "watch"}},
               f"webhook ServiceAccount's release-namespace rights: {fmt(namespaced[ctx.webhook_sa])}")
         every = {**got, **namespaced[ctx.webhook_sa]}
-        for forbidden in (("", "pods"), ("", "pods/exec"), ("", "events"), ("events.k8s.io", "events"),
+        for forbidden in (("", "pods"), ("", "pods/exec"), ("", "pods/ephemeralcontainers"), ("", "events"), ("events.k8s.io", "events"),
                           ("coordination.k8s.io", "leases"), (R, "restoreruns")):
             ctx.c(forbidden not in every, f"webhook ServiceAccount must have no rights on {forbidden}")
         ctx.c("create" not in namespaced[ctx.webhook_sa].get(("", "secrets"), set()), "webhook must not create the plan-key Secret")
@@ -902,7 +904,13 @@ def check_policies(ctx: Ctx) -> None:
             may = var.get("mayExec", "")
             ctx.c(exec_ns in may and exec_all in may, f"{w}: must check create pods/exec in the namespace (RestoreHook) and cluster-wide (ClusterRestoreHook): {may!r}")
             ctx.c(var.get("namespaced") == "request.resource.resource == 'restorehooks'", f"{w}: RestoreHook vs ClusterRestoreHook by request.resource")
-            ctx.c([x["expression"] for x in s.get("validations") or []] == ["variables.mayExec"], f"{w}: one validation, variables.mayExec")
+            ctx.c([x["expression"] for x in s.get("validations") or []] == ["variables.mayExec", "!variables.wantsImage || variables.mayDebug"],
+                  f"{w}: two validations, variables.mayExec and, for hooks with an image, variables.mayDebug")
+            debug_ns = "authorizer.group('').resource('pods').subresource('ephemeralcontainers').namespace(request.namespace).check('update').allowed()"
+            debug_all = "authorizer.group('').resource('pods').subresource('ephemeralcontainers').check('update').allowed()"
+            ctx.c(debug_ns in var.get("mayDebug", "") and debug_all in var.get("mayDebug", ""),
+                  f"{w}: must check update pods/ephemeralcontainers in the namespace and cluster-wide: {var.get('mayDebug')!r}")
+            ctx.c("has(h.exec.image)" in var.get("wantsImage", ""), f"{w}: wantsImage must look for exec hooks with an image")
             me = (s.get("validations") or [{}])[0].get("messageExpression", "")
             for frag in ("RestoreHook ", "ClusterRestoreHook ", "needs permission to create pods/exec in namespace ",
                          "cluster-wide", "lacks it", "request.namespace"):

@@ -512,6 +512,7 @@ pub fn sh_hook(name: &str, container: &str, script: &str) -> PlannedHook {
         run_on: Default::default(),
         after: Vec::new(),
         retry: None,
+        ephemeral: None,
     }
 }
 

@@ -142,6 +142,7 @@ fn make_pods(bed: &Testbed, rng: &mut Rng) -> (Vec<Pod>, BTreeMap<String, Vec<Pl
                 run_on: Default::default(),
                 after: Vec::new(),
                 retry: None,
+                ephemeral: None,
             });
             mine.push(Planned {
                 id,
@@ -610,6 +611,7 @@ async fn controller_json_logs_have_one_message_per_line() {
                 run_on: Default::default(),
                 after: Vec::new(),
                 retry: None,
+                ephemeral: None,
             });
         }
         // A second pod whose plan signature is not the installation's: refused, with its own

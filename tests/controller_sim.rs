@@ -1428,3 +1428,53 @@ async fn a_broken_stream_is_retried_only_for_an_idempotent_hook() {
     })
     .await;
 }
+
+/// An ephemeral-container hook (docs/behaviour.md §6.18): the command runs in a container of the
+/// hook's image that the controller adds through `pods/ephemeralcontainers`, targeting the hook's
+/// container; the exit code of that container is the hook's. Each pod gets exactly one such
+/// container per attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ephemeral_container_hook_runs_in_a_container_of_its_image() {
+    use restore_hooks::hooks::plan::EphemeralPlan;
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        let debug = |script: &str| {
+            let mut h = hook("distroless", "db", script);
+            h.ephemeral = Some(EphemeralPlan {
+                image: "busybox:1.36".into(),
+                volume_mounts: vec![],
+            });
+            h
+        };
+        create(&bed, "ok", vec![debug("echo ran > ran")], json!({})).await;
+        create(&bed, "bad", vec![debug("exit 3")], json!({})).await;
+        let _c = start(&bed, "c1");
+        let (label, st) = finished(&bed, "ok").await;
+        assert_eq!((label.as_str(), phases(&st)), ("done", vec![OK]));
+        assert_eq!(st.hooks[0].exit_code, Some(0));
+        assert!(exists(&bed, "ok", "ran"));
+        let (label, st) = finished(&bed, "bad").await;
+        assert_eq!((label.as_str(), phases(&st)), ("failed", vec![F]));
+        assert_eq!(st.hooks[0].message, "command terminated with exit code 3");
+
+        let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NS);
+        let pod = pods.get("ok").await.unwrap();
+        let added: Vec<(String, Option<String>, Option<String>)> = pod
+            .spec
+            .unwrap()
+            .ephemeral_containers
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| (c.name, c.image, c.target_container_name))
+            .collect();
+        assert_eq!(
+            added,
+            [(
+                "restore-hooks-0-1".to_string(),
+                Some("busybox:1.36".to_string()),
+                Some("db".to_string())
+            )]
+        );
+    })
+    .await;
+}

@@ -101,6 +101,7 @@ fn hook(name: &str, container: &str, script: &str) -> PlannedHook {
         run_on: Default::default(),
         after: Vec::new(),
         retry: None,
+        ephemeral: None,
     }
 }
 

@@ -783,3 +783,57 @@ fn a_refused_exec_is_retried_and_a_command_that_ran_only_as_the_hook_allows() {
         "{refused:?}"
     );
 }
+
+/// An `image` hook (docs/behaviour.md §6.18) on the real API server: the controller adds an
+/// ephemeral container to a pod whose container has no shell (the chart's RBAC: `patch
+/// pods/ephemeralcontainers`), the API server accepts it, and the hook's result is the container's
+/// terminated state (kwok reports it exited 0). Exactly one such container, targeting the hook's
+/// container with the volume mount the hook names.
+#[test]
+fn an_image_hook_runs_in_an_ephemeral_container_on_the_real_api_server() {
+    use serde_json::json;
+    use std::time::Duration;
+
+    let install = Install::default_chart();
+    let serve = install.start(0);
+    let cp = &install.cp;
+    let ns = "distroless";
+    namespace(cp, ns, json!({NAMESPACE_LABEL: "r-distroless"}));
+    scenarios::apply_hooks(
+        cp,
+        &[json!({
+            "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+            "metadata": {"name": "reindex", "namespace": ns},
+            "spec": {"postHooks": [{"exec": {
+                "container": "api", "image": "busybox:1.36",
+                "command": ["/bin/sh", "-c", "wget -qO- http://127.0.0.1:8080/admin/reindex"],
+                "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": true}]}}]},
+        })],
+    );
+    let mut api = pod(ns, "api-0", &["api"], json!({"app": "api"}), json!({}));
+    // A distroless image: no shell to exec into.
+    api["spec"]["containers"][0]["image"] = json!("gcr.io/distroless/static-debian12:nonroot");
+    api["spec"]["containers"][0]["command"] = json!(["/server"]);
+    api["spec"]["volumes"] = json!([{"name": "data", "emptyDir": {}}]);
+    create(cp, &api);
+    let done = wait_hooks_ended(cp, ns, "api-0", Duration::from_secs(60));
+    let status = hook_status(&done).unwrap();
+    assert_eq!(status["hooks"][0]["phase"], "Succeeded", "{status}");
+    assert_eq!(status["hooks"][0]["exitCode"], 0, "{status}");
+    let added = &done["spec"]["ephemeralContainers"];
+    assert_eq!(added.as_array().map(Vec::len), Some(1), "{added}");
+    assert_eq!(added[0]["name"], "restore-hooks-0-1");
+    assert_eq!(added[0]["image"], "busybox:1.36");
+    assert_eq!(added[0]["targetContainerName"], "api");
+    assert_eq!(
+        added[0]["volumeMounts"],
+        json!([{"name": "data", "mountPath": "/data", "readOnly": true}])
+    );
+    assert_eq!(
+        done["status"]["ephemeralContainerStatuses"][0]["state"]["terminated"]["exitCode"],
+        0
+    );
+    let run = wait_restore_run(cp, "r-distroless", &["Completed"], Duration::from_secs(60));
+    assert_eq!(run["status"]["hooks"]["succeeded"], 1, "{}", run["status"]);
+    serve.assert_no_forbidden();
+}

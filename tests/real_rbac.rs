@@ -205,7 +205,13 @@ fn exercise(
     {
         return Ok(());
     }
-    apply_list(cp, &[hook("main", "main")]);
+    // Its second hook runs in an ephemeral container (kwok reports it ended at once).
+    let mut main = hook("main", "main");
+    main["spec"]["postHooks"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"exec": {"image": "busybox:1.36", "command": ["/bin/true"]}}));
+    apply_list(cp, &[main]);
     let create_pod = |name: &str, app: &str, annotations: Value| {
         let (ok, stderr) = scenarios::kubectl_object(
             cp,

@@ -1789,3 +1789,42 @@ spec:
         "{message}"
     );
 }
+
+/// `image` (docs/behaviour.md §6.18): a hook object's image and volume mounts reach the signed
+/// plan; a mount of a volume the pod lacks, or mounts without an image, are invalid.
+#[test]
+fn an_image_hook_is_planned_with_its_mounts_and_bad_mounts_are_invalid() {
+    let docs = r#"
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: debug}
+spec:
+  postHooks:
+  - exec: {command: [/bin/reindex], image: "busybox:1.36", volumeMounts: [{name: data, mountPath: /data}]}
+"#;
+    let a = admit(&pod(json!({})), &catalog(docs), &own());
+    let raw: Value = serde_json::from_str(a.annotation("restore-hooks.dev/plan").unwrap()).unwrap();
+    assert_eq!(
+        raw["hooks"][0]["ephemeral"],
+        json!({"image": "busybox:1.36", "volumeMounts": [{"name": "data", "mountPath": "/data"}]})
+    );
+    assert_eq!(
+        raw["hooks"][0]["container"], "db",
+        "it targets the pod's first container"
+    );
+
+    let missing = docs.replace("name: data", "name: cache");
+    let message = denied(&pod(json!({})), &catalog(&missing), &own());
+    assert!(
+        message.contains(
+            "restorehook/debug postHooks[0].exec volumeMounts: mounts volume \"cache\", which the pod does not have (volumes: data)"
+        ),
+        "{message}"
+    );
+    let no_image = docs.replace("image: \"busybox:1.36\", ", "");
+    let message = denied(&pod(json!({})), &catalog(&no_image), &own());
+    assert!(
+        message.contains("restorehook/debug postHooks[0].exec image: volumeMounts without image"),
+        "{message}"
+    );
+}

@@ -19,6 +19,7 @@ const DEFAULT_READY_AFTER: Duration = Duration::from_millis(100);
 pub(crate) async fn run(sim: Arc<Sim>) {
     let mut rx = sim.store.subscribe();
     let mut seen = HashSet::new();
+    let mut ephemeral = HashSet::new();
     let mut scan = true;
     loop {
         if scan {
@@ -32,6 +33,7 @@ pub(crate) async fn run(sim: Arc<Sim>) {
             _ = sim.shutdown.cancelled() => return,
             r = rx.recv() => match r {
                 Ok(c) if c.res == "pods" && c.kind == ChangeType::Added => spawn_pod(&sim, &mut seen, &c.object),
+                Ok(c) if c.res == "pods" && c.kind == ChangeType::Modified => spawn_ephemeral(&sim, &mut ephemeral, &c.object),
                 Ok(_) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => scan = true,
                 Err(_) => return,
@@ -55,6 +57,66 @@ fn spawn_pod(sim: &Arc<Sim>, seen: &mut HashSet<String>, pod: &Value) {
             _ = run_pod(&sim, &ns, &name, &uid) => {}
         }
     });
+}
+
+/// Runs each ephemeral container added to a pod once (`pods/ephemeralcontainers`): its command
+/// as a local process in the pod's directory, like an exec, with `ephemeralContainerStatuses`
+/// going from running to terminated with the process' exit code. Ephemeral containers are never
+/// restarted.
+fn spawn_ephemeral(sim: &Arc<Sim>, started: &mut HashSet<(String, String)>, pod: &Value) {
+    let uid = meta_str(pod, "uid").to_string();
+    for c in containers(pod, "ephemeralContainers") {
+        if !started.insert((uid.clone(), cname(c).to_string())) {
+            continue;
+        }
+        let (sim, pod, c, uid) = (sim.clone(), pod.clone(), c.clone(), uid.clone());
+        tokio::spawn(async move {
+            let token = sim.shutdown.clone();
+            tokio::select! {
+                _ = token.cancelled() => {}
+                _ = run_ephemeral(&sim, &pod, &c, &uid) => {}
+            }
+        });
+    }
+}
+
+async fn run_ephemeral(sim: &Sim, pod: &Value, c: &Value, uid: &str) {
+    gate(sim).await;
+    let (ns, name) = (meta_str(pod, "namespace"), meta_str(pod, "name"));
+    let set = |state: Value| {
+        let entry = container_status(c, uid, state, false, true);
+        update_status(sim, ns, name, Some(uid), |s| {
+            set_entry(s, "ephemeralContainerStatuses", cname(c), entry)
+        })
+    };
+    let started_at = util::now_rfc3339();
+    if set(json!({"running": {"startedAt": started_at}})).is_err() {
+        return;
+    }
+    sim.emit(
+        SimEventKind::Container,
+        ns,
+        name,
+        format!("ephemeral container {} started", cname(c)),
+    );
+    let cmd = argv(c);
+    let (code, _, _) = if cmd.is_empty() {
+        (128, String::new(), String::new())
+    } else {
+        run_process(sim, pod, c, &cmd).await
+    };
+    let _ = set(json!({"terminated": {
+        "exitCode": code,
+        "reason": if code == 0 { "Completed" } else { "Error" },
+        "startedAt": started_at,
+        "finishedAt": util::now_rfc3339(),
+    }}));
+    sim.emit(
+        SimEventKind::Container,
+        ns,
+        name,
+        format!("ephemeral container {} exited with code {code}", cname(c)),
+    );
 }
 
 /// Waits while the kubelet is stopped.

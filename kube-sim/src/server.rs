@@ -124,6 +124,7 @@ fn route(sim: &Sim, path: &str) -> ApiResult<Route> {
     };
     if let Some(s) = &sub
         && !(s == "status" && rt.status)
+        && !(s == "ephemeralcontainers" && rt.id() == "pods")
     {
         return Err(ApiError::no_route());
     }
@@ -575,6 +576,15 @@ fn finish_update(t: &Target, cur: &Value, mut new: Value) -> ApiResult<Value> {
         return Err(ApiError::bad_request(format!(
             "the name of the object ({new_name}) does not match the name on the URL ({name})"
         )));
+    }
+    if t.sub.as_deref() == Some("ephemeralcontainers") {
+        // Only the ephemeral containers change through this subresource; they are only added.
+        let mut out = cur.clone();
+        out["spec"]["ephemeralContainers"] = new
+            .pointer("/spec/ephemeralContainers")
+            .cloned()
+            .unwrap_or_else(|| json!([]));
+        return Ok(out);
     }
     if t.sub.as_deref() == Some("status") {
         let mut out = cur.clone();

@@ -9,11 +9,13 @@ use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
-use kube::api::{Api, AttachParams};
+use kube::api::{Api, AttachParams, Patch, PatchParams};
+use kube::runtime::wait::await_condition;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
 use crate::hooks::duration::format_go_duration as go_duration;
+use restore_hooks_core::hooks::plan::EphemeralPlan;
 use restore_hooks_core::retry::Failure;
 
 /// How much of each output stream is kept (docs/behaviour.md §5.3: "the last 1 KiB").
@@ -112,6 +114,19 @@ pub struct ExecRequest<'a> {
     pub command: &'a [String],
     /// The hook's execTimeout: the exec is abandoned after it (the process may go on).
     pub timeout: Duration,
+    /// Run the command in this ephemeral container, targeting `container`, instead of exec'ing
+    /// into `container` (docs/behaviour.md §6.18).
+    pub ephemeral: Option<Ephemeral<'a>>,
+}
+
+/// An ephemeral container to run a hook's command in.
+#[derive(Clone, Copy, Debug)]
+pub struct Ephemeral<'a> {
+    /// Its name: unique per hook and attempt (an ephemeral container cannot be removed or
+    /// restarted, so every attempt is a new one).
+    pub name: &'a str,
+    /// Its image and the pod's volumes it mounts.
+    pub plan: &'a EphemeralPlan,
 }
 
 /// `pods/{name}/exec` through the kube client (WebSocket, `v5.channel.k8s.io` preferred).
@@ -196,6 +211,87 @@ impl KubeExec {
     }
 }
 
+impl KubeExec {
+    /// Adds the hook's ephemeral container (`pods/ephemeralcontainers`) and waits until it
+    /// terminated: its exit code is the hook's. The container's output stays in its log
+    /// (`kubectl logs <pod> -c <name>`): reading it would need `get pods/log` too.
+    async fn run_ephemeral(
+        &self,
+        ns: &str,
+        pod: &str,
+        target: &str,
+        command: &[String],
+        ephemeral: Ephemeral<'_>,
+    ) -> ExecOutcome {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let name = ephemeral.name;
+        let container = serde_json::json!({
+            "name": name,
+            "image": ephemeral.plan.image,
+            "command": command,
+            // The target's process namespace, where the runtime supports it.
+            "targetContainerName": target,
+            "volumeMounts": ephemeral.plan.volume_mounts,
+            "stdin": false,
+            "tty": false,
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+        });
+        // A strategic merge patch appends by name: no read of the current list, no race with
+        // another writer of it.
+        let patch = serde_json::json!({"spec": {"ephemeralContainers": [container]}});
+        if let Err(e) = api
+            .patch_ephemeral_containers(pod, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+        {
+            return ExecOutcome::not_started(format!(
+                "ephemeral container {name} could not be added: {}",
+                start_error(&e)
+            ));
+        }
+        let ended = move |p: Option<&Pod>| ephemeral_exit(p, name).is_some();
+        match await_condition(api, pod, ended).await {
+            Ok(Some(p)) => match ephemeral_exit(Some(&p), name) {
+                Some(Ok(code)) => ExecOutcome {
+                    exit_code: Some(code),
+                    ..Default::default()
+                },
+                Some(Err(why)) => ExecOutcome::failed(why),
+                None => ExecOutcome::failed(format!("ephemeral container {name}: no end seen")),
+            },
+            Ok(None) => ExecOutcome::failed(format!(
+                "the pod was deleted while ephemeral container {name} ran"
+            )),
+            Err(e) => ExecOutcome::failed(format!(
+                "watching ephemeral container {name} failed: {e}"
+            )),
+        }
+    }
+}
+
+/// How ephemeral container `name` ended, once it did: its exit code, or why the pod says it can
+/// never run (deleted, or terminal before it started).
+fn ephemeral_exit(pod: Option<&Pod>, name: &str) -> Option<Result<i32, String>> {
+    let Some(pod) = pod else {
+        return Some(Err(format!(
+            "the pod was deleted while ephemeral container {name} ran"
+        )));
+    };
+    let status = pod.status.as_ref()?;
+    let terminated = status
+        .ephemeral_container_statuses
+        .iter()
+        .flatten()
+        .find(|c| c.name == name)
+        .and_then(|c| c.state.as_ref()?.terminated.as_ref());
+    match terminated {
+        Some(t) => Some(Ok(t.exit_code)),
+        None if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) => Some(Err(
+            format!("the pod ended before ephemeral container {name} did"),
+        )),
+        None => None,
+    }
+}
+
 impl Exec for KubeExec {
     fn exec<'a>(&'a self, request: ExecRequest<'a>) -> BoxFuture<'a, ExecOutcome> {
         let ExecRequest {
@@ -204,9 +300,16 @@ impl Exec for KubeExec {
             container,
             command,
             timeout,
+            ephemeral,
         } = request;
         Box::pin(async move {
-            match tokio::time::timeout(timeout, self.run(namespace, pod, container, command)).await
+            let run = async {
+                match ephemeral {
+                    Some(e) => self.run_ephemeral(namespace, pod, container, command, e).await,
+                    None => self.run(namespace, pod, container, command).await,
+                }
+            };
+            match tokio::time::timeout(timeout, run).await
             {
                 Ok(outcome) => outcome,
                 // Dropping the WebSocket does not kill the remote process (the API server has no
@@ -507,6 +610,7 @@ mod tests {
             container: "db",
             command: &cmd,
             timeout: Duration::from_secs(1),
+            ephemeral: None,
         };
         let first = fake.exec(request).await;
         let second = fake.exec(request).await;

@@ -53,7 +53,7 @@ use super::events::{
     EventSink, EventType, HOOK_FAILED, HOOK_REFUSED, HOOK_RETRYING, HOOK_SUCCEEDED,
     HOOKS_COMPLETED, PLAN_REJECTED, Regarding, STATUS_ROLLED_BACK,
 };
-use super::exec::{Exec, ExecOutcome, ExecRequest};
+use super::exec::{Ephemeral, Exec, ExecOutcome, ExecRequest};
 use super::hook_runs::HookRuns;
 use super::ledger::Ledger;
 use super::object_status::Tally;
@@ -886,6 +886,8 @@ impl PodWorker {
         );
         let exec = self.shared.exec.clone();
         let (namespace, name) = (self.namespace.clone(), self.name.clone());
+        // Each attempt in a container of its own: an ephemeral container never runs twice.
+        let ephemeral_name = format!("restore-hooks-{index}-{attempt}");
         self.execs.spawn(async move {
             let clock = Instant::now();
             let outcome = exec
@@ -895,6 +897,10 @@ impl PodWorker {
                     container: &hook.container,
                     command: &hook.command,
                     timeout: Duration::from_millis(timeout_ms),
+                    ephemeral: hook.ephemeral.as_ref().map(|plan| Ephemeral {
+                        name: &ephemeral_name,
+                        plan,
+                    }),
                 })
                 .await;
             drop(permit);

@@ -16,12 +16,12 @@ use serde_json::Value;
 use super::duration::{DurationError, format_go_duration, parse_go_duration};
 use super::parameters::VeleroFacts;
 use super::patterns::{IncludesExcludes, NamePattern};
-use super::plan::{DEFAULT_EXEC_TIMEOUT_MS, OnError, RetryPlan, RunOn};
+use super::plan::{DEFAULT_EXEC_TIMEOUT_MS, EphemeralPlan, OnError, RetryPlan, RunOn};
 use super::problem::{ExecField, ExecFieldError, Problem};
 use super::selector::Selector;
 use super::types::{
     ClusterRestoreHook, ExecRestoreHook, Labels, PodAnnotationHooks, RestoreHook,
-    RestoreResourceHook, RestoreResourceHookSpec, RetryPolicy, VeleroRestore,
+    HookVolumeMount, RestoreResourceHook, RestoreResourceHookSpec, RetryPolicy, VeleroRestore,
 };
 
 /// Which kind of object a compiled source came from.
@@ -222,6 +222,8 @@ pub struct ExecTemplate {
     pub after: Vec<String>,
     /// `retry` (§6.17) with its defaults; `None`: one attempt. Only hook objects' hooks keep it.
     pub retry: Option<RetryPlan>,
+    /// `image` and `volumeMounts` (§6.18); only hook objects' hooks keep them.
+    pub ephemeral: Option<EphemeralPlan>,
 }
 
 /// A hook's `waitTimeout` as its author wrote it (docs/behaviour.md §5.2, §6.5).
@@ -270,6 +272,10 @@ pub struct ExecFields<'a> {
     pub after: Vec<&'a str>,
     /// `retry` as written.
     pub retry: Option<&'a RetryPolicy>,
+    /// `image` as written.
+    pub image: Option<&'a str>,
+    /// `volumeMounts` as written.
+    pub volume_mounts: &'a [HookVolumeMount],
 }
 
 impl<'a> ExecFields<'a> {
@@ -285,6 +291,8 @@ impl<'a> ExecFields<'a> {
             run_on: exec.run_on.as_deref(),
             after: exec.after.iter().map(|a| a.hook.as_str()).collect(),
             retry: exec.retry.as_ref(),
+            image: exec.image.as_deref(),
+            volume_mounts: &exec.volume_mounts,
         }
     }
 }
@@ -360,6 +368,19 @@ pub fn exec_template(fields: ExecFields<'_>) -> Result<ExecTemplate, ExecFieldEr
         ));
     }
     let retry = fields.retry.map(retry_plan).transpose()?;
+    let ephemeral = match (fields.image.map(str::trim), fields.volume_mounts) {
+        (None | Some(""), []) => None,
+        (None | Some(""), _) => {
+            return Err(ExecFieldError::new(
+                ExecField::Image,
+                "volumeMounts without image: mounts are for the ephemeral container an image runs in; give the image, or remove volumeMounts",
+            ));
+        }
+        (Some(image), mounts) => Some(EphemeralPlan {
+            image: image.to_string(),
+            volume_mounts: mounts.to_vec(),
+        }),
+    };
     let wait_timeout = match fields.wait_timeout.filter(|v| !v.is_empty()) {
         None => WaitTimeout::Default,
         set => match millis(ExecField::WaitTimeout, set)? {
@@ -380,6 +401,7 @@ pub fn exec_template(fields: ExecFields<'_>) -> Result<ExecTemplate, ExecFieldEr
         run_on,
         after,
         retry: retry.flatten(),
+        ephemeral,
     })
 }
 

@@ -112,6 +112,21 @@ pub struct PlannedHook {
     /// JSON `retry`: when a failed attempt is tried again (§6.17); absent: one attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryPlan>,
+    /// JSON `ephemeral`: run the command in an ephemeral container targeting `container`
+    /// (§6.18); absent: exec into `container`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ephemeral: Option<EphemeralPlan>,
+}
+
+/// The ephemeral container a hook runs in (docs/behaviour.md §6.18).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EphemeralPlan {
+    /// JSON `image`.
+    pub image: String,
+    /// JSON `volumeMounts`: core/v1 VolumeMounts of the pod's volumes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_mounts: Vec<crate::hooks::types::HookVolumeMount>,
 }
 
 /// A hook's retry policy with its defaults applied (docs/behaviour.md §6.17).
@@ -169,6 +184,7 @@ impl PlannedHook {
             run_on: RunOn::EveryPod,
             after: Vec::new(),
             retry: None,
+            ephemeral: None,
         }
     }
 }

@@ -73,6 +73,8 @@ pub enum ExecField {
     After,
     /// `retry` (hook objects only): attempts and waits after a failure.
     Retry,
+    /// `image` / `volumeMounts` (hook objects only): an ephemeral container to run in.
+    Image,
 }
 
 impl ExecField {
@@ -88,6 +90,7 @@ impl ExecField {
             ExecField::RunOn => "runOn",
             ExecField::After => "after",
             ExecField::Retry => "retry",
+            ExecField::Image => "image",
         }
     }
 
@@ -105,6 +108,7 @@ impl ExecField {
             ExecField::RunOn => "runOn (hook objects only)",
             ExecField::After => "after (hook objects only)",
             ExecField::Retry => "retry (hook objects only)",
+            ExecField::Image => "image (hook objects only)",
         }
     }
 }

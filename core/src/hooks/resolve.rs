@@ -635,6 +635,8 @@ fn annotation_exec_hook(
         run_on: None,
         after: Vec::new(),
         retry: None,
+        image: None,
+        volume_mounts: &[],
     })
     .map_err(|e| at(e.field, e.message))?;
     // The pod's own hook naming a container it lacks is a mistake in the pod: invalid.
@@ -719,6 +721,26 @@ fn expand_exec(
                         hook.run_on = template.run_on;
                         hook.after = template.after.clone();
                         hook.retry = template.retry.clone();
+                        hook.ephemeral = template.ephemeral.clone();
+                    }
+                    let mounts = hook.ephemeral.iter().flat_map(|e| &e.volume_mounts);
+                    if let Some(missing) = mounts
+                        .map(|m| m.name.as_str())
+                        .find(|m| !shape.volumes.contains(m))
+                    {
+                        out.problems.push(Problem::at(
+                            location,
+                            "volumeMounts",
+                            format!(
+                                "mounts volume {missing:?}, which the pod does not have (volumes: {})",
+                                if shape.volumes.is_empty() {
+                                    "none".to_string()
+                                } else {
+                                    shape.volumes.join(", ")
+                                }
+                            ),
+                        ));
+                        continue;
                     }
                     out.exec.push(hook);
                 }
@@ -757,6 +779,7 @@ fn planned(
         run_on: RunOn::EveryPod,
         after: Vec::new(),
         retry: None,
+        ephemeral: None,
     }
 }
 

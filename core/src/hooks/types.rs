@@ -177,6 +177,39 @@ pub struct ExecRestoreHook {
     /// ClusterRestoreHook only; docs/behaviour.md §6.17); absent: one attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryPolicy>,
+    /// Run `command` in an ephemeral container of this image that targets `container` (for images
+    /// without a shell), instead of exec'ing into `container` (RestoreHook and ClusterRestoreHook
+    /// only; docs/behaviour.md §6.18).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    pub image: Option<String>,
+    /// With `image`: the pod's volumes the ephemeral container mounts (core/v1 VolumeMounts).
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    #[schemars(length(max = 32))]
+    pub volume_mounts: Vec<HookVolumeMount>,
+}
+
+/// A volume of the pod, mounted in a hook's ephemeral container.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookVolumeMount {
+    /// The pod's volume.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Where it is mounted.
+    #[schemars(length(min = 1, max = 4096))]
+    pub mount_path: String,
+    /// Mounted read-only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// A path within the volume instead of its root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub sub_path: Option<String>,
 }
 
 /// When and how often a failed exec hook is tried again (docs/behaviour.md §6.17). An attempt whose

@@ -647,6 +647,12 @@ impl ControlPlane {
             })?);
             config.push('\n');
         }
+        // kwok runs no container, ephemeral ones included: each one added to a Running pod
+        // (`pods/ephemeralcontainers`) is reported terminated with exit code 0, as a command that
+        // ran and succeeded would be (restore-hooks' image hooks read that state).
+        config.push_str("---\n");
+        config.push_str(EPHEMERAL_STAGE);
+        config.push('\n');
         std::fs::create_dir_all(&self.default_exec_dir)?;
         config.push_str("---\n");
         config.push_str(
@@ -664,6 +670,45 @@ impl ControlPlane {
         Ok(path)
     }
 }
+
+/// A kwok Stage: ephemeral containers without a status end at once, exit code 0.
+const EPHEMERAL_STAGE: &str = r#"apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-ephemeral-containers-complete
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Running'
+    - key: '((.spec.ephemeralContainers // []) | length) > ((.status.ephemeralContainerStatuses // []) | length)'
+      operator: 'In'
+      values:
+      - 'true'
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      ephemeralContainerStatuses:
+      {{ range .spec.ephemeralContainers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: false
+        restartCount: 0
+        state:
+          terminated:
+            exitCode: 0
+            reason: Completed
+            startedAt: {{ $now | Quote }}
+            finishedAt: {{ $now | Quote }}
+      {{ end }}
+"#;
 
 impl Drop for ControlPlane {
     fn drop(&mut self) {

@@ -261,9 +261,9 @@ impl KubeExec {
             Ok(None) => ExecOutcome::failed(format!(
                 "the pod was deleted while ephemeral container {name} ran"
             )),
-            Err(e) => ExecOutcome::failed(format!(
-                "watching ephemeral container {name} failed: {e}"
-            )),
+            Err(e) => {
+                ExecOutcome::failed(format!("watching ephemeral container {name} failed: {e}"))
+            }
         }
     }
 }
@@ -305,12 +305,14 @@ impl Exec for KubeExec {
         Box::pin(async move {
             let run = async {
                 match ephemeral {
-                    Some(e) => self.run_ephemeral(namespace, pod, container, command, e).await,
+                    Some(e) => {
+                        self.run_ephemeral(namespace, pod, container, command, e)
+                            .await
+                    }
                     None => self.run(namespace, pod, container, command).await,
                 }
             };
-            match tokio::time::timeout(timeout, run).await
-            {
+            match tokio::time::timeout(timeout, run).await {
                 Ok(outcome) => outcome,
                 // Dropping the WebSocket does not kill the remote process (the API server has no
                 // way to): the hook may still be running in the container.

@@ -1369,13 +1369,7 @@ impl PodWorker {
             let (hook, entry) = (&plan.hooks[i], &status.hooks[i]);
             if entry.phase == HookPhase::Pending && exec_result {
                 // An attempt failed and the next is due (§6.17): no outcome yet.
-                let mut msg = format!(
-                    "hook {} (#{i}, {}) in container {}: {}",
-                    hook.name, hook.source, hook.container, entry.message
-                );
-                if !entry.stderr.is_empty() {
-                    msg.push_str(&format!("; stderr: {}", entry.stderr.trim_end()));
-                }
+                let msg = failure_event(hook, i, entry, "");
                 self.shared
                     .events
                     .publish(
@@ -1440,13 +1434,7 @@ impl PodWorker {
                         .await;
                 }
                 HookPhase::Failed => {
-                    let mut msg = format!(
-                        "hook {} (#{i}, {}) in container {} failed: {}",
-                        hook.name, hook.source, hook.container, entry.message
-                    );
-                    if !entry.stderr.is_empty() {
-                        msg.push_str(&format!("; stderr: {}", entry.stderr.trim_end()));
-                    }
+                    let msg = failure_event(hook, i, entry, " failed");
                     self.shared
                         .events
                         .publish(&about, EventType::Warning, HOOK_FAILED, &msg)
@@ -1469,4 +1457,22 @@ fn is_older(a: &PodState, b: &PodState) -> bool {
         (Ok(a), Ok(b)) => a < b,
         _ => false,
     }
+}
+
+/// The message of a `HookFailed` or `HookRetrying` Event: the hook, what happened (`what`:
+/// `" failed"`, or empty when the status message says it), and the tail of its stderr.
+fn failure_event(
+    hook: &restore_hooks_core::hooks::plan::PlannedHook,
+    i: usize,
+    entry: &HookStatus,
+    what: &str,
+) -> String {
+    let mut msg = format!(
+        "hook {} (#{i}, {}) in container {}{what}: {}",
+        hook.name, hook.source, hook.container, entry.message
+    );
+    if !entry.stderr.is_empty() {
+        msg.push_str(&format!("; stderr: {}", entry.stderr.trim_end()));
+    }
+    msg
 }

@@ -20,8 +20,8 @@ use super::plan::{DEFAULT_EXEC_TIMEOUT_MS, EphemeralPlan, OnError, RetryPlan, Ru
 use super::problem::{ExecField, ExecFieldError, Problem};
 use super::selector::Selector;
 use super::types::{
-    ClusterRestoreHook, ExecRestoreHook, Labels, PodAnnotationHooks, RestoreHook,
-    HookVolumeMount, RestoreResourceHook, RestoreResourceHookSpec, RetryPolicy, VeleroRestore,
+    ClusterRestoreHook, ExecRestoreHook, HookVolumeMount, Labels, PodAnnotationHooks, RestoreHook,
+    RestoreResourceHook, RestoreResourceHookSpec, RetryPolicy, VeleroRestore,
 };
 
 /// Which kind of object a compiled source came from.

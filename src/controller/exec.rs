@@ -249,21 +249,24 @@ impl KubeExec {
             ));
         }
         let ended = move |p: Option<&Pod>| ephemeral_exit(p, name).is_some();
-        match await_condition(api, pod, ended).await {
-            Ok(Some(p)) => match ephemeral_exit(Some(&p), name) {
-                Some(Ok(code)) => ExecOutcome {
-                    exit_code: Some(code),
-                    ..Default::default()
-                },
-                Some(Err(why)) => ExecOutcome::failed(why),
-                None => ExecOutcome::failed(format!("ephemeral container {name}: no end seen")),
-            },
-            Ok(None) => ExecOutcome::failed(format!(
-                "the pod was deleted while ephemeral container {name} ran"
-            )),
-            Err(e) => {
-                ExecOutcome::failed(format!("watching ephemeral container {name} failed: {e}"))
+        // A watch that fails is watched again (the exec timeout bounds it all): the container
+        // runs on whatever this process sees of it.
+        let seen = loop {
+            match await_condition(api.clone(), pod, ended).await {
+                Ok(seen) => break seen,
+                Err(e) => {
+                    tracing::warn!(pod, namespace = ns, container = name, error = %e, "watching an ephemeral container failed; watching again");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
             }
+        };
+        match ephemeral_exit(seen.as_ref(), name) {
+            Some(Ok(code)) => ExecOutcome {
+                exit_code: Some(code),
+                ..Default::default()
+            },
+            Some(Err(why)) => ExecOutcome::failed(why),
+            None => ExecOutcome::failed(format!("ephemeral container {name}: no end seen")),
         }
     }
 }

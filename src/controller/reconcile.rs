@@ -948,9 +948,12 @@ impl PodWorker {
                 .exec_retries
                 .with_label_values(&[failure.reason()])
                 .inc();
-            // Rounded up to whole seconds: the status says seconds, and never earlier.
+            // Rounded up to whole seconds: the status says seconds, and never earlier. (A plan
+            // is trusted input, but a backoff past the calendar must not panic.)
+            let wait = i64::try_from(wait_ms.saturating_add(999)).unwrap_or(i64::MAX);
             let at = Timestamp::now()
-                + SignedDuration::from_millis(i64::try_from(wait_ms).unwrap_or(i64::MAX / 2) + 999);
+                .checked_add(SignedDuration::from_millis(wait))
+                .unwrap_or(Timestamp::MAX);
             let at = timestamp(at);
             let attempts = hook.retry.as_ref().map_or(1, |r| r.attempts);
             result.phase = HookPhase::Pending;

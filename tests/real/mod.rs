@@ -164,6 +164,8 @@ pub struct InstallOptions {
     pub helm_args: Vec<String>,
     /// A change to the rendered objects before they are applied (the tests that break RBAC).
     pub edit: Option<Edit>,
+    /// More kube-apiserver flags (benches/restore.rs: an audit policy).
+    pub apiserver_args: Vec<String>,
 }
 
 /// The chart applied to a fresh control plane, with the product not yet started (see
@@ -188,6 +190,7 @@ impl Install {
         let started = Instant::now();
         let cp = ControlPlane::start(Options {
             emulated_version: opts.emulated_version.clone(),
+            apiserver_args: opts.apiserver_args.clone(),
             ..Options::default()
         })
         .unwrap_or_else(|e| panic!("the real control plane did not start: {e:#}"));

@@ -1,0 +1,1209 @@
+//! Restore benchmark on the REAL control plane (`e2e/realcp`: kube-apiserver, etcd,
+//! kube-controller-manager, kube-scheduler, kwok): the chart installed as the real-control-plane
+//! tests install it (`tests/real`), its controller and webhook running as host processes under
+//! the chart's ServiceAccounts, and one restore of N pods created at once.
+//!
+//! `cargo bench --bench restore`. Environment:
+//!
+//! | env | default | |
+//! |---|---|---|
+//! | `RESTORE_PODS` | 5000 | restored pods |
+//! | `RESTORE_NAMESPACES` | 50 | restore namespaces (labelled `restore-hooks.dev/restore=<restore>`), each with one StatefulSet and one Deployment sharing its pods |
+//! | `RESTORE_RUNS` | 1 | restore names the namespaces are spread over (one `RestoreRun` each); 1 is one Velero restore of every namespace |
+//! | `RESTORE_FAILOVER` | 1 | after the restore, start a second controller replica, SIGKILL the leader, count what the new leader asks the API server |
+//! | `RESTORE_TIMEOUT_SECS` | 3600 | failure guard for the restore to end (never a performance bound) |
+//! | `RESTORE_VELERO_PODS` | 0 | the same through a real Velero backup/restore: not implemented (see below); any other value exits 2 |
+//!
+//! Each pod has two exec hooks from its namespace's `RestoreHook` (the second waits for the
+//! first, as plan order does): `fast` (0 s: one `echo` into a shared mark file) and `slow`
+//! (`sleep 1` between two such lines). kwok runs each exec as a local `sh` on this host; every
+//! line carries `date +%s%N`, the clock this process reads too. The workloads are created by one
+//! `kubectl apply`; the controller-manager creates their pods (at its default client rate, 20
+//! requests/s), the scheduler binds them to kwok's node and kwok reports them Running.
+//!
+//! Printed, never asserted on:
+//!
+//! - makespan: the `kubectl apply` of the workloads → the last hook's last instruction (from the
+//!   marks), against the bound set by the hooks' own durations and `--max-concurrent-execs`
+//!   (N × 1 s / concurrency: a perfect scheduler with free execs); the ratio makespan/bound;
+//! - Running → first hook start (the method of `tests/real_latency.rs`: a `kubectl get --watch`
+//!   in this process notes when it first sees each pod Running; the hook's first line says when
+//!   it started): p50, p99, max;
+//! - admission latency as the API server records it: `apiserver_admission_webhook_admission_duration_seconds`
+//!   for the chart's two webhooks from kube-apiserver's `/metrics`, before and after, p50/p99
+//!   interpolated in the bucket deltas (the buckets are 5 ms, 25 ms, 100 ms, ...: coarse);
+//! - API requests of the chart's ServiceAccounts, from kube-apiserver's audit log (Metadata level,
+//!   only group `system:serviceaccounts:restore-hooks`), by user, verb and resource/subresource:
+//!   at start-up (until the controller leads), during the restore (and per hook), and after a
+//!   leader change (a second controller replica starts, the leader is killed);
+//! - peak RSS (`VmHWM`) and CPU seconds (utime + stime) of the controller and the webhook.
+//!
+//! Asserted (the exit code): every pod got both hooks exactly once (the marks, also after the
+//! leader change), every pod is labelled `done` with both hooks `Succeeded`, every `RestoreRun`
+//! reached `Completed`, the controller counted 2N hooks, and no process of the chart was refused
+//! an API call (403).
+//!
+//! Not here: the same restore through a real Velero backup/restore (`RESTORE_VELERO_PODS`). At
+//! these sizes Velero's own restore of thousands of pods (one create at a time) would be what is
+//! measured, and the product's side of it is what this bench already measures; left out for time.
+//!
+//! Measured here (2 cores, 23 GiB, 2026-12-04): see the table printed at the end; the figures of
+//! the runs are below.
+//!
+//! MEASURED
+
+#![forbid(unsafe_code)]
+
+#[path = "../tests/real/mod.rs"]
+mod real;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use real::{
+    Install, InstallOptions, NAMESPACE_LABEL, Serve, ServeOptions, get_json, metric, namespace,
+    now_nanos, scenarios, wait_restore_run, wait_until,
+};
+use serde_json::{Value, json};
+
+/// The pod label the bench's workloads carry (and its watch selects on).
+const BENCH_LABEL: &str = "bench=restore";
+/// The chart's ServiceAccounts' group: the only requests the audit policy logs.
+const SA_GROUP: &str = "system:serviceaccounts:restore-hooks";
+const SA_PREFIX: &str = "system:serviceaccount:restore-hooks:";
+const ADMISSION_HISTOGRAM: &str = "apiserver_admission_webhook_admission_duration_seconds";
+
+/// The bench's settings, from the environment.
+struct Config {
+    pods: usize,
+    namespaces: usize,
+    runs: usize,
+    failover: bool,
+    timeout: Duration,
+}
+
+/// `name` parsed, `default` when unset; an error naming it when it does not parse.
+fn env<T: std::str::FromStr>(name: &str, default: T) -> Result<T, String> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| format!("{name}={v:?} is not valid")),
+        Err(_) => Ok(default),
+    }
+}
+
+impl Config {
+    fn from_env() -> Result<Config, String> {
+        let config = Config {
+            pods: env("RESTORE_PODS", 5000)?,
+            namespaces: env("RESTORE_NAMESPACES", 50)?,
+            runs: env("RESTORE_RUNS", 1)?,
+            failover: env::<u8>("RESTORE_FAILOVER", 1)? != 0,
+            timeout: Duration::from_secs(env("RESTORE_TIMEOUT_SECS", 3600)?),
+        };
+        if config.namespaces == 0 || config.runs == 0 || config.pods < 2 * config.namespaces {
+            return Err(format!(
+                "need RESTORE_NAMESPACES >= 1, RESTORE_RUNS >= 1 and at least two pods per \
+                 namespace (RESTORE_PODS={}, RESTORE_NAMESPACES={}, RESTORE_RUNS={})",
+                config.pods, config.namespaces, config.runs
+            ));
+        }
+        if env::<usize>("RESTORE_VELERO_PODS", 0)? != 0 {
+            return Err(
+                "RESTORE_VELERO_PODS: the Velero variant is not implemented (see the \
+                        header of benches/restore.rs)"
+                    .to_string(),
+            );
+        }
+        Ok(config)
+    }
+
+    fn namespace(&self, i: usize) -> String {
+        format!("bench-{i:03}")
+    }
+
+    /// The restore a namespace belongs to (its label's value, its RestoreRun's name).
+    fn restore_of(&self, i: usize) -> String {
+        format!("r-bench-{}", i % self.runs)
+    }
+
+    /// StatefulSet and Deployment replicas of namespace `i`: the pods spread evenly.
+    fn replicas(&self, i: usize) -> (usize, usize) {
+        let per = self.pods / self.namespaces + usize::from(i < self.pods % self.namespaces);
+        (per / 2, per - per / 2)
+    }
+}
+
+fn main() -> ExitCode {
+    let config = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("restore bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    run(&config);
+    ExitCode::SUCCESS
+}
+
+/// A child killed when dropped (a panic included).
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The audit policy: Metadata for the chart's ServiceAccounts, nothing for anyone else.
+fn audit_policy() -> String {
+    json!({
+        "apiVersion": "audit.k8s.io/v1",
+        "kind": "Policy",
+        // A request is counted once, by its auditID; long-running ones (watch, exec) are logged
+        // when their response starts, which is when they matter here.
+        "omitStages": ["RequestReceived"],
+        "rules": [
+            {"level": "Metadata", "userGroups": [SA_GROUP]},
+            {"level": "None"},
+        ],
+    })
+    .to_string()
+}
+
+fn run(config: &Config) {
+    let wall = Instant::now();
+    let audit_dir = tempfile::Builder::new()
+        .prefix("restore-bench-audit-")
+        .tempdir()
+        .expect("a temporary directory for the audit log");
+    let policy = audit_dir.path().join("policy.json");
+    let audit_log = audit_dir.path().join("audit.log");
+    std::fs::write(&policy, audit_policy()).expect("write the audit policy");
+    let install = Install::new(InstallOptions {
+        apiserver_args: vec![
+            format!("--audit-policy-file={}", policy.display()),
+            format!("--audit-log-path={}", audit_log.display()),
+            "--audit-log-format=json".into(),
+            // No rotation: the phases are byte ranges of one file.
+            "--audit-log-maxsize=0".into(),
+            "--audit-log-maxbackup=0".into(),
+        ],
+        ..InstallOptions::default()
+    });
+    let cp = &install.cp;
+
+    // Start-up: from nothing to a leading controller and a ready webhook.
+    let startup_from = file_len(&audit_log);
+    let mut replica = install.start(0);
+    replica.wait_leader(Duration::from_secs(120));
+    // What the processes list and watch right after leading is part of start-up.
+    std::thread::sleep(Duration::from_secs(5));
+    let startup_to = file_len(&audit_log);
+    let concurrency: usize = replica
+        .controller()
+        .args
+        .iter()
+        .find_map(|a| a.strip_prefix("--max-concurrent-execs="))
+        .and_then(|v| v.parse().ok())
+        .expect("the chart passes --max-concurrent-execs");
+    let users = (
+        replica.controller().service_account.clone(),
+        replica.webhook().service_account.clone(),
+    );
+
+    // The restore's namespaces and hook objects, before any pod.
+    let marks = install.mark("hooks.log");
+    for i in 0..config.namespaces {
+        namespace(
+            cp,
+            &config.namespace(i),
+            json!({NAMESPACE_LABEL: config.restore_of(i)}),
+        );
+    }
+    let hooks: Vec<Value> = (0..config.namespaces)
+        .flat_map(|i| restore_hooks(&config.namespace(i), &marks))
+        .collect();
+    scenarios::apply_hooks(cp, &hooks);
+    for h in &hooks {
+        scenarios::wait_compiled(
+            cp,
+            h["metadata"]["namespace"].as_str().unwrap_or_default(),
+            h["metadata"]["name"].as_str().unwrap_or_default(),
+            &[replica.webhook().identity.as_str()],
+        );
+    }
+    let webhook_names: Vec<String> = install
+        .applied("MutatingWebhookConfiguration")
+        .iter()
+        .flat_map(|m| m["webhooks"].as_array().cloned().unwrap_or_default())
+        .filter_map(|w| w["name"].as_str().map(str::to_string))
+        .collect();
+
+    let watch = RunningWatch::start(&install);
+    // Its first list is in before any bench pod exists (otherwise the first pods would be "seen
+    // Running" late, at that list).
+    std::thread::sleep(Duration::from_secs(2));
+    let metrics_before = cp
+        .kubectl_ok(["get", "--raw", "/metrics"])
+        .expect("kube-apiserver /metrics");
+    let controller_cpu_before = cpu_seconds(replica.controller().pid()).unwrap_or(0.0);
+    let webhook_cpu_before = cpu_seconds(replica.webhook().pid()).unwrap_or(0.0);
+    let restore_from = file_len(&audit_log);
+    let busy_before = machine_busy_seconds();
+
+    // The restore: every workload at once.
+    let workloads: Vec<Value> = (0..config.namespaces)
+        .flat_map(|i| workloads(&config.namespace(i), config.replicas(i)))
+        .collect();
+    let t0 = now_nanos();
+    let created = Instant::now();
+    cp.apply(&json!({"apiVersion": "v1", "kind": "List", "items": workloads}).to_string())
+        .unwrap_or_else(|e| panic!("the workloads were refused: {e:#}"));
+    let n = config.pods;
+    let failed_selector = format!("{BENCH_LABEL},{}=failed", real::EXEC_LABEL);
+    let mut last_read: Option<Instant> = None;
+    let mut last_report = Instant::now();
+    let (mut fast, mut slow) = (0, 0);
+    wait_until(
+        format!("{n} pods' hooks to run"),
+        config.timeout,
+        || -> Result<(), String> {
+            // Parsing the mark file takes CPU from the processes measured: once a second.
+            if last_read.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                last_read = Some(Instant::now());
+                let m = Marks::read(&marks);
+                (fast, slow) = (m.lines("fast"), m.lines("slow-end"));
+            }
+            if last_report.elapsed() >= Duration::from_secs(15) {
+                last_report = Instant::now();
+                // A failed hook never writes its last line: stop at once rather than at the
+                // timeout.
+                let failed = cp
+                    .kubectl_ok(["get", "pods", "-A", "-l", &failed_selector, "-o", "name"])
+                    .unwrap_or_default();
+                assert!(
+                    failed.trim().is_empty(),
+                    "pods whose hooks failed:\n{failed}"
+                );
+                eprintln!(
+                    "restore bench: {:>5.0} s: {} pods seen Running, {fast} fast and {slow} slow \
+                     hooks finished; controller RSS {:.0} MiB",
+                    created.elapsed().as_secs_f64(),
+                    watch.running().len(),
+                    proc_status_kib(replica.controller().pid(), "VmRSS").unwrap_or(0) as f64
+                        / 1024.0,
+                );
+            }
+            if fast >= n && slow >= n {
+                Ok(())
+            } else {
+                Err(format!("{fast} fast, {slow} slow of {n}"))
+            }
+        },
+    );
+    let hooks_done = created.elapsed();
+    // The controller records each result after the hook's last instruction: wait for the last
+    // pod's `done` label and for every RestoreRun's phase.
+    let selector = format!("{BENCH_LABEL},{}=done", real::EXEC_LABEL);
+    wait_until(
+        format!("{n} pods labelled done"),
+        Duration::from_secs(600),
+        || -> Result<(), String> {
+            let out = cp
+                .kubectl_ok(["get", "pods", "-A", "-l", &selector, "-o", "name"])
+                .map_err(|e| format!("{e:#}"))?;
+            let done = out.lines().count();
+            if done >= n {
+                Ok(())
+            } else {
+                Err(format!("{done} of {n}"))
+            }
+        },
+    );
+    let all_done = created.elapsed();
+    let restore_names: BTreeSet<String> = (0..config.namespaces)
+        .map(|i| config.restore_of(i))
+        .collect();
+    for name in &restore_names {
+        let run = wait_restore_run(
+            cp,
+            name,
+            &["Completed", "PartiallyFailed", "Failed"],
+            Duration::from_secs(600),
+        );
+        assert!(
+            run["status"]["phase"] == "Completed" && run["status"]["hooks"]["failed"] == 0,
+            "RestoreRun {name}: {}",
+            run["status"]
+        );
+    }
+    let runs_completed = created.elapsed();
+    let busy = machine_busy_seconds().zip(busy_before).map(|(a, b)| a - b);
+    let restore_to = file_len(&audit_log);
+    let metrics_after = cp
+        .kubectl_ok(["get", "--raw", "/metrics"])
+        .expect("kube-apiserver /metrics");
+    let controller = ProcStats::of(replica.controller(), controller_cpu_before);
+    let webhook = ProcStats::of(replica.webhook(), webhook_cpu_before);
+    let running = watch.stop();
+
+    // Correctness: the marks, the pods, the RestoreRuns, the controller's count.
+    let marks_after_restore = Marks::read(&marks);
+    let pods = check_pods(cp, config);
+    marks_after_restore.assert_once_each(&pods);
+    let mut controller_logs = vec![replica.controller().log_path()];
+    HookLog::read(&controller_logs).assert_once_each(&pods);
+    let listed = get_json(cp, &["get", "restoreruns.restore-hooks.dev"]).expect("RestoreRuns");
+    let phases: Vec<(String, String)> = listed["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            (
+                r["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                r["status"]["phase"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    for name in &restore_names {
+        assert!(
+            phases.iter().any(|(r, p)| r == name && p == "Completed"),
+            "RestoreRun {name} not Completed: {phases:?}"
+        );
+    }
+    let counted = metric(
+        &replica.controller().metrics(),
+        "restore_hooks_exec_hooks_total",
+    );
+    assert_eq!(counted, (2 * n) as f64, "hooks counted by the controller");
+
+    // A leader change: a second controller replica (its own start-up as a standby), then the
+    // leader is killed and the second takes the Lease and reads what it needs.
+    let failover = config.failover.then(|| {
+        let from = file_len(&audit_log);
+        let second = install.serve(ServeOptions::of(&controller_deployment(&install), 1));
+        replica.controller_mut().kill();
+        let killed = Instant::now();
+        second.wait_leader(Duration::from_secs(120));
+        let took = killed.elapsed();
+        std::thread::sleep(Duration::from_secs(10));
+        let to = file_len(&audit_log);
+        Marks::read(&marks).assert_unchanged(&marks_after_restore);
+        controller_logs.push(second.log_path());
+        (second, from, to, took)
+    });
+
+    // Both controllers' logs: the second must not have started any hook again.
+    let hook_log = HookLog::read(&controller_logs);
+    hook_log.assert_once_each(&pods);
+
+    // The report. Running → first hook start, two ways: the controller's "hook started" line (just
+    // before it asks for the exec) for every pod; the hook's own first instruction for the
+    // StatefulSet pods (the method of tests/real_latency.rs; their lines name the pod).
+    let deltas = |start: &dyn Fn(&str) -> Option<u128>| {
+        let mut ms: Vec<f64> = running
+            .iter()
+            .filter_map(|(pod, up)| Some((start(pod)? as f64 - *up as f64) / 1e6))
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        ms
+    };
+    let logged_ms = deltas(&|pod| hook_log.first_start(pod));
+    let in_hook_ms = deltas(&|pod| marks_after_restore.fast.get(pod).copied());
+    let last_end = marks_after_restore.last.unwrap_or(t0);
+    let last_recorded = hook_log.last_finish().unwrap_or(t0);
+    let last_running = running.values().copied().max().unwrap_or(t0);
+    let makespan = secs_between(t0, last_end);
+    let bound = n as f64 / concurrency as f64;
+    // creationTimestamp has whole seconds: the apply's own second counts as 0.
+    let since_t0 = |nanos: Option<&u128>| {
+        nanos.map_or(f64::NAN, |c| secs_between(t0 - t0 % 1_000_000_000, *c))
+    };
+    let (first_created, last_created) = (
+        since_t0(pods.created.iter().min()),
+        since_t0(pods.created.iter().max()),
+    );
+    println!();
+    println!(
+        "RESTORE: {n} pods ({} StatefulSets + {} Deployments in {} namespaces, {} restore(s)), \
+         2 exec hooks each (0 s and 1 s), --max-concurrent-execs {concurrency}",
+        config.namespaces,
+        config.namespaces,
+        config.namespaces,
+        restore_names.len()
+    );
+    println!("| measure | value |");
+    println!("|---|---|");
+    println!(
+        "| pods created (creationTimestamp, whole s, from the apply) | {first_created:.0} s .. {last_created:.0} s |"
+    );
+    println!(
+        "| last pod seen Running | {:.1} s |",
+        secs_between(t0, last_running)
+    );
+    println!(
+        "| makespan: apply -> last hook's last instruction (its \"hook finished\" line) | {makespan:.1} s ({:.1} s) |",
+        secs_between(t0, last_recorded)
+    );
+    println!(
+        "| bound: {n} x 1 s / {concurrency} execs | {bound:.1} s; makespan/bound {:.2} |",
+        makespan / bound
+    );
+    println!(
+        "| hooks all finished (this process saw) / pods all done / RestoreRuns Completed | {:.1} s / {:.1} s / {:.1} s |",
+        hooks_done.as_secs_f64(),
+        all_done.as_secs_f64(),
+        runs_completed.as_secs_f64()
+    );
+    for (what, ms) in [
+        ("the controller's \"hook started\"", &logged_ms),
+        ("the hook's first instruction", &in_hook_ms),
+    ] {
+        if let (Some(min), Some(max)) = (ms.first(), ms.last()) {
+            println!(
+                "| Running (watch) -> first hook start ({what}), {} pods | p50 {:.0} ms, p99 {:.0} ms, max {max:.0} ms (min {min:.0} ms) |",
+                ms.len(),
+                percentile(ms, 50.0),
+                percentile(ms, 99.0),
+            );
+        }
+    }
+    for name in &webhook_names {
+        let h = Histogram::delta(&metrics_before, &metrics_after, name);
+        println!(
+            "| admission ({name}), {} calls | {} |",
+            h.count,
+            h.summary()
+        );
+    }
+    for (who, s) in [("controller", &controller), ("webhook", &webhook)] {
+        println!(
+            "| {who}: peak RSS (VmHWM) / CPU during the restore | {:.1} MiB / {:.1} s |",
+            s.peak_rss_kib as f64 / 1024.0,
+            s.cpu_seconds
+        );
+    }
+    if let Some(busy) = busy {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        println!(
+            "| the machine's CPU busy during the restore (every process) | {busy:.0} s of {:.0} s ({cores} cores x {:.0} s) |",
+            cores as f64 * runs_completed.as_secs_f64(),
+            runs_completed.as_secs_f64()
+        );
+    }
+    if let Some((_, _, _, took)) = &failover {
+        println!(
+            "| leader change: kill -> second replica leads | {:.1} s |",
+            took.as_secs_f64()
+        );
+    }
+    println!();
+
+    let users = [users.0.as_str(), users.1.as_str()];
+    let startup = AuditCounts::read(&audit_log, startup_from, startup_to);
+    startup.print("start-up (until the controller leads, + 5 s)", None, &users);
+    let restore = AuditCounts::read(&audit_log, restore_from, restore_to);
+    restore.print(
+        "the restore (apply -> RestoreRuns Completed)",
+        Some(2 * n),
+        &users,
+    );
+    if let Some((second, from, to, _)) = failover {
+        let counts = AuditCounts::read(&audit_log, from, to);
+        counts.print(
+            "leader change (second replica starts, leader killed, + 10 s after it leads)",
+            None,
+            &users,
+        );
+        drop(second);
+    }
+    eprintln!(
+        "restore bench: wall time {:.0} s (control plane and chart included)",
+        wall.elapsed().as_secs_f64()
+    );
+    drop(replica);
+}
+
+/// The rendered Deployment that runs the controller (`restore-hooks controller`, or `serve` when
+/// the chart is not split).
+fn controller_deployment(install: &Install) -> String {
+    install
+        .applied("Deployment")
+        .iter()
+        .find(|d| {
+            d["spec"]["template"]["spec"]["containers"][0]["args"][0]
+                .as_str()
+                .is_some_and(|role| role != "webhook")
+        })
+        .and_then(|d| d["metadata"]["name"].as_str())
+        .expect("the chart renders a controller Deployment")
+        .to_string()
+}
+
+/// The RestoreHooks of namespace `ns`, one per workload: two exec hooks for every bench pod,
+/// each writing `<word> <namespace>/<pod> <unix nanos>` lines into the shared mark file (appends
+/// of a short line are atomic, so concurrent hooks do not mix lines). `<pod>` is `$(POD_NAME)`
+/// for the StatefulSet's pods and `-` for the Deployment's, which have no name at admission.
+fn restore_hooks(ns: &str, marks: &Path) -> Vec<Value> {
+    let hook = |app: &str, pod: &str| {
+        let line = |word: &str| {
+            format!(
+                "echo {word} $(NAMESPACE)/{pod} $(date +%s%N) >> '{}'",
+                marks.display()
+            )
+        };
+        json!({
+            "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+            "metadata": {"name": app, "namespace": ns},
+            "spec": {
+                "labelSelector": {"matchLabels": {"app": app, "bench": "restore"}},
+                "postHooks": [
+                    {"exec": {"container": "app", "command": ["sh", "-c", line("fast")]}},
+                    {"exec": {"container": "app", "execTimeout": "60s", "command": ["sh", "-c",
+                        format!("{}; sleep 1; {}", line("slow-start"), line("slow-end"))]}},
+                ],
+            },
+        })
+    };
+    vec![hook("db", "$(POD_NAME)"), hook("web", "-")]
+}
+
+/// A StatefulSet (`db`) and a Deployment (`web`) in `ns` with `replicas`; the controller-manager
+/// creates their pods, the scheduler binds them to kwok's node.
+fn workloads(ns: &str, (sts, deploy): (usize, usize)) -> Vec<Value> {
+    let template = |app: &str| {
+        json!({
+            "metadata": {"labels": {"app": app, "bench": "restore"}},
+            "spec": {
+                "terminationGracePeriodSeconds": 0,
+                "automountServiceAccountToken": false,
+                "containers": [{"name": "app", "image": "busybox:1.36",
+                                "command": ["sleep", "infinity"]}],
+            },
+        })
+    };
+    vec![
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+               "metadata": {"name": "db", "namespace": ns},
+               "spec": {"replicas": sts, "serviceName": "db", "podManagementPolicy": "Parallel",
+                        "selector": {"matchLabels": {"app": "db"}}, "template": template("db")}}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "web", "namespace": ns},
+               "spec": {"replicas": deploy, "selector": {"matchLabels": {"app": "web"}},
+                        "template": template("web")}}),
+    ]
+}
+
+/// When this process first saw each bench pod Running (`namespace/name` → unix nanos), from a
+/// `kubectl get --watch`: the method of tests/real_latency.rs, with one line per event.
+struct RunningWatch {
+    seen: Arc<Mutex<BTreeMap<String, u128>>>,
+    child: KillOnDrop,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RunningWatch {
+    fn start(install: &Install) -> RunningWatch {
+        let cp = &install.cp;
+        let mut child = Command::new(cp.kubectl_path())
+            .arg(format!("--kubeconfig={}", cp.kubeconfig().display()))
+            .arg(format!(
+                "--cache-dir={}",
+                cp.work_dir().join("kubectl-cache-watch").display()
+            ))
+            .args(["get", "pods", "-A", "-l", BENCH_LABEL, "--watch"])
+            .arg(
+                r#"-o=jsonpath={.metadata.namespace}{"/"}{.metadata.name}{" "}{.status.phase}{"\n"}"#,
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kubectl get --watch");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let seen: Arc<Mutex<BTreeMap<String, u128>>> = Arc::default();
+        let into = seen.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some((pod, "Running")) = line.trim().split_once(' ') {
+                    lock(&into).entry(pod.to_string()).or_insert_with(now_nanos);
+                }
+            }
+        });
+        RunningWatch {
+            seen,
+            child: KillOnDrop(child),
+            reader: Some(reader),
+        }
+    }
+
+    fn running(&self) -> BTreeMap<String, u128> {
+        lock(&self.seen).clone()
+    }
+
+    fn stop(mut self) -> BTreeMap<String, u128> {
+        let _ = self.child.0.kill();
+        let _ = self.child.0.wait();
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        self.running()
+    }
+}
+
+/// A poisoned lock is still read: the data is plain maps.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What the hooks wrote into the mark file. A StatefulSet pod has its name at admission, so its
+/// hooks' lines carry it (`$(POD_NAME)`); a Deployment pod is named by the API server after
+/// admission, where `$(POD_NAME)` stays as written (docs/behaviour.md §2.8): its lines carry `-`
+/// and are counted per namespace.
+#[derive(Default, PartialEq)]
+struct Marks {
+    /// (word, namespace) → lines.
+    per_namespace: BTreeMap<(String, String), usize>,
+    /// (word, `namespace/pod`) → lines, for the named (StatefulSet) pods.
+    per_pod: BTreeMap<(String, String), usize>,
+    /// `namespace/pod` → the unix nanos of its `fast` line (the first hook's first instruction),
+    /// for the named pods.
+    fast: BTreeMap<String, u128>,
+    /// Lines by word.
+    count: BTreeMap<String, usize>,
+    /// The latest line's unix nanos.
+    last: Option<u128>,
+    malformed: usize,
+}
+
+const WORDS: [&str; 3] = ["fast", "slow-start", "slow-end"];
+
+impl Marks {
+    fn read(path: &Path) -> Marks {
+        let mut m = Marks::default();
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        for line in text.lines() {
+            let mut parts = line.split_whitespace();
+            let (Some(word), Some(pod), Some(at), None) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                m.malformed += 1;
+                continue;
+            };
+            let (Some((ns, name)), Ok(at), true) = (
+                pod.split_once('/'),
+                at.parse::<u128>(),
+                WORDS.contains(&word),
+            ) else {
+                m.malformed += 1;
+                continue;
+            };
+            *m.count.entry(word.to_string()).or_default() += 1;
+            *m.per_namespace
+                .entry((word.to_string(), ns.to_string()))
+                .or_default() += 1;
+            if name != "-" {
+                *m.per_pod
+                    .entry((word.to_string(), pod.to_string()))
+                    .or_default() += 1;
+                if word == "fast" {
+                    m.fast.entry(pod.to_string()).or_insert(at);
+                }
+            }
+            m.last = m.last.max(Some(at));
+        }
+        m
+    }
+
+    fn lines(&self, word: &str) -> usize {
+        self.count.get(word).copied().unwrap_or(0)
+    }
+
+    /// Each hook ran once in every pod: each named pod has exactly one line of each word, no
+    /// other named pod has any, and each namespace has as many lines of each word as pods.
+    fn assert_once_each(&self, pods: &Pods) {
+        assert_eq!(self.malformed, 0, "malformed lines in the mark file");
+        for word in WORDS {
+            for (ns, want) in &pods.per_namespace {
+                let got = self
+                    .per_namespace
+                    .get(&(word.to_string(), ns.clone()))
+                    .copied()
+                    .unwrap_or(0);
+                assert_eq!(got, *want, "{word} lines in namespace {ns}");
+            }
+            for pod in &pods.named {
+                let got = self
+                    .per_pod
+                    .get(&(word.to_string(), pod.clone()))
+                    .copied()
+                    .unwrap_or(0);
+                assert_eq!(got, 1, "{word} lines of {pod}");
+            }
+        }
+        assert_eq!(
+            self.per_namespace.values().sum::<usize>(),
+            WORDS.len() * pods.all.len(),
+            "lines in the mark file"
+        );
+        let strays: Vec<_> = self
+            .per_pod
+            .keys()
+            .filter(|(_, pod)| !pods.named.contains(pod))
+            .take(10)
+            .collect();
+        assert!(
+            strays.is_empty(),
+            "marks of pods that are not live: {strays:?}"
+        );
+    }
+
+    /// Nothing ran again (the leader change).
+    fn assert_unchanged(&self, before: &Marks) {
+        assert!(
+            self == before,
+            "hooks ran after the leader change: {:?} lines before, {:?} after",
+            before.count,
+            self.count
+        );
+    }
+}
+
+/// The controller's "hook started" and "hook finished" log lines (JSON): by (`namespace/pod`,
+/// hook index), their timestamps in unix nanos.
+#[derive(Default)]
+struct HookLog {
+    started: BTreeMap<(String, u64), Vec<u128>>,
+    finished: BTreeMap<(String, u64), Vec<u128>>,
+}
+
+impl HookLog {
+    fn read(paths: &[PathBuf]) -> HookLog {
+        let mut log = HookLog::default();
+        for path in paths {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            for line in text.lines() {
+                let Ok(v) = serde_json::from_str::<Value>(line) else {
+                    continue;
+                };
+                let map = match v["message"].as_str() {
+                    Some("hook started") => &mut log.started,
+                    Some("hook finished") => &mut log.finished,
+                    _ => continue,
+                };
+                let (Some(pod), Some(index), Some(at)) = (
+                    v["pod"].as_str(),
+                    v["index"].as_u64(),
+                    v["timestamp"].as_str().and_then(unix_nanos),
+                ) else {
+                    continue;
+                };
+                map.entry((pod.to_string(), index)).or_default().push(at);
+            }
+        }
+        log
+    }
+
+    /// Each of the two hooks of every pod started and finished exactly once; no other pod's did.
+    fn assert_once_each(&self, pods: &Pods) {
+        for (what, map) in [("started", &self.started), ("finished", &self.finished)] {
+            for pod in &pods.all {
+                for index in 0..2 {
+                    let n = map.get(&(pod.clone(), index)).map_or(0, Vec::len);
+                    assert_eq!(n, 1, "\"hook {what}\" lines of {pod} hook {index}");
+                }
+            }
+            assert_eq!(
+                map.len(),
+                2 * pods.all.len(),
+                "pods and hooks with \"hook {what}\" lines"
+            );
+        }
+    }
+
+    fn first_start(&self, pod: &str) -> Option<u128> {
+        self.started.get(&(pod.to_string(), 0))?.first().copied()
+    }
+
+    fn last_finish(&self) -> Option<u128> {
+        self.finished.values().flatten().copied().max()
+    }
+}
+
+/// An RFC 3339 timestamp in unix nanos.
+fn unix_nanos(text: &str) -> Option<u128> {
+    let t = text.parse::<jiff::Timestamp>().ok()?;
+    u128::try_from(t.as_nanosecond()).ok()
+}
+
+/// The live bench pods.
+struct Pods {
+    /// `namespace/name` of each.
+    all: BTreeSet<String>,
+    /// Those named at admission (the StatefulSets').
+    named: BTreeSet<String>,
+    per_namespace: BTreeMap<String, usize>,
+    /// Creation times (unix nanos, whole seconds).
+    created: Vec<u128>,
+}
+
+/// Every bench pod: alive, labelled `done`, its two hooks `Succeeded`; exactly `config.pods`
+/// of them.
+fn check_pods(cp: &real::ControlPlane, config: &Config) -> Pods {
+    let list = get_json(cp, &["get", "pods", "-A", "-l", BENCH_LABEL]).expect("the bench's pods");
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    let mut pods = Pods {
+        all: BTreeSet::new(),
+        named: BTreeSet::new(),
+        per_namespace: BTreeMap::new(),
+        created: Vec::with_capacity(items.len()),
+    };
+    for p in &items {
+        let ns = p["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = format!(
+            "{ns}/{}",
+            p["metadata"]["name"].as_str().unwrap_or_default()
+        );
+        assert!(
+            p["metadata"]["deletionTimestamp"].is_null(),
+            "{name} is being deleted"
+        );
+        assert_eq!(
+            p["metadata"]["labels"][real::EXEC_LABEL],
+            "done",
+            "{name}: {}",
+            p["metadata"]["annotations"][real::STATUS]
+        );
+        let hooks = scenarios::hooks_of(p);
+        assert!(
+            hooks.len() == 2 && hooks.iter().all(|h| h["phase"] == "Succeeded"),
+            "{name}: {hooks:?}"
+        );
+        if let Some(at) = p["metadata"]["creationTimestamp"]
+            .as_str()
+            .and_then(unix_nanos)
+        {
+            pods.created.push(at);
+        }
+        if p["metadata"]["labels"]["app"] == "db" {
+            pods.named.insert(name.clone());
+        }
+        *pods.per_namespace.entry(ns.to_string()).or_default() += 1;
+        pods.all.insert(name);
+    }
+    assert_eq!(pods.all.len(), config.pods, "bench pods");
+    pods
+}
+
+fn secs_between(from_nanos: u128, to_nanos: u128) -> f64 {
+    (to_nanos as f64 - from_nanos as f64) / 1e9
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+/// A process's peak RSS and the CPU it used since `cpu_before`.
+struct ProcStats {
+    peak_rss_kib: u64,
+    cpu_seconds: f64,
+}
+
+impl ProcStats {
+    fn of(serve: &Serve, cpu_before: f64) -> ProcStats {
+        let pid = serve.pid();
+        ProcStats {
+            peak_rss_kib: proc_status_kib(pid, "VmHWM").unwrap_or(0),
+            cpu_seconds: cpu_seconds(pid).map_or(f64::NAN, |c| c - cpu_before),
+        }
+    }
+}
+
+/// `/proc/<pid>/status` field in KiB (`VmRSS`, `VmHWM`).
+fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|line| {
+        line.strip_prefix(field)?
+            .strip_prefix(':')?
+            .trim()
+            .strip_suffix("kB")?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// utime + stime of a process, in seconds.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the `(comm)`: utime is field 14 overall, stime 15.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / clock_ticks())
+}
+
+/// CPU seconds the whole machine spent busy (all cores), from `/proc/stat`.
+fn machine_busy_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpu = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = cpu
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal: busy = all but idle and iowait.
+    let busy = v.first()? + v.get(1)? + v.get(2)? + v.get(5)? + v.get(6)? + v.get(7)?;
+    Some(busy as f64 / clock_ticks())
+}
+
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// The delta of one webhook's admission-duration histogram between two scrapes, summed over its
+/// other labels (operation, rejected, type).
+struct Histogram {
+    /// (upper bound, cumulative count), ascending; the last bound is +Inf.
+    buckets: Vec<(f64, f64)>,
+    count: f64,
+}
+
+impl Histogram {
+    fn delta(before: &str, after: &str, webhook: &str) -> Histogram {
+        let b = Self::buckets(before, webhook);
+        let a = Self::buckets(after, webhook);
+        let buckets: Vec<(f64, f64)> = a
+            .iter()
+            .map(|(le, n)| {
+                let was = b.iter().find(|(l, _)| l == le).map_or(0.0, |(_, n)| *n);
+                (*le, n - was)
+            })
+            .collect();
+        let count = buckets.last().map_or(0.0, |(_, n)| *n);
+        Histogram { buckets, count }
+    }
+
+    fn buckets(text: &str, webhook: &str) -> Vec<(f64, f64)> {
+        let bucket = format!("{ADMISSION_HISTOGRAM}_bucket{{");
+        let mut sums: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix(&bucket) else {
+                continue;
+            };
+            let Some((labels, value)) = rest.rsplit_once("} ") else {
+                continue;
+            };
+            let labels = parse_labels(labels);
+            if labels.get("name").map(String::as_str) != Some(webhook) {
+                continue;
+            }
+            let (Some(le), Ok(value)) = (
+                labels.get("le").and_then(|l| parse_bound(l)),
+                value.trim().parse::<f64>(),
+            ) else {
+                continue;
+            };
+            // Keyed by the bound's bits: every bound is a positive float (or +Inf), whose
+            // bit patterns sort as the numbers do.
+            let e = sums.entry(le.to_bits()).or_insert((le, 0.0));
+            e.1 += value;
+        }
+        sums.into_values().collect()
+    }
+
+    /// The `q` quantile, interpolated linearly inside its bucket (as PromQL's
+    /// `histogram_quantile` does); in the +Inf bucket, the last finite bound.
+    fn quantile(&self, q: f64) -> Option<f64> {
+        if self.count <= 0.0 {
+            return None;
+        }
+        let rank = q * self.count;
+        let mut prev = (0.0, 0.0);
+        for &(le, n) in &self.buckets {
+            if n >= rank {
+                if le.is_infinite() {
+                    return Some(prev.0);
+                }
+                let share = if n > prev.1 {
+                    (rank - prev.1) / (n - prev.1)
+                } else {
+                    0.0
+                };
+                return Some(prev.0 + (le - prev.0) * share);
+            }
+            prev = (le, n);
+        }
+        None
+    }
+
+    fn summary(&self) -> String {
+        let ms = |q| {
+            self.quantile(q)
+                .map_or("-".to_string(), |s| format!("{:.1} ms", s * 1000.0))
+        };
+        let le = self
+            .buckets
+            .iter()
+            .filter(|(_, n)| *n > 0.0)
+            .map(|(le, n)| format!("<={le}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!(
+            "p50 {}, p99 {} (cumulative buckets, s: {le})",
+            ms(0.5),
+            ms(0.99)
+        )
+    }
+}
+
+fn parse_bound(le: &str) -> Option<f64> {
+    if le == "+Inf" {
+        Some(f64::INFINITY)
+    } else {
+        le.parse().ok()
+    }
+}
+
+/// `a="x",b="y"` → {a: x, b: y}, with Prometheus' escapes (`\\`, `\"`, `\n`).
+fn parse_labels(text: &str) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    let mut chars = text.chars().peekable();
+    loop {
+        let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+        if key.is_empty() || chars.next() != Some('"') {
+            break;
+        }
+        let mut value = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some('n') => value.push('\n'),
+                    Some(other) => value.push(other),
+                    None => break,
+                },
+                '"' => break,
+                c => value.push(c),
+            }
+        }
+        labels.insert(key.trim_start_matches(',').trim().to_string(), value);
+        if chars.peek() == Some(&',') {
+            chars.next();
+        }
+    }
+    labels
+}
+
+/// Requests in a byte range of the audit log, by (user, verb, resource[/subresource]); each
+/// request once (by auditID).
+struct AuditCounts {
+    counts: BTreeMap<(String, String, String), usize>,
+}
+
+impl AuditCounts {
+    fn read(path: &Path, from: u64, to: u64) -> AuditCounts {
+        let mut ids: BTreeMap<(String, String, String), BTreeSet<String>> = BTreeMap::new();
+        let Ok(mut file) = std::fs::File::open(path) else {
+            return AuditCounts {
+                counts: BTreeMap::new(),
+            };
+        };
+        if file.seek(SeekFrom::Start(from)).is_ok() {
+            let reader = BufReader::new(file.take(to.saturating_sub(from)));
+            for line in reader.lines() {
+                let Ok(line) = line else { break };
+                let Ok(event) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                let user = event["user"]["username"].as_str().unwrap_or_default();
+                let user = user.strip_prefix(SA_PREFIX).unwrap_or(user).to_string();
+                let verb = event["verb"].as_str().unwrap_or_default().to_string();
+                let o = &event["objectRef"];
+                let mut resource = o["resource"].as_str().map_or_else(
+                    || event["requestURI"].as_str().unwrap_or("?").to_string(),
+                    str::to_string,
+                );
+                if let Some(group) = o["apiGroup"].as_str().filter(|g| !g.is_empty()) {
+                    resource = format!("{resource}.{group}");
+                }
+                if let Some(sub) = o["subresource"].as_str() {
+                    resource = format!("{resource}/{sub}");
+                }
+                let id = event["auditID"].as_str().unwrap_or_default().to_string();
+                ids.entry((user, verb, resource)).or_default().insert(id);
+            }
+        }
+        AuditCounts {
+            counts: ids.into_iter().map(|(k, v)| (k, v.len())).collect(),
+        }
+    }
+
+    /// A table; with `per`, a column of requests per that many hooks.
+    fn print(&self, phase: &str, per: Option<usize>, users: &[&str]) {
+        let total: usize = self.counts.values().sum();
+        println!("API requests of the chart's ServiceAccounts, {phase}: {total}");
+        match per {
+            Some(hooks) => {
+                println!("| user | verb | resource | requests | per hook ({hooks} hooks) |");
+                println!("|---|---|---|---|---|");
+            }
+            None => {
+                println!("| user | verb | resource | requests |");
+                println!("|---|---|---|---|");
+            }
+        }
+        let mut rows: Vec<_> = self.counts.iter().collect();
+        // Each user's rows together (the controller's first), busiest first.
+        rows.sort_by_key(|((user, verb, resource), n)| {
+            (
+                users.iter().position(|u| u == user).unwrap_or(users.len()),
+                user.clone(),
+                std::cmp::Reverse(**n),
+                verb.clone(),
+                resource.clone(),
+            )
+        });
+        for ((user, verb, resource), n) in rows {
+            match per {
+                Some(hooks) => println!(
+                    "| {user} | {verb} | {resource} | {n} | {:.3} |",
+                    *n as f64 / hooks.max(1) as f64
+                ),
+                None => println!("| {user} | {verb} | {resource} | {n} |"),
+            }
+        }
+        let lists: usize = self
+            .counts
+            .iter()
+            .filter(|((_, verb, _), _)| verb == "list" || verb == "watch")
+            .map(|(_, n)| n)
+            .sum();
+        println!("list + watch: {lists}");
+        println!();
+    }
+}

@@ -54,6 +54,7 @@ use restore_hooks::config::EngineConfig;
 use restore_hooks::metrics::Metrics;
 use restore_hooks::plan_key::KeyRing;
 use restore_hooks::webhook::{Bound, WebhookSources, noop_router};
+use restore_hooks_testkit::procfs::{clock_ticks, cpu_ticks, status_kib};
 use tokio_util::sync::CancellationToken;
 
 // The no-op floor is served by this binary: give it the allocator the webhook binary uses, so
@@ -354,39 +355,6 @@ async fn wait_ready(server: &mut Server) -> anyhow::Result<()> {
     }
 }
 
-/// `/proc/<pid>/status` fields in KiB.
-fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|line| {
-        line.strip_prefix(field)?
-            .strip_prefix(':')?
-            .trim()
-            .strip_suffix("kB")?
-            .trim()
-            .parse()
-            .ok()
-    })
-}
-
-/// utime + stime of a process, in clock ticks.
-fn cpu_ticks(pid: &str) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the `(comm)`, which may hold spaces: state is field 3, utime 14, stime 15.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
-}
-
-fn clock_ticks_per_second() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
 fn mib(kib: u64) -> String {
     format!("{:.1} MiB", kib as f64 / 1024.0)
 }
@@ -557,7 +525,7 @@ fn poll_rss(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
     std::thread::spawn(move || {
         let mut peak = 0;
         while !stop.load(Ordering::Relaxed) {
-            peak = peak.max(proc_status_kib(pid, "VmRSS").unwrap_or(0));
+            peak = peak.max(status_kib(pid, "VmRSS").unwrap_or(0));
             std::thread::sleep(Duration::from_millis(20));
         }
         peak
@@ -591,12 +559,14 @@ async fn run_round(
         })
         .collect();
     tokio::time::sleep_until(warm_end.into()).await;
-    let pid = server.pid().to_string();
-    let server_cpu = cpu_ticks(&pid).unwrap_or(0);
-    let client_cpu = cpu_ticks("self").unwrap_or(0);
+    let (pid, me) = (server.pid(), std::process::id());
+    let server_cpu = cpu_ticks(pid, false).unwrap_or(0);
+    let client_cpu = cpu_ticks(me, false).unwrap_or(0);
     tokio::time::sleep_until(end.into()).await;
-    let server_cpu = cpu_ticks(&pid).unwrap_or(0).saturating_sub(server_cpu);
-    let client_cpu = cpu_ticks("self").unwrap_or(0).saturating_sub(client_cpu);
+    let server_cpu = cpu_ticks(pid, false)
+        .unwrap_or(0)
+        .saturating_sub(server_cpu);
+    let client_cpu = cpu_ticks(me, false).unwrap_or(0).saturating_sub(client_cpu);
     let mut round = RoundResult {
         measured: end - warm_end,
         server_cpu_ticks: server_cpu,
@@ -686,7 +656,7 @@ impl Totals {
 
 fn harness(config: &Config) -> anyhow::Result<()> {
     common::setup();
-    let ticks = clock_ticks_per_second();
+    let ticks = clock_ticks();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.client_threads)
         .enable_all()
@@ -722,7 +692,7 @@ fn harness(config: &Config) -> anyhow::Result<()> {
         check_once(&noop, &client, &template).await?;
         check_once(&webhook, &client, &template).await?;
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let idle = |s: &Server| proc_status_kib(s.pid(), "VmRSS").unwrap_or(0);
+        let idle = |s: &Server| status_kib(s.pid(), "VmRSS").unwrap_or(0);
         let mut totals = [
             Totals::new("noop", idle(&noop)),
             Totals::new("webhook", idle(&webhook)),
@@ -742,7 +712,7 @@ fn harness(config: &Config) -> anyhow::Result<()> {
             }
         }
         for (server, totals) in [&noop, &webhook].into_iter().zip(totals.iter_mut()) {
-            totals.hwm_kib = proc_status_kib(server.pid(), "VmHWM").unwrap_or(0);
+            totals.hwm_kib = status_kib(server.pid(), "VmHWM").unwrap_or(0);
         }
         let [noop_totals, webhook_totals] = totals;
         anyhow::Ok((noop_totals, webhook_totals))

@@ -104,6 +104,7 @@ use real::{
     Install, InstallOptions, NAMESPACE_LABEL, Serve, ServeOptions, get_json, metric, namespace,
     now_nanos, scenarios, wait_restore_run, wait_until,
 };
+use restore_hooks_testkit::procfs::{cpu_seconds, machine_busy_seconds, status_kib};
 use serde_json::{Value, json};
 
 /// The pod label the bench's workloads carry (and its watch selects on).
@@ -279,8 +280,8 @@ fn run(config: &Config) {
     let metrics_before = cp
         .kubectl_ok(["get", "--raw", "/metrics"])
         .expect("kube-apiserver /metrics");
-    let controller_cpu_before = cpu_seconds(replica.controller().pid()).unwrap_or(0.0);
-    let webhook_cpu_before = cpu_seconds(replica.webhook().pid()).unwrap_or(0.0);
+    let controller_cpu_before = cpu_seconds(replica.controller().pid(), false).unwrap_or(0.0);
+    let webhook_cpu_before = cpu_seconds(replica.webhook().pid(), false).unwrap_or(0.0);
     let restore_from = file_len(&audit_log);
     let busy_before = machine_busy_seconds();
     let components_before = components();
@@ -324,8 +325,7 @@ fn run(config: &Config) {
                      hooks finished; controller RSS {:.0} MiB",
                     created.elapsed().as_secs_f64(),
                     watch.running().len(),
-                    proc_status_kib(replica.controller().pid(), "VmRSS").unwrap_or(0) as f64
-                        / 1024.0,
+                    status_kib(replica.controller().pid(), "VmRSS").unwrap_or(0) as f64 / 1024.0,
                 );
             }
             if fast >= n && slow >= n {
@@ -538,7 +538,7 @@ fn run(config: &Config) {
         .filter(|(_, (name, _))| name != "restore-hooks" && name != "kubectl")
         .map(|(pid, (name, cpu))| {
             let was = components_before.get(pid).map_or(0.0, |(_, c)| *c);
-            let hwm = proc_status_kib(*pid, "VmHWM").unwrap_or(0) as f64 / 1024.0;
+            let hwm = status_kib(*pid, "VmHWM").unwrap_or(0) as f64 / 1024.0;
             format!("{name} {:.0} s / {hwm:.0} MiB", cpu - was)
         })
         .collect();
@@ -1027,34 +1027,10 @@ impl ProcStats {
     fn of(serve: &Serve, cpu_before: f64) -> ProcStats {
         let pid = serve.pid();
         ProcStats {
-            peak_rss_kib: proc_status_kib(pid, "VmHWM").unwrap_or(0),
-            cpu_seconds: cpu_seconds(pid).map_or(f64::NAN, |c| c - cpu_before),
+            peak_rss_kib: status_kib(pid, "VmHWM").unwrap_or(0),
+            cpu_seconds: cpu_seconds(pid, false).map_or(f64::NAN, |c| c - cpu_before),
         }
     }
-}
-
-/// `/proc/<pid>/status` field in KiB (`VmRSS`, `VmHWM`).
-fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|line| {
-        line.strip_prefix(field)?
-            .strip_prefix(':')?
-            .trim()
-            .strip_suffix("kB")?
-            .trim()
-            .parse()
-            .ok()
-    })
-}
-
-/// utime + stime of a process, in seconds.
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the `(comm)`: utime is field 14 overall, stime 15.
-    let rest = stat.get(stat.rfind(')')? + 2..)?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some(ticks as f64 / clock_ticks())
 }
 
 /// This process's children (the control plane's components, the chart's processes, kubectl),
@@ -1088,35 +1064,11 @@ fn components() -> BTreeMap<u32, (String, f64)> {
             continue;
         }
         let name = stat.get(open + 1..close).unwrap_or_default().to_string();
-        if let Some(cpu) = cpu_seconds(pid) {
+        if let Some(cpu) = cpu_seconds(pid, false) {
             found.insert(pid, (name, cpu));
         }
     }
     found
-}
-
-/// CPU seconds the whole machine spent busy (all cores), from `/proc/stat`.
-fn machine_busy_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let cpu = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = cpu
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // user nice system idle iowait irq softirq steal: busy = all but idle and iowait.
-    let busy = v.first()? + v.get(1)? + v.get(2)? + v.get(5)? + v.get(6)? + v.get(7)?;
-    Some(busy as f64 / clock_ticks())
-}
-
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
 }
 
 /// The delta of one webhook's admission-duration histogram between two scrapes, summed over its

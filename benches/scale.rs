@@ -52,6 +52,7 @@ use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::watcher::{self, Event};
 use restore_hooks::hooks::plan::{EXEC_LABEL, ExecStatus, PlannedHook, STATUS_ANNOTATION};
 use restore_hooks::testbed::{Testbed, TestbedOptions, sh_hook};
+use restore_hooks_testkit::procfs::{cpu_seconds, machine_busy_seconds, status_kib};
 use serde_json::json;
 
 const NS: &str = "default";
@@ -238,64 +239,6 @@ impl Drop for Controller {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// `/proc/<pid>/status` field in KiB (`VmRSS`, `VmHWM`).
-fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|line| {
-        line.strip_prefix(field)?
-            .strip_prefix(':')?
-            .trim()
-            .strip_suffix("kB")?
-            .trim()
-            .parse()
-            .ok()
-    })
-}
-
-/// utime + stime of a process, in seconds.
-/// utime + stime of a process (+ cutime + cstime: its reaped children, such as the exec'd hook
-/// processes of the simulator, when `children`), in seconds.
-fn cpu_seconds(pid: u32, children: bool) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the `(comm)`: utime is field 14 overall, stime 15, cutime 16, cstime 17.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let which: &[usize] = if children {
-        &[11, 12, 13, 14]
-    } else {
-        &[11, 12]
-    };
-    let mut ticks = 0;
-    for i in which {
-        ticks += fields.get(*i)?.parse::<u64>().ok()?;
-    }
-    Some(ticks as f64 / clock_ticks())
-}
-
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// CPU seconds the whole machine spent busy (all cores), from `/proc/stat`.
-fn machine_busy_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let cpu = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = cpu
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // user nice system idle iowait irq softirq steal: busy = all but idle and iowait.
-    let busy = v.first()? + v.get(1)? + v.get(2)? + v.get(5)? + v.get(6)? + v.get(7)?;
-    Some(busy as f64 / clock_ticks())
 }
 
 fn mib(kib: u64) -> f64 {
@@ -502,7 +445,7 @@ async fn run_once(
     let idle_rss = if mode == Mode::Live {
         // Let it start its pod watch.
         tokio::time::sleep(Duration::from_millis(300)).await;
-        proc_status_kib(pid, "VmRSS")
+        status_kib(pid, "VmRSS")
     } else {
         None
     };
@@ -552,7 +495,7 @@ async fn run_once(
             let p = progress.lock().unwrap();
             (p.finished.len(), p.hook_times.len())
         };
-        let rss = proc_status_kib(pid, "VmRSS").unwrap_or(0);
+        let rss = status_kib(pid, "VmRSS").unwrap_or(0);
         println!(
             "{:>6.2}  {done:>9}  {:>+7}  {hooks:>10}  {:>+7}   {:>6.1} MiB{note}",
             t0.elapsed().as_secs_f64(),
@@ -577,7 +520,7 @@ async fn run_once(
         created_in = Some(c.await??);
     }
     tracker.abort();
-    let peak_rss_kib = proc_status_kib(pid, "VmHWM").unwrap_or(0);
+    let peak_rss_kib = status_kib(pid, "VmHWM").unwrap_or(0);
     let cpu = cpu_seconds(pid, false).unwrap_or(0.0) - cpu_before;
     let sim_cpu = cpu_seconds(std::process::id(), true).unwrap_or(0.0) - sim_cpu_before;
     // Whatever else ran on the machine meanwhile (other builds and benchmarks skew the numbers).

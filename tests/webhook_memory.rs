@@ -32,22 +32,10 @@ const ROUNDS: usize = 3;
 /// down); the test fails rather than hangs.
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// `/proc/<pid>/status` field in KiB (`VmRSS`, `VmHWM`).
+/// `/proc/<pid>/status` field in KiB (`VmRSS`, `VmHWM`); the test cannot go on without it.
 fn proc_status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_else(|e| panic!("cannot read /proc/{pid}/status: {e}"));
-    status
-        .lines()
-        .find_map(|line| {
-            line.strip_prefix(field)?
-                .strip_prefix(':')?
-                .trim()
-                .strip_suffix("kB")?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+    restore_hooks_testkit::procfs::status_kib(pid, field)
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status (the process is gone?)"))
 }
 
 fn mib(kib: u64) -> f64 {

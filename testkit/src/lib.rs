@@ -7,10 +7,13 @@
 //!   requirements: a loaded CI machine is slow, only a hang must fail.
 //! - [`ThrowawayCa`] issues serving certificates from an in-memory CA; [`Leaf::write`],
 //!   [`ThrowawayCa::write_cert`] and [`write_pem`] put them into a directory.
+//! - [`procfs`] reads a process's memory and CPU time, and the machine's, for the benches and the
+//!   memory test.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod pki;
+pub mod procfs;
 mod wait;
 
 pub use pki::{Leaf, ThrowawayCa, write_pem};

@@ -17,9 +17,10 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, Patch, PatchParams};
+use restore_hooks::cli::ControllerArgs;
 use restore_hooks::controller::exec_step::INTERRUPTED;
 use restore_hooks::hooks::plan::{ExecStatus, HookPhase, PlannedHook};
-use restore_hooks::testbed::{Testbed, TestbedOptions, bounded, sh_hook};
+use restore_hooks::testbed::{ControllerHandle, Testbed, TestbedOptions, bounded, sh_hook};
 use serde_json::json;
 
 const NS: &str = "default";
@@ -106,6 +107,17 @@ async fn running(bed: &Testbed, pod: &str, hook: &str) {
     .await;
 }
 
+/// A testbed whose first controller, `replica-a`, leads; with the arguments for more replicas.
+async fn led_by_replica_a() -> (Testbed, ControllerArgs, ControllerHandle) {
+    let bed = Testbed::start(TestbedOptions::default())
+        .await
+        .expect("testbed starts");
+    let args = bed.controller_args();
+    let a = bed.start_controller("replica-a", args.clone(), None);
+    wait_for("replica-a leads", WAIT, async || a.is_leader()).await;
+    (bed, args, a)
+}
+
 /// The old leader loses the Lease while its hook runs (as when its renewals failed for a whole
 /// lease duration and the other replica took over). Its exec goes on and it records the result;
 /// the new leader starts the container's next hook only after that, and the hook that succeeded
@@ -114,12 +126,7 @@ async fn running(bed: &Testbed, pod: &str, hook: &str) {
 async fn a_deposed_leaders_result_is_kept_and_the_next_hook_waits_for_it() {
     restore_hooks::testbed::log_from_env();
     bounded(Duration::from_secs(90), async {
-        let bed = Testbed::start(TestbedOptions::default())
-            .await
-            .expect("testbed starts");
-        let args = bed.controller_args();
-        let a = bed.start_controller("replica-a", args.clone(), None);
-        wait_for("replica-a leads", WAIT, async || a.is_leader()).await;
+        let (bed, args, a) = led_by_replica_a().await;
         let b = bed.start_controller("replica-b", args.clone(), None);
 
         // h1 runs until the test releases it (its exec timeout is far beyond the test's limit, so
@@ -321,12 +328,7 @@ async fn a_one_pod_hook_a_killed_leader_started_never_starts_in_another_pod() {
     use restore_hooks::hooks::plan::RunOn;
     restore_hooks::testbed::log_from_env();
     bounded(Duration::from_secs(90), async {
-        let bed = Testbed::start(TestbedOptions::default())
-            .await
-            .expect("testbed starts");
-        let args = bed.controller_args();
-        let a = bed.start_controller("replica-a", args.clone(), None);
-        wait_for("replica-a leads", WAIT, async || a.is_leader()).await;
+        let (bed, args, a) = led_by_replica_a().await;
         let migrate = || {
             let mut h = recorded_hook("migrate", "sleep 30", 60_000);
             h.run_on = RunOn::OnePod;
@@ -384,12 +386,7 @@ async fn a_retry_a_killed_leader_released_runs_once_under_the_next_and_an_unrele
     use restore_hooks::hooks::types::RestoreRun;
     restore_hooks::testbed::log_from_env();
     bounded(Duration::from_secs(90), async {
-        let bed = Testbed::start(TestbedOptions::default())
-            .await
-            .expect("testbed starts");
-        let args = bed.controller_args();
-        let a = bed.start_controller("replica-a", args.clone(), None);
-        wait_for("replica-a leads", WAIT, async || a.is_leader()).await;
+        let (bed, args, a) = led_by_replica_a().await;
         let retry = |idempotent: bool| RetryPlan {
             attempts: 3,
             backoff_ms: 4_000,

@@ -316,6 +316,20 @@ struct PodShape<'p, 'a> {
 }
 
 impl<'p, 'a> PodShape<'p, 'a> {
+    /// The first of `mounts` that names a volume the pod lacks, as a problem's message
+    /// (`mounts volume "x", which the pod does not have (volumes: ...)`).
+    fn missing_volume<'m>(&self, mut mounts: impl Iterator<Item = &'m String>) -> Option<String> {
+        let missing = mounts.find(|m| !self.volumes.contains(&m.as_str()))?;
+        let volumes = if self.volumes.is_empty() {
+            "none".to_string()
+        } else {
+            self.volumes.join(", ")
+        };
+        Some(format!(
+            "mounts volume {missing:?}, which the pod does not have (volumes: {volumes})"
+        ))
+    }
+
     fn of(pod: &'p AdmittedPod<'a>) -> Self {
         let init = pod.init_containers().unwrap_or_default();
         let app = pod.containers();
@@ -518,20 +532,8 @@ fn place_init_hooks(
     'hooks: for mut hook in hooks {
         for placed in &mut hook.containers {
             let c = &placed.container;
-            let missing = c
-                .mounts
-                .iter()
-                .find(|m| !shape.volumes.contains(&m.as_str()));
-            let refused = if let Some(missing) = missing {
-                let volumes = if shape.volumes.is_empty() {
-                    "none".to_string()
-                } else {
-                    shape.volumes.join(", ")
-                };
-                Some(format!(
-                    "init container {:?} mounts volume {missing:?}, which the pod does not have (volumes: {volumes})",
-                    c.name
-                ))
+            let refused = if let Some(missing) = shape.missing_volume(c.mounts.iter()) {
+                Some(format!("init container {:?} {missing}", c.name))
             } else if let Some((definition, source)) = seen.get(&c.name)
                 && *definition != c.definition
             {
@@ -724,22 +726,9 @@ fn expand_exec(
                         hook.ephemeral = template.ephemeral.clone();
                     }
                     let mounts = hook.ephemeral.iter().flat_map(|e| &e.volume_mounts);
-                    if let Some(missing) = mounts
-                        .map(|m| m.name.as_str())
-                        .find(|m| !shape.volumes.contains(m))
-                    {
-                        out.problems.push(Problem::at(
-                            location,
-                            "volumeMounts",
-                            format!(
-                                "mounts volume {missing:?}, which the pod does not have (volumes: {})",
-                                if shape.volumes.is_empty() {
-                                    "none".to_string()
-                                } else {
-                                    shape.volumes.join(", ")
-                                }
-                            ),
-                        ));
+                    if let Some(missing) = shape.missing_volume(mounts.map(|m| &m.name)) {
+                        out.problems
+                            .push(Problem::at(location, "volumeMounts", missing));
                         continue;
                     }
                     out.exec.push(hook);

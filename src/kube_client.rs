@@ -1,44 +1,74 @@
-//! The Kubernetes client every component shares, with one addition: every request the API server
+//! The Kubernetes client every component shares, with two additions: every request the API server
 //! refuses with 403 Forbidden is logged at WARN, naming the verb and the resource the chart's RBAC
-//! lacks, and counted in `restore_hooks_api_forbidden_total{verb,resource}`.
+//! lacks, and counted in `restore_hooks_api_forbidden_total{verb,resource}`; every request it
+//! throttles (429) is counted in `restore_hooks_api_throttled_total{verb,resource}`.
 //!
 //! Refusals are caught here, under the client, rather than where each call handles its errors:
 //! some callers retry quietly (status writes, Events, retention deletes, the first Lease attempt)
-//! and a missing rule there would otherwise show nowhere. One place sees them all.
+//! and a missing rule there would otherwise show nowhere. One place sees them all. Throttling is
+//! counted, not logged: under a busy API server it is routine, each caller backs off
+//! (docs/behaviour.md §6.19), and a rate is what an operator alerts on.
 
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
 use http::{Method, Request, Response, StatusCode, Uri};
+use kube::client::retry::RetryPolicy;
 use prometheus::IntCounterVec;
+use tower::buffer::BufferLayer;
+use tower::retry::RetryLayer;
 use tower::{Layer, Service};
 
-/// A client for the cluster of `config`, reporting refusals into `forbidden`.
-pub fn client(config: kube::Config, forbidden: IntCounterVec) -> kube::Result<kube::Client> {
+use crate::metrics::Metrics;
+
+/// A client for the cluster of `config`, reporting refusals into `metrics.api_forbidden` and
+/// throttling into `metrics.api_throttled`. Must be called within a tokio runtime.
+pub fn client(mut config: kube::Config, metrics: &Metrics) -> kube::Result<kube::Client> {
+    // kube retries 429, 503 and 504 itself, in a layer under any added here: the 429s it retried
+    // would never be seen. Its retry goes on top of the report instead, so that each response
+    // passes it; and with a shorter reach than kube's default (5 ms doubling to 1000 s, 15 times):
+    // a request still refused after about 40 s goes back to its caller, which knows whether to
+    // wait longer (a hook's result) or not (an Event) (docs/behaviour.md §6.19). The retry clones
+    // its inner service: the buffer makes the boxed stack cloneable.
+    config.default_retry = false;
+    let retry = RetryPolicy::new(
+        std::time::Duration::from_millis(100),
+        std::time::Duration::from_secs(10),
+        10,
+        true,
+    )
+    .expect("valid retry parameters");
     Ok(kube::client::ClientBuilder::try_from(config)?
-        .with_layer(&ReportForbidden { forbidden })
+        .with_layer(&ReportRefusals {
+            forbidden: metrics.api_forbidden.clone(),
+            throttled: metrics.api_throttled.clone(),
+        })
+        .with_layer(&BufferLayer::<Request<kube::client::Body>>::new(1024))
+        .with_layer(&RetryLayer::new(retry))
         .build())
 }
 
 /// The in-cluster ServiceAccount or `KUBECONFIG`, as `kube::Client::try_default` infers it.
-pub async fn infer(forbidden: IntCounterVec) -> anyhow::Result<kube::Client> {
+pub async fn infer(metrics: &Metrics) -> anyhow::Result<kube::Client> {
     let config = kube::Config::infer().await?;
-    Ok(client(config, forbidden)?)
+    Ok(client(config, metrics)?)
 }
 
 /// The layer that wraps the client's HTTP stack.
 #[derive(Clone)]
-pub struct ReportForbidden {
+pub struct ReportRefusals {
     forbidden: IntCounterVec,
+    throttled: IntCounterVec,
 }
 
-impl<S> Layer<S> for ReportForbidden {
+impl<S> Layer<S> for ReportRefusals {
     type Service = Reported<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
         Reported {
             inner,
             forbidden: self.forbidden.clone(),
+            throttled: self.throttled.clone(),
         }
     }
 }
@@ -48,6 +78,7 @@ impl<S> Layer<S> for ReportForbidden {
 pub struct Reported<S> {
     inner: S,
     forbidden: IntCounterVec,
+    throttled: IntCounterVec,
 }
 
 impl<S, Req, Res> Service<Request<Req>> for Reported<S>
@@ -67,9 +98,16 @@ where
         // Kept to name a refusal; read only then (every API call passes here).
         let (method, uri) = (request.method().clone(), request.uri().clone());
         let forbidden = self.forbidden.clone();
+        let throttled = self.throttled.clone();
         let response = self.inner.call(request);
         Box::pin(async move {
             let response = response.await?;
+            if response.status() == StatusCode::TOO_MANY_REQUESTS {
+                let target = ApiRequest::of(&method, &uri);
+                throttled
+                    .with_label_values(&[target.verb, &target.resource])
+                    .inc();
+            }
             if response.status() == StatusCode::FORBIDDEN {
                 let target = ApiRequest::of(&method, &uri);
                 forbidden

@@ -5,6 +5,7 @@
 pub use restore_hooks_core::{admission, config, hooks, index, ledger};
 
 pub mod admin;
+pub mod backoff;
 pub mod catalog;
 pub mod cli;
 pub mod controller;

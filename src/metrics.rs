@@ -104,6 +104,9 @@ pub struct Metrics {
     pub unmutated_pods: IntCounter,
     /// `verb`, `resource`: API requests the API server refused with 403 (the RBAC lacks a rule).
     pub api_forbidden: IntCounterVec,
+    /// `verb`, `resource`: API requests the API server answered 429 (throttled); each is retried
+    /// after a backoff.
+    pub api_throttled: IntCounterVec,
     /// `reason`: annotation exec hooks the webhook refused (`creator_may_not_exec`,
     /// `exec_check_failed`): nobody entitled to exec into the pod authored them.
     pub annotation_hooks_refused: IntCounterVec,
@@ -245,6 +248,14 @@ impl Metrics {
             &["verb", "resource"],
         )
         .expect("valid metric");
+        let api_throttled = IntCounterVec::new(
+            Opts::new(
+                "restore_hooks_api_throttled_total",
+                "API requests the API server answered 429 Too Many Requests (API Priority and Fairness or max-inflight limits); each is retried after a jittered backoff",
+            ),
+            &["verb", "resource"],
+        )
+        .expect("valid metric");
         let annotation_hooks_refused = IntCounterVec::new(
             Opts::new(
                 "restore_hooks_annotation_hooks_refused_total",
@@ -287,6 +298,7 @@ impl Metrics {
             Box::new(namespace_lookups.clone()),
             Box::new(unmutated_pods.clone()),
             Box::new(api_forbidden.clone()),
+            Box::new(api_throttled.clone()),
             Box::new(annotation_hooks_refused.clone()),
             Box::new(status_rollbacks.clone()),
         ]) {
@@ -332,6 +344,7 @@ impl Metrics {
             namespace_lookups,
             unmutated_pods,
             api_forbidden,
+            api_throttled,
             annotation_hooks_refused,
             status_rollbacks,
         }

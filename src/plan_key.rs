@@ -16,7 +16,6 @@ use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, PostParams};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use restore_hooks_core::hooks::signing::{MIN_KEY_BYTES, PlanKeys};
 use ring::rand::{SecureRandom, SystemRandom};
@@ -210,9 +209,8 @@ impl SecretKeys {
             backoff = (backoff * 2).min(std::time::Duration::from_secs(30));
         }
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
-        let mut events = watcher::watcher(self.api.clone(), config)
-            .default_backoff()
-            .boxed();
+        let mut events =
+            crate::backoff::watch_backoff(watcher::watcher(self.api.clone(), config)).boxed();
         let mut warned_missing = false;
         while let Some(event) = events.next().await {
             match event {

@@ -78,7 +78,7 @@ async fn run(
     let client = if runtime.no_cluster {
         None
     } else {
-        Some(crate::kube_client::infer(metrics.api_forbidden.clone()).await.context(
+        Some(crate::kube_client::infer(&metrics).await.context(
             "cannot configure a Kubernetes client (in-cluster service account or KUBECONFIG); \
              to run the webhook on --hooks files alone, pass --no-cluster",
         )?)

@@ -837,3 +837,189 @@ fn an_image_hook_runs_in_an_ephemeral_container_on_the_real_api_server() {
     assert_eq!(run["status"]["hooks"]["succeeded"], 1, "{}", run["status"]);
     serve.assert_no_forbidden();
 }
+
+/// The API server throttles the controller (API Priority and Fairness answers its pod writes 429)
+/// while hooks run: each result write is retried with a jittered backoff until the API server
+/// takes it, no command runs again, and the controller counts the 429s (docs/behaviour.md §6.19).
+///
+/// The throttling is the real API server's: the controller ServiceAccount's `patch pods` requests
+/// go to a priority level without seats that rejects rather than queues. APF still lets a request
+/// of such a level through when none of its requests executes, so the test keeps the level busy
+/// until the controller has been refused: lists of pods (as the controller's user, also sent to
+/// that level) at a resourceVersion the API server does not have yet, which it holds ~3 s each
+/// waiting for its cache to catch up. Then the lists stop, and the results get through.
+#[test]
+fn result_writes_throttled_by_priority_and_fairness_are_retried_and_no_hook_reruns() {
+    use serde_json::json;
+    use std::time::Duration;
+
+    const PODS: usize = 12;
+    let install = Install::default_chart();
+    let serve = install.start(0);
+    let cp = &install.cp;
+    let ns = "throttled";
+    namespace(cp, ns, json!({NAMESPACE_LABEL: "r-throttled"}));
+    let release = install.mark("throttled-release");
+    // `$(POD_NAME)` is expanded at admission: one mark file per pod.
+    let marks: Vec<std::path::PathBuf> = (0..PODS)
+        .map(|i| install.mark(&format!("throttled-slow-{i}")))
+        .collect();
+    let marks_dir = marks[0].parent().unwrap().display().to_string();
+    scenarios::apply_hooks(
+        cp,
+        &[json!({
+            "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+            "metadata": {"name": "slow", "namespace": ns},
+            "spec": {"labelSelector": {"matchLabels": {"app": "slow"}},
+                     "postHooks": [{"exec": {"container": "app", "execTimeout": "5m", "command": ["sh", "-c",
+                         format!("echo run >> '{marks_dir}/throttled-$(POD_NAME)'; until [ -e '{}' ]; do sleep 0.05; done; echo released",
+                                 release.display())]}}]},
+        })],
+    );
+    for i in 0..PODS {
+        create(
+            cp,
+            &pod(
+                ns,
+                &format!("slow-{i}"),
+                &["app"],
+                json!({"app": "slow"}),
+                json!({}),
+            ),
+        );
+    }
+    wait_until(
+        format!("the hooks of all {PODS} pods to run"),
+        Duration::from_secs(90),
+        || {
+            let running = marks.iter().filter(|m| !mark_lines(m).is_empty()).count();
+            if running == PODS {
+                Ok(())
+            } else {
+                Err(format!("{running} running"))
+            }
+        },
+    );
+
+    // From now on, the controller's `patch pods` requests go to a level without seats.
+    cp.apply(
+        &json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
+             "metadata": {"name": "no-seats"},
+             "spec": {"type": "Limited", "limited": {
+                 "nominalConcurrencyShares": 0, "lendablePercent": 0, "borrowingLimitPercent": 0,
+                 "limitResponse": {"type": "Reject"}}}},
+            {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
+             "metadata": {"name": "restore-hooks-pod-writes"},
+             "spec": {"priorityLevelConfiguration": {"name": "no-seats"}, "matchingPrecedence": 100,
+                      "distinguisherMethod": {"type": "ByUser"},
+                      "rules": [{"subjects": [{"kind": "ServiceAccount",
+                                                "serviceAccount": {"name": RELEASE, "namespace": NAMESPACE}}],
+                                 "resourceRules": [{"verbs": ["patch", "list"], "apiGroups": [""],
+                                                    "resources": ["pods"], "namespaces": ["*"]}]}]}},
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    wait_until(
+        "the API server to serve priority level no-seats".to_string(),
+        Duration::from_secs(60),
+        || {
+            let metrics = cp
+                .kubectl_ok(["get", "--raw", "/metrics"])
+                .map_err(|e| e.to_string())?;
+            if metrics.contains(
+                r#"apiserver_flowcontrol_nominal_limit_seats{priority_level="no-seats"} 0"#,
+            ) {
+                Ok(())
+            } else {
+                Err("no-seats not in force".to_string())
+            }
+        },
+    );
+
+    // Keep the level busy: every other request of it is rejected.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let flooding = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let as_controller = runtime.block_on(async {
+        let kubeconfig = kube::config::Kubeconfig::read_from(cp.kubeconfig()).unwrap();
+        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        config.auth_info.impersonate = Some(format!("system:serviceaccount:{NAMESPACE}:{RELEASE}"));
+        kube::Client::try_from(config).unwrap()
+    });
+    for _ in 0..3 {
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(as_controller.clone(), "default");
+        let flooding = flooding.clone();
+        runtime.spawn(async move {
+            let ahead = kube::api::ListParams::default()
+                .at("999999999")
+                .matching(kube::api::VersionMatch::NotOlderThan);
+            while flooding.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = pods.list(&ahead).await;
+            }
+        });
+    }
+    let throttled = || -> f64 {
+        serve
+            .controller()
+            .metrics()
+            .lines()
+            .filter(|l| {
+                l.starts_with("restore_hooks_api_throttled_total{")
+                    && l.contains(r#"resource="pods""#)
+                    && l.contains(r#"verb="patch""#)
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+
+    // Every command ends at once; their results cannot be written for now.
+    std::fs::write(&release, "").unwrap();
+    wait_until(
+        "the controller's result writes to be throttled".to_string(),
+        Duration::from_secs(60),
+        || match throttled() {
+            n if n >= 4.0 => Ok(()),
+            n => Err(format!(
+                "{n} answered 429; {}",
+                cp.kubectl_ok(["get", "--raw", "/metrics"])
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|l| l.contains("no-seats")
+                        && (l.contains("rejected") || l.contains("dispatched")))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            )),
+        },
+    );
+    flooding.store(false, std::sync::atomic::Ordering::Relaxed);
+    cp.kubectl_ok(["delete", "flowschema", "restore-hooks-pod-writes"])
+        .unwrap();
+    let unthrottled = std::time::Instant::now();
+    for i in 0..PODS {
+        let done = wait_hooks_ended(cp, ns, &format!("slow-{i}"), Duration::from_secs(120));
+        let status = hook_status(&done).unwrap();
+        assert_eq!(
+            status["hooks"][0]["phase"], "Succeeded",
+            "slow-{i}: {status}"
+        );
+        assert_eq!(
+            status["hooks"][0]["stdout"], "released\n",
+            "slow-{i}: {status}"
+        );
+    }
+    for (i, mark) in marks.iter().enumerate() {
+        assert_eq!(mark_lines(mark), ["run"], "slow-{i}: the command ran once");
+    }
+    eprintln!(
+        "the controller's pod writes answered 429 and retried: {}; every result written {:.1} s \
+         after the throttling ended",
+        throttled(),
+        unthrottled.elapsed().as_secs_f64()
+    );
+    wait_restore_run(cp, "r-throttled", &["Completed"], Duration::from_secs(60));
+    serve.assert_no_forbidden();
+}

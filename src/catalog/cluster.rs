@@ -15,13 +15,13 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::PartialObjectMeta;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource, ResourceExt};
 use restore_hooks_core::hooks::compiled::SourceKind;
 use serde::de::DeserializeOwned;
 
 use super::{IndexKind, IndexObject, Origin, SharedIndex};
+use crate::backoff::watch_backoff;
 use crate::config::EngineConfig;
 use crate::hooks::types::{ClusterRestoreHook, RestoreHook, VeleroRestore};
 use crate::metrics::Metrics;
@@ -38,7 +38,7 @@ pub const VELERO_RESTORES: &str = "restores.velero.io";
 pub const NAMESPACES: &str = "namespaces";
 
 /// The future that keeps `index` filled from the cluster. Spawn it; it runs until dropped
-/// (watch errors are retried with kube-runtime's default backoff, never returned).
+/// (watch errors are retried with backoff, never returned).
 pub fn watch_into(
     client: Client,
     engine: &EngineConfig,
@@ -77,7 +77,7 @@ pub fn watch_into(
         };
         futures::join!(
             w(RESTORE_HOOKS).run(
-                watcher::watcher(restore_hooks, config.clone()).default_backoff(),
+                watch_backoff(watcher::watcher(restore_hooks, config.clone())),
                 IndexKind::RestoreHook,
                 Absent::Wait,
                 |o| hook_object::<RestoreHook>(o, SourceKind::RestoreHook, IndexObject::RestoreHook),
@@ -85,7 +85,7 @@ pub fn watch_into(
             // Created by the same chart as RestoreHook, but a binary newer than its CRDs must
             // still serve RestoreHooks: an absent kind is empty, and keeps being retried.
             w(CLUSTER_RESTORE_HOOKS).run(
-                watcher::watcher(cluster_hooks, config.clone()).default_backoff(),
+                watch_backoff(watcher::watcher(cluster_hooks, config.clone())),
                 IndexKind::ClusterRestoreHook,
                 Absent::Empty("the ClusterRestoreHook CRD is not installed (upgrade the chart's CRDs)".into()),
                 |o| hook_object::<ClusterRestoreHook>(
@@ -96,7 +96,7 @@ pub fn watch_into(
             ),
             // Velero may be installed after us, or never (other restore tools).
             w(VELERO_RESTORES).run(
-                watcher::watcher(velero, config.clone()).default_backoff(),
+                watch_backoff(watcher::watcher(velero, config.clone())),
                 IndexKind::VeleroRestore,
                 Absent::Empty(format!(
                     "Velero's Restore CRD is not installed: namespace {velero_namespace} has no Restores"
@@ -104,7 +104,7 @@ pub fn watch_into(
                 |o| hook_object::<VeleroRestore>(o, SourceKind::VeleroRestore, IndexObject::VeleroRestore),
             ),
             w(NAMESPACES).run(
-                watcher::watcher(namespaces, config).default_backoff(),
+                watch_backoff(watcher::watcher(namespaces, config)),
                 IndexKind::Namespace,
                 Absent::Wait,
                 |ns: PartialObjectMeta<Namespace>| IndexObject::Namespace {

@@ -31,10 +31,16 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::backoff::{ApiBackoff, is_transient};
+
 /// How long claims and results wait for company before they are written on their own.
 const LAZY: Duration = Duration::from_millis(250);
-/// Attempts of one write before its waiters are told it failed (backoff 200 ms doubling).
+/// Refusals of one write before its waiters are told it failed (backoff 200 ms doubling,
+/// jittered).
 const ATTEMPTS: u32 = 5;
+/// How long one write keeps trying while the API server throttles it or is unavailable
+/// (docs/behaviour.md §6.19): the hooks waiting for it start late rather than fail.
+const BUSY_FOR: Duration = Duration::from_secs(120);
 
 /// Why a start could not be recorded: the exec does not start.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -418,28 +424,32 @@ async fn write(
     entries: &BTreeMap<String, Execution>,
 ) -> Result<(), String> {
     let body = json!({"status": {"executions": entries}});
-    let mut backoff = Duration::from_millis(200);
-    let mut last = String::new();
-    for attempt in 1..=ATTEMPTS {
-        match api
+    let mut backoff = ApiBackoff::new(Duration::from_millis(200), Duration::from_secs(10));
+    let since = tokio::time::Instant::now();
+    let mut refused = 0;
+    loop {
+        let error = match api
             .patch_status(run, &PatchParams::default(), &Patch::Merge(&body))
             .await
         {
             Ok(_) => return Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => {
-                if let Err(e) = create_restore_run(api, run, restore).await {
-                    last = e.to_string();
+                match create_restore_run(api, run, restore).await {
+                    Ok(_) => continue,
+                    Err(e) => e,
                 }
-                continue;
             }
-            Err(e) => last = e.to_string(),
+            Err(e) => e,
+        };
+        // A busy API server is waited out (the hooks waiting for this write have not started);
+        // anything else is tried a few times.
+        let busy = is_transient(&error);
+        refused += u32::from(!busy);
+        if refused >= ATTEMPTS || (busy && since.elapsed() >= BUSY_FOR) {
+            return Err(error.to_string());
         }
-        if attempt < ATTEMPTS {
-            tokio::time::sleep(backoff).await;
-            backoff *= 2;
-        }
+        tokio::time::sleep(backoff.after(Some(&error))).await;
     }
-    Err(last)
 }
 
 /// Creates the RestoreRun of `restore` (named `run`) unless it exists; returns it.

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
 use kube::api::Api;
+use kube::runtime::watcher as watch_pods;
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::{WatchStreamExt, watcher as watch_pods};
 use restore_hooks_core::after::{AfterTurn, AwaitedRun, after_turn};
 use restore_hooks_core::config::EngineConfig;
 use restore_hooks_core::exec_step::{
@@ -44,6 +44,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
+use crate::backoff::{ApiBackoff, watch_backoff};
 use crate::catalog::SharedIndex;
 use crate::hooks::duration::format_go_duration;
 use crate::metrics::Metrics;
@@ -121,9 +122,11 @@ pub async fn serve_pods(shared: Arc<Workers>, term: CancellationToken) {
     }
     let api: Api<SlimPod> = Api::all(shared.client.clone());
     let selector = format!("{EXEC_LABEL}={EXEC_PENDING}");
-    let mut stream = watch_pods(api, watcher::Config::default().labels(&selector))
-        .default_backoff()
-        .boxed();
+    let mut stream = watch_backoff(watch_pods(
+        api,
+        watcher::Config::default().labels(&selector),
+    ))
+    .boxed();
     // Workers stop with `term`, or when this watch ends (the caller starts a new one).
     let term = term.child_token();
     let mut workers: HashMap<Key, Handle> = HashMap::new();
@@ -268,21 +271,9 @@ fn dispatch(
     });
 }
 
-/// Exponential backoff for API errors: 200 ms doubling to 10 s.
-struct Backoff(Duration);
-
-impl Backoff {
-    fn new() -> Self {
-        Backoff(Duration::from_millis(200))
-    }
-    fn next(&mut self) -> Duration {
-        let d = self.0;
-        self.0 = (self.0 * 2).min(Duration::from_secs(10));
-        d
-    }
-    fn reset(&mut self) {
-        *self = Backoff::new();
-    }
+/// A worker's backoff after an API error: 200 ms doubling to 10 s, jittered (§6.19).
+fn api_backoff() -> ApiBackoff {
+    ApiBackoff::new(Duration::from_millis(200), Duration::from_secs(10))
 }
 
 /// An exec that ended, with what the worker needs to record it.
@@ -302,7 +293,7 @@ struct PodWorker {
     uid: String,
     rx: watch::Receiver<Observed>,
     term: CancellationToken,
-    backoff: Backoff,
+    backoff: ApiBackoff,
     /// The latest state of the pod, and the last plan/status this worker trusted.
     pod: Option<Arc<PodState>>,
     trusted: Option<(ExecPlan, Option<ExecStatus>)>,
@@ -365,7 +356,7 @@ impl PodWorker {
             uid,
             rx,
             term,
-            backoff: Backoff::new(),
+            backoff: api_backoff(),
             pod: None,
             trusted: None,
             running: BTreeSet::new(),
@@ -719,8 +710,8 @@ impl PodWorker {
         }
     }
 
-    async fn api_error(&mut self, what: &str, e: impl std::fmt::Display) -> Flow {
-        let wait = self.backoff.next();
+    async fn api_error(&mut self, what: &str, e: kube::Error) -> Flow {
+        let wait = self.backoff.after(Some(&e));
         warn!(pod = %self.pod_ref(), error = %e, retry_in = ?wait, "{what} failed; retrying");
         tokio::time::sleep(wait).await;
         self.maybe_gone = true;
@@ -1109,7 +1100,7 @@ impl PodWorker {
                 Flow::Stop
             }
             Err(WriteError::Api(e)) => {
-                let wait = self.backoff.next();
+                let wait = self.backoff.after(Some(&e));
                 warn!(pod = %self.pod_ref(), error = %e, retry_in = ?wait, "recording hook results failed; retrying");
                 tokio::time::sleep(wait).await;
                 self.refresh()

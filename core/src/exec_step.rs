@@ -134,6 +134,11 @@ pub struct Context<'a> {
     pub after: &'a BTreeMap<usize, AfterTurn>,
 }
 
+/// A pod's hooks are first shown `Pending` in its status once it is this old (docs/behaviour.md
+/// §6.19): the containers of most pods come up sooner, and the write that records the first hook
+/// `Running` carries the whole status, so a restore of thousands of pods saves a pod write each.
+pub const PENDING_QUIET: SignedDuration = SignedDuration::from_secs(5);
+
 /// What the controller does next for one pod: the status to write first, the hooks to start, and
 /// when to decide again (docs/behaviour.md §6).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -322,8 +327,17 @@ pub fn next_step(
     });
     // A status that only gained its Pending shape is written when the pod has to wait, so that an
     // operator sees the pending hooks; when a hook starts, the Running write carries it anyway.
+    // Not in the pod's first seconds: most pods' containers come up by then (§6.19).
     let differs = recorded != Some(&status);
-    let write = !ended.is_empty() || (differs && start.is_empty() && !all_ended);
+    let shape_only = differs && start.is_empty() && !all_ended;
+    let quiet_until = pod
+        .created
+        .and_then(|c| c.checked_add(PENDING_QUIET).ok())
+        .filter(|t| now < *t);
+    if shape_only && let Some(t) = quiet_until {
+        wake_at = Some(wake_at.map_or(t, |w| w.min(t)));
+    }
+    let write = !ended.is_empty() || (shape_only && quiet_until.is_none());
     ExecStep {
         status,
         write,
@@ -850,8 +864,12 @@ mod tests {
         let mut h = hook("a", "db");
         h.wait_timeout_ms = Some(10_000);
         let p = plan(vec![h, hook("b", "db")]);
-        // Before the deadline: wait until it.
+        // In the pod's first 5 s: nothing written yet, look again when they are over.
         let d = next_step(&p, None, &pod(&[]), &at(3));
+        assert_eq!(d.wake_at, Some(t(5)));
+        assert!(!d.write, "no Pending status in the pod's first seconds");
+        // Before the deadline: wait until it.
+        let d = next_step(&p, None, &pod(&[]), &at(6));
         assert_eq!(d.wake_at, Some(t(10)));
         assert!(d.write, "the Pending status is written while waiting");
         assert!(d.ended.is_empty());

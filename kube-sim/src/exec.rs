@@ -129,6 +129,7 @@ pub(crate) async fn handler(
     req: Request,
 ) -> Response {
     let q = Query::parse(req.uri().query());
+    sim.faults.count("create", "pods/exec");
     // RBAC calls exec `create` (and `get` for WebSocket upgrades); either fault name works.
     if sim.faults.take_failure("create", "pods/exec") || sim.faults.take_failure("get", "pods/exec")
     {

@@ -17,6 +17,8 @@ pub struct Faults {
     orphans_survive: AtomicBool,
     delete_on_exec: Mutex<HashSet<(String, String)>>,
     compact: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
+    /// Requests served, by verb and resource (as [`Faults::fail_next`] names them).
+    requests: Mutex<HashMap<(String, String), usize>>,
 }
 
 impl std::fmt::Debug for Faults {
@@ -39,6 +41,7 @@ impl Default for Faults {
             orphans_survive: AtomicBool::new(false),
             delete_on_exec: Mutex::default(),
             compact: Mutex::default(),
+            requests: Mutex::default(),
         }
     }
 }
@@ -52,6 +55,25 @@ impl Faults {
         let mut f = self.fail.lock().unwrap();
         *f.entry((verb.to_string(), resource.to_string()))
             .or_default() += n;
+    }
+
+    /// How many requests with this verb on this resource (named as for [`Faults::fail_next`],
+    /// `*` for any) the simulator received so far: what a client costs the API server.
+    pub fn requests(&self, verb: &str, resource: &str) -> usize {
+        let seen = self.requests.lock().unwrap();
+        seen.iter()
+            .filter(|((v, r), _)| (verb == "*" || v == verb) && (resource == "*" || r == resource))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    pub(crate) fn count(&self, verb: &str, resource: &str) {
+        *self
+            .requests
+            .lock()
+            .unwrap()
+            .entry((verb.to_string(), resource.to_string()))
+            .or_default() += 1;
     }
 
     /// Consumes one injected failure matching this request, if any.

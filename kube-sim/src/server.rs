@@ -179,6 +179,7 @@ async fn handle_inner(sim: Arc<Sim>, req: Request) -> ApiResult<Response> {
         Some(s) => format!("{}/{}", target.rt.plural, s),
         None => target.rt.plural.clone(),
     };
+    sim.faults.count(verb, &fault_res);
     if verb != "watch" {
         let d = sim.faults.delay();
         if !d.is_zero() {

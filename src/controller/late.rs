@@ -225,9 +225,14 @@ impl LateHooks {
         let candidates: Vec<(String, String, String)> = {
             let marked = self.marked.lock().unwrap_or_else(|e| e.into_inner());
             let index = self.index.read();
+            // A pod whose annotations already show the object is done with it: reading it would
+            // only confirm so (a new leader scans every object, once per pod it selects).
             marked
                 .iter()
-                .filter(|(_, p)| self.selects(&index, object, p))
+                .filter(|(_, p)| {
+                    !applied_at_admission(object, &p.plan_sources, &p.injected)
+                        && self.selects(&index, object, p)
+                })
                 .map(|(uid, p)| (uid.clone(), p.namespace.clone(), p.name.clone()))
                 .collect()
         };

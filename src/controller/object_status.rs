@@ -23,11 +23,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use restore_hooks_core::hooks::compiled::SourceKind;
 use restore_hooks_core::hooks::plan::{ExecPlan, ExecStatus, RESTORE_RUN_LABEL};
@@ -43,6 +42,7 @@ use tracing::{debug, info, warn};
 
 use super::hook_runs::HookRuns;
 use super::marked_pods::{MarkedPod, MarkedPods};
+use crate::backoff::watch_backoff;
 use crate::catalog::SharedIndex;
 use crate::plan_key::KeyRing;
 
@@ -52,6 +52,16 @@ pub const MAX_LISTED_PODS: usize = 20;
 /// Wait this long after a change before writing, so that a burst of hook results (a restore of
 /// many pods) costs one write per object, not one per hook.
 const COALESCE: Duration = Duration::from_millis(300);
+/// Hook objects' counts are written at one object per this much time on average
+/// (docs/behaviour.md §6.19): a round that wrote 50 objects is followed by 25 s without one.
+/// During a restore of thousands of pods every hook object changes all the time, and its counts
+/// are progress for an operator, worth a write every few seconds, not a load on the API server
+/// the restore itself needs. What an operator or a script waits for is not paced: `Ready`
+/// (a new generation, webhook replicas catching up), `LateHooks`, a conflict's retry.
+const WRITE_SPACING: Duration = Duration::from_millis(500);
+/// A RestoreRun is written at most this often (its phase is what a script waits for: a few of
+/// them, each written soon).
+const RUN_SPACING: Duration = Duration::from_secs(2);
 /// How often an object that is not Ready yet (waiting for a webhook replica) is looked at again.
 const READY_RETRY: Duration = Duration::from_secs(2);
 /// How often expired RestoreRuns are looked for.
@@ -172,6 +182,10 @@ pub fn spawn(
             dirty: BTreeSet::new(),
             not_ready: BTreeSet::new(),
             late: HashMap::new(),
+            written: HashMap::new(),
+            urgent: BTreeSet::new(),
+            quiet_until: tokio::time::Instant::now(),
+            run_written: HashMap::new(),
         }
         .run(rx, stop),
     );
@@ -277,14 +291,25 @@ struct Writer {
     dirty: BTreeSet<Target>,
     not_ready: BTreeSet<Target>,
     late: HashMap<Target, LateOutcome>,
+    /// Each hook object as the API server returned it from our last status write: the next write
+    /// starts from it instead of a read (a 409 says someone else wrote since, and drops it).
+    written: HashMap<Target, (ObjectMeta, HookObjectStatus)>,
+    /// Targets written at the next flush whatever the pacing.
+    urgent: BTreeSet<Target>,
+    /// No paced hook object write before this ([`WRITE_SPACING`]).
+    quiet_until: tokio::time::Instant,
+    /// When each RestoreRun was last written ([`RUN_SPACING`]).
+    run_written: HashMap<Target, tokio::time::Instant>,
 }
 
 impl Writer {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>, stop: CancellationToken) {
         let api: Api<PartialObjectMeta<Pod>> = Api::all(self.client.clone());
-        let mut pods = watcher::watcher(api, watcher::Config::default().labels(RESTORE_RUN_LABEL))
-            .default_backoff()
-            .boxed();
+        let mut pods = watch_backoff(watcher::watcher(
+            api,
+            watcher::Config::default().labels(RESTORE_RUN_LABEL),
+        ))
+        .boxed();
         let mut compiled = self.index.subscribe();
         let mut relist: Option<Vec<PartialObjectMeta<Pod>>> = None;
         let mut flush_at: Option<tokio::time::Instant> = None;
@@ -299,8 +324,15 @@ impl Writer {
             };
             tokio::select! {
                 _ = stop.cancelled() => {
-                    // A last write, so that what the workers recorded last is counted.
-                    self.flush().await;
+                    // A last write of everything, so that what the workers recorded last is
+                    // counted (a conflict with the ledger's last write is tried again).
+                    for _ in 0..3 {
+                        self.urgent.append(&mut self.dirty);
+                        if self.urgent.is_empty() {
+                            break;
+                        }
+                        self.flush().await;
+                    }
                     return;
                 }
                 event = pods.next() => match event {
@@ -342,23 +374,23 @@ impl Writer {
                     Some(Msg::Late { target, outcome }) => {
                         // Scans of the object and looks at single pods that arrived later add up.
                         self.late.entry(target.clone()).or_default().merge(outcome);
-                        self.dirty.insert(target);
+                        self.urgent.insert(target);
                     }
                     None => return,
                 },
                 object = compiled.recv() => if let Ok(c) = object {
                     match c.object.kind {
-                        SourceKind::RestoreHook => { self.dirty.insert(Target::RestoreHook {
+                        SourceKind::RestoreHook => { self.urgent.insert(Target::RestoreHook {
                             namespace: c.object.namespace.clone().unwrap_or_default(),
                             name: c.object.name.clone(),
                         }); }
-                        SourceKind::ClusterRestoreHook => { self.dirty.insert(Target::ClusterRestoreHook { name: c.object.name.clone() }); }
+                        SourceKind::ClusterRestoreHook => { self.urgent.insert(Target::ClusterRestoreHook { name: c.object.name.clone() }); }
                         SourceKind::VeleroRestore => {}
                     }
                 },
                 _ = ready_retry.tick() => {
-                    let retry = std::mem::take(&mut self.not_ready);
-                    self.dirty.extend(retry);
+                    let mut retry = std::mem::take(&mut self.not_ready);
+                    self.urgent.append(&mut retry);
                 }
                 _ = sweep.tick() => self.sweep().await,
                 _ = flush_due => {
@@ -366,8 +398,8 @@ impl Writer {
                     self.flush().await;
                 }
             }
-            if !self.dirty.is_empty() && flush_at.is_none() {
-                flush_at = Some(tokio::time::Instant::now() + COALESCE);
+            if flush_at.is_none() {
+                flush_at = self.next_flush();
             }
         }
     }
@@ -536,26 +568,73 @@ impl Writer {
         }
     }
 
+    /// When the next flush is due: [`COALESCE`] after the first change, later where the target
+    /// is paced.
+    fn next_flush(&self) -> Option<tokio::time::Instant> {
+        let soon = tokio::time::Instant::now() + COALESCE;
+        let urgent = (!self.urgent.is_empty()).then_some(soon);
+        let paced = self
+            .dirty
+            .iter()
+            .map(|t| soon.max(self.not_before(t)))
+            .min();
+        urgent.into_iter().chain(paced).min()
+    }
+
+    /// The earliest a paced write of `target` may go.
+    fn not_before(&self, target: &Target) -> tokio::time::Instant {
+        match target {
+            Target::RestoreRun { .. } => self
+                .run_written
+                .get(target)
+                .map_or(self.quiet_until, |at| *at + RUN_SPACING),
+            _ => self.quiet_until,
+        }
+    }
+
+    /// Writes the urgent targets and the paced ones that are due.
     async fn flush(&mut self) {
-        let work = std::mem::take(&mut self.dirty);
+        let now = tokio::time::Instant::now();
+        let mut work = std::mem::take(&mut self.urgent);
+        let due: Vec<Target> = self
+            .dirty
+            .iter()
+            .filter(|t| self.not_before(t) <= now)
+            .cloned()
+            .collect();
+        let paced = due
+            .iter()
+            .filter(|t| !matches!(t, Target::RestoreRun { .. }))
+            .count();
+        if paced > 0 {
+            let spacing = WRITE_SPACING.saturating_mul(u32::try_from(paced).unwrap_or(u32::MAX));
+            self.quiet_until = now + spacing;
+        }
+        work.extend(due);
         for target in work {
+            // This write covers every change so far, paced or not.
+            self.dirty.remove(&target);
             let result = match &target {
-                Target::RestoreRun { restore } => self.write_run(&target, restore).await,
+                Target::RestoreRun { restore } => {
+                    self.run_written.insert(target.clone(), now);
+                    self.write_run(&target, restore).await
+                }
                 _ => self.write_hook_object(&target).await,
             };
-            match result {
-                Ok(()) => {}
-                Err(e) => {
-                    // A conflict is routine (the ledger and the kubelet-driven pod updates write
-                    // too); anything else an operator should see.
-                    let conflict = e
-                        .downcast_ref::<kube::Error>()
-                        .is_some_and(|k| matches!(k, kube::Error::Api(s) if s.code == 409));
-                    if conflict {
-                        debug!(target = ?target, error = %e, "status write conflicted; retrying");
-                    } else {
-                        warn!(target = ?target, error = %e, "status write failed; retrying");
-                    }
+            if let Err(e) = result {
+                // Read the object again before the next write.
+                self.written.remove(&target);
+                // A conflict is routine (the ledger, webhook replicas and the controller's own
+                // earlier view write too) and retried soon; anything else an operator should
+                // see, and is retried at the pace of progress (a throttling API server included).
+                let conflict = e
+                    .downcast_ref::<kube::Error>()
+                    .is_some_and(|k| matches!(k, kube::Error::Api(s) if s.code == 409));
+                if conflict {
+                    debug!(target = ?target, error = %e, "status write conflicted; retrying");
+                    self.urgent.insert(target);
+                } else {
+                    warn!(target = ?target, error = %e, "status write failed; retrying");
                     self.dirty.insert(target);
                 }
             }
@@ -611,28 +690,12 @@ impl Writer {
             }
             Target::RestoreRun { .. } => unreachable!("written by write_run"),
         };
-        let (meta, status) = match kind {
-            SourceKind::RestoreHook => {
-                let api: Api<RestoreHook> =
-                    Api::namespaced(self.client.clone(), namespace.unwrap_or_default());
-                match api.get_opt(name).await? {
-                    Some(o) => (o.metadata, o.status.unwrap_or_default()),
-                    None => {
-                        self.forget(target);
-                        return Ok(());
-                    }
-                }
-            }
-            _ => {
-                let api: Api<ClusterRestoreHook> = Api::all(self.client.clone());
-                match api.get_opt(name).await? {
-                    Some(o) => (o.metadata, o.status.unwrap_or_default()),
-                    None => {
-                        self.forget(target);
-                        return Ok(());
-                    }
-                }
-            }
+        let (meta, status) = match self.written.remove(target) {
+            Some(last) => last,
+            None => match self.read_hook_object(target, kind, namespace, name).await? {
+                Some(read) => read,
+                None => return Ok(()),
+            },
         };
         let sum = self.sum(target);
         let (counts, retired) = sum.totals(status.retired);
@@ -679,25 +742,65 @@ impl Writer {
             }
         });
         let params = PatchParams::default();
-        match kind {
+        let written = match kind {
             SourceKind::RestoreHook => {
                 let api: Api<RestoreHook> =
                     Api::namespaced(self.client.clone(), namespace.unwrap_or_default());
                 api.patch_status(name, &params, &Patch::Merge(&body))
-                    .await?;
+                    .await
+                    .map(|o| (o.metadata, o.status))
             }
             _ => {
                 let api: Api<ClusterRestoreHook> = Api::all(self.client.clone());
                 api.patch_status(name, &params, &Patch::Merge(&body))
-                    .await?;
+                    .await
+                    .map(|o| (o.metadata, o.status))
             }
-        }
+        };
+        let (meta, status) = match written {
+            Ok(o) => o,
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                self.forget(target);
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        self.written
+            .insert(target.clone(), (meta, status.unwrap_or_default()));
         self.forget_folded(target, sum.stones);
         if waiting_for_replicas {
+            // What it waits for is the replicas' own entries: read them at the next look.
+            self.written.remove(target);
             self.not_ready.insert(target.clone());
         }
         debug!(target = ?target, planned = sum.planned, succeeded = counts.succeeded, failed = counts.failed, pending = counts.pending, "hook object status updated");
         Ok(())
+    }
+
+    /// A hook object's metadata and status from the API server; `None` (and forgotten) when it
+    /// is gone.
+    async fn read_hook_object(
+        &mut self,
+        target: &Target,
+        kind: SourceKind,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> kube::Result<Option<(ObjectMeta, HookObjectStatus)>> {
+        let read = match kind {
+            SourceKind::RestoreHook => {
+                let api: Api<RestoreHook> =
+                    Api::namespaced(self.client.clone(), namespace.unwrap_or_default());
+                api.get_opt(name).await?.map(|o| (o.metadata, o.status))
+            }
+            _ => {
+                let api: Api<ClusterRestoreHook> = Api::all(self.client.clone());
+                api.get_opt(name).await?.map(|o| (o.metadata, o.status))
+            }
+        };
+        if read.is_none() {
+            self.forget(target);
+        }
+        Ok(read.map(|(meta, status)| (meta, status.unwrap_or_default())))
     }
 
     /// `Ready` of a hook object: (status, reason, message), and replica entries to prune.
@@ -796,6 +899,7 @@ impl Writer {
 
     fn forget(&mut self, target: &Target) {
         self.tombstones.remove(target);
+        self.written.remove(target);
     }
 
     async fn write_run(&mut self, target: &Target, restore: &str) -> anyhow::Result<()> {

@@ -12,6 +12,7 @@
 //! | `RESTORE_RUNS` | 1 | restore names the namespaces are spread over (one `RestoreRun` each); 1 is one Velero restore of every namespace |
 //! | `RESTORE_FAILOVER` | 1 | after the restore, start a second controller replica, SIGKILL the leader, count what the new leader asks the API server |
 //! | `RESTORE_TIMEOUT_SECS` | 3600 | failure guard for the restore to end (never a performance bound) |
+//! | `RESTORE_MAX_MUTATING_INFLIGHT` | unset | kube-apiserver's `--max-mutating-requests-inflight` (default 200): set low, the API server throttles (429) and the controller must back off without losing a result |
 //! | `RESTORE_VELERO_PODS` | 0 | the same through a real Velero backup/restore: not implemented (see below); any other value exits 2 |
 //!
 //! Each pod has two exec hooks from its namespace's `RestoreHook` (the second waits for the
@@ -121,6 +122,8 @@ struct Config {
     runs: usize,
     failover: bool,
     timeout: Duration,
+    /// kube-apiserver's `--max-mutating-requests-inflight`, when set: throttling to back off from.
+    max_mutating_inflight: Option<usize>,
 }
 
 /// `name` parsed, `default` when unset; an error naming it when it does not parse.
@@ -142,6 +145,10 @@ impl Config {
             runs: env("RESTORE_RUNS", 1)?,
             failover: env::<u8>("RESTORE_FAILOVER", 1)? != 0,
             timeout: Duration::from_secs(env("RESTORE_TIMEOUT_SECS", 3600)?),
+            max_mutating_inflight: match env::<usize>("RESTORE_MAX_MUTATING_INFLIGHT", 0)? {
+                0 => None,
+                n => Some(n),
+            },
         };
         if config.namespaces == 0 || config.runs == 0 || config.pods < 2 * config.namespaces {
             return Err(format!(
@@ -221,7 +228,14 @@ fn run(config: &Config) {
             // No rotation: the phases are byte ranges of one file.
             "--audit-log-maxsize=0".into(),
             "--audit-log-maxbackup=0".into(),
-        ],
+        ]
+        .into_iter()
+        .chain(
+            config
+                .max_mutating_inflight
+                .map(|n| format!("--max-mutating-requests-inflight={n}")),
+        )
+        .collect(),
         ..InstallOptions::default()
     });
     let cp = &install.cp;
@@ -1232,14 +1246,18 @@ fn percent_decode(text: &str) -> String {
 /// request once (by auditID).
 struct AuditCounts {
     counts: BTreeMap<(String, String, String), usize>,
+    /// Requests answered 429 (throttled by priority and fairness / max-inflight), by user.
+    throttled: BTreeMap<String, usize>,
 }
 
 impl AuditCounts {
     fn read(path: &Path, from: u64, to: u64) -> AuditCounts {
         let mut ids: BTreeMap<(String, String, String), BTreeSet<String>> = BTreeMap::new();
+        let mut throttled: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         let Ok(mut file) = std::fs::File::open(path) else {
             return AuditCounts {
                 counts: BTreeMap::new(),
+                throttled: BTreeMap::new(),
             };
         };
         if file.seek(SeekFrom::Start(from)).is_ok() {
@@ -1278,11 +1296,18 @@ impl AuditCounts {
                     }
                 }
                 let id = event["auditID"].as_str().unwrap_or_default().to_string();
+                if event["responseStatus"]["code"].as_u64() == Some(429) {
+                    throttled
+                        .entry(user.clone())
+                        .or_default()
+                        .insert(id.clone());
+                }
                 ids.entry((user, verb, resource)).or_default().insert(id);
             }
         }
         AuditCounts {
             counts: ids.into_iter().map(|(k, v)| (k, v.len())).collect(),
+            throttled: throttled.into_iter().map(|(k, v)| (k, v.len())).collect(),
         }
     }
 
@@ -1327,6 +1352,7 @@ impl AuditCounts {
             .map(|(_, n)| n)
             .sum();
         println!("list + watch: {lists}");
+        println!("answered 429 (throttled): {:?}", self.throttled);
         println!();
     }
 }

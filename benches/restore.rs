@@ -13,6 +13,7 @@
 //! | `RESTORE_FAILOVER` | 1 | after the restore, start a second controller replica, SIGKILL the leader, count what the new leader asks the API server |
 //! | `RESTORE_TIMEOUT_SECS` | 3600 | failure guard for the restore to end (never a performance bound) |
 //! | `RESTORE_MAX_MUTATING_INFLIGHT` | unset | kube-apiserver's `--max-mutating-requests-inflight` (default 200): set low, the API server throttles (429) and the controller must back off without losing a result |
+//! | `RESTORE_MAX_INFLIGHT` | unset | kube-apiserver's `--max-requests-inflight` (default 400). With API Priority and Fairness (on by default) the two limits are summed into the seats APF shares among its priority levels, so only both low throttle |
 //! | `RESTORE_VELERO_PODS` | 0 | the same through a real Velero backup/restore: not implemented (see below); any other value exits 2 |
 //!
 //! Each pod has two exec hooks from its namespace's `RestoreHook` (the second waits for the
@@ -122,8 +123,10 @@ struct Config {
     runs: usize,
     failover: bool,
     timeout: Duration,
-    /// kube-apiserver's `--max-mutating-requests-inflight`, when set: throttling to back off from.
+    /// kube-apiserver's `--max-mutating-requests-inflight` and `--max-requests-inflight`, when
+    /// set: throttling to back off from.
     max_mutating_inflight: Option<usize>,
+    max_inflight: Option<usize>,
 }
 
 /// `name` parsed, `default` when unset; an error naming it when it does not parse.
@@ -145,10 +148,9 @@ impl Config {
             runs: env("RESTORE_RUNS", 1)?,
             failover: env::<u8>("RESTORE_FAILOVER", 1)? != 0,
             timeout: Duration::from_secs(env("RESTORE_TIMEOUT_SECS", 3600)?),
-            max_mutating_inflight: match env::<usize>("RESTORE_MAX_MUTATING_INFLIGHT", 0)? {
-                0 => None,
-                n => Some(n),
-            },
+            max_mutating_inflight: Some(env::<usize>("RESTORE_MAX_MUTATING_INFLIGHT", 0)?)
+                .filter(|n| *n > 0),
+            max_inflight: Some(env::<usize>("RESTORE_MAX_INFLIGHT", 0)?).filter(|n| *n > 0),
         };
         if config.namespaces == 0 || config.runs == 0 || config.pods < 2 * config.namespaces {
             return Err(format!(
@@ -234,6 +236,11 @@ fn run(config: &Config) {
             config
                 .max_mutating_inflight
                 .map(|n| format!("--max-mutating-requests-inflight={n}")),
+        )
+        .chain(
+            config
+                .max_inflight
+                .map(|n| format!("--max-requests-inflight={n}")),
         )
         .collect(),
         ..InstallOptions::default()
@@ -328,11 +335,19 @@ fn run(config: &Config) {
                 // A failed hook never writes its last line: stop at once rather than at the
                 // timeout.
                 let failed = cp
-                    .kubectl_ok(["get", "pods", "-A", "-l", &failed_selector, "-o", "name"])
+                    .kubectl_ok([
+                        "get",
+                        "pods",
+                        "-A",
+                        "-l",
+                        &failed_selector,
+                        "-o",
+                        "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}: {.metadata.annotations.restore-hooks\\.dev/status}{\"\\n\"}{end}",
+                    ])
                     .unwrap_or_default();
                 assert!(
                     failed.trim().is_empty(),
-                    "pods whose hooks failed:\n{failed}"
+                    "pods whose hooks failed, with their status:\n{failed}"
                 );
                 eprintln!(
                     "restore bench: {:>5.0} s: {} pods seen Running, {fast} fast and {slow} slow \

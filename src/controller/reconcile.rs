@@ -816,6 +816,7 @@ impl PodWorker {
             return Flow::Wait;
         };
         let started_at = timestamp(Timestamp::now());
+        let not_started = status.hooks[index].clone();
         status.hooks[index].phase = HookPhase::Running;
         status.hooks[index].started_at = Some(started_at);
         status.hooks[index].retries = attempt - 1;
@@ -856,6 +857,13 @@ impl PodWorker {
         }
         if let Err(e) = recorded {
             drop(permit);
+            if self.term.is_cancelled() {
+                // Leadership ended (or shutdown began) before the start was recorded: the exec
+                // never starts here, and the hook is not this leader's to fail. It goes back to
+                // Pending for the next leader (docs/behaviour.md §6.10); if the pod changed
+                // meanwhile, it stays Running and the next leader ends it interrupted.
+                return self.unstart(&keys, index, not_started, e).await;
+            }
             let outcome = ExecOutcome::failed(format!("not executed: {e}"));
             self.execs.spawn(async move {
                 Finished {
@@ -903,6 +911,39 @@ impl PodWorker {
             }
         });
         Flow::Again
+    }
+
+    /// Takes back the `Running` record of hook `index`, whose exec did not start because this
+    /// leader stopped leading before the record of its start was written.
+    async fn unstart(
+        &mut self,
+        keys: &PlanKeys,
+        index: usize,
+        not_started: HookStatus,
+        why: super::ledger::NotRecorded,
+    ) -> Flow {
+        self.running.remove(&index);
+        let Some(hook) = self.started.remove(&index) else {
+            return Flow::Stop;
+        };
+        let (Some(pod), Some((plan, Some(mut status)))) = (self.pod.clone(), self.trusted.clone())
+        else {
+            return Flow::Stop;
+        };
+        status.hooks[index] = not_started;
+        match self.write_signed(keys, &pod, &status, None).await {
+            Ok(updated) => {
+                info!(pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index, reason = %why,
+                      "hook not started: no longer leading before its start was recorded; it is Pending for the next leader");
+                self.pod = Some(PodState::from_slim(updated));
+                self.trusted = Some((plan, Some(status)));
+            }
+            Err(e) => {
+                warn!(pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index, error = %e,
+                      "hook not started, and its Running record could not be taken back: the next leader ends it interrupted");
+            }
+        }
+        Flow::Stop
     }
 
     /// An exec ended: queue its result for the next write.

@@ -51,43 +51,52 @@
 //! measured, and the product's side of it is what this bench already measures; left out for time.
 //!
 //! Measured here (2 vCPUs, 23 GiB, Linux, 2026-12-04, the chart's defaults: `--max-concurrent-execs`
-//! 16, one restore over 50 namespaces, one run per size; the 5000-pod run took 25 minutes, so
-//! 1000 and 2000 were run too):
+//! 16, one restore over 50 namespaces, one run per row). "Before" is the binary of 888ffc4; "after"
+//! adds the changes the findings below led to (watch backoff, hook-object status without reads
+//! and paced, no per-pod reads by a new leader, the unmutated look from the watch cache, no
+//! early `Pending` write, client retry under the 429 counter):
 //!
-//! | pods | makespan | bound N × 1 s / 16 | makespan / bound | Running → "hook started" p50 / p99 / max | admission p50 / p99 (API server's histogram) | requests per hook | controller peak RSS / CPU | webhook peak RSS / CPU |
-//! |---|---|---|---|---|---|---|---|---|
-//! | 1000 | 142 s | 62.5 s | 2.27 | 16.8 s / 49.7 s / 53.8 s | 40 ms / 278 ms | 8.8 | 76 MiB / 10.6 s | 34 MiB / 1.1 s |
-//! | 2000 | 341 s | 125 s | 2.73 | 43.4 s / 129 s / 139 s | 36 ms / 278 ms | 9.1 | 111 MiB / 23.5 s | 32 MiB / 2.2 s |
-//! | 5000 | 1484 s | 312.5 s | 4.75 | 214 s / 566 s / 593 s | 38 ms / 300 ms | 9.8 | 184 MiB / 83 s | 33 MiB / 5.8 s |
+//! | pods | | makespan | bound N × 1 s / 16 | makespan / bound | Running → "hook started" p50 / p99 | admission p50 / p99 (API server's histogram) | requests per hook | controller peak RSS / CPU | webhook peak RSS / CPU | kube-apiserver CPU |
+//! |---|---|---|---|---|---|---|---|---|---|---|
+//! | 1000 | before | 142 s | 62.5 s | 2.27 | 16.8 s / 49.7 s | 40 ms / 278 ms | 8.8 | 76 MiB / 10.6 s | 34 MiB / 1.1 s | 191 s |
+//! | 1000 | after | 111 s | 62.5 s | 1.78 | 12.1 s / 39.5 s | 17 ms / 97 ms | 5.3 | 78 MiB / 7.1 s | 34 MiB / 0.6 s | 133 s |
+//! | 2000 | before | 341 s | 125 s | 2.73 | 43.4 s / 129 s | 36 ms / 278 ms | 9.1 | 111 MiB / 23.5 s | 32 MiB / 2.2 s | 494 s |
+//! | 5000 | before | 1484 s | 312.5 s | 4.75 | 214 s / 566 s | 38 ms / 300 ms | 9.8 | 184 MiB / 83 s | 33 MiB / 5.8 s | ~2400 s |
+//! | 5000 | after | 1081 s | 312.5 s | 3.46 | 153 s / 476 s | 16 ms / 99 ms | 5.5 | 180 MiB / 60 s | 35 MiB / 2.6 s | 1639 s |
+//!
+//! Throttled (`RESTORE_MAX_INFLIGHT=1 RESTORE_MAX_MUTATING_INFLIGHT=1`: 2 seats for the whole API
+//! server under API Priority and Fairness), 1000 pods: 290 requests of the controller and 5 of the
+//! webhook answered 429, makespan 339 s, every hook ran exactly once, every RestoreRun
+//! `Completed`. (With 10 + 5 seats nothing was throttled: 121 s.) The first such run lost the
+//! Lease once (a renewal took over 5 s) and 4 hooks ended "not executed: its start could not be
+//! recorded ... (the controller is stopping)"; a hook in that window now goes back to `Pending`.
 //!
 //! What the figures say:
 //!
-//! - The machine, not the exec slots, sets the pace: it was busy 261 of 286 CPU-seconds (1000
-//!   pods), 632 of 688 (2000) and 2775 of 2870 (5000) during the restore, kube-apiserver most of
-//!   it (191 CPU-s and a 2.7 GiB peak RSS at 1000 pods, 494 CPU-s and 4.7 GiB at 2000; about 2400
-//!   CPU-s and 6.0 GiB at 5000, read from /proc by hand for that run, printed by the bench since). The controller's 16 slots would finish
-//!   16 one-second hooks a second; at 5000 pods it finished 5.5–6.5 a second. Pod creation by the
-//!   controller-manager (its default 20 requests/s) took 34 s, 59 s and 134 s.
-//! - Running → first hook start is queueing for the 16 slots, not reaction time: the controller
-//!   serves every pod's first hook before earlier pods' second hooks (at 5000 pods all first
-//!   hooks had ended at ~900 s, with 2200 of the second ones). The per-pod reaction time is what
-//!   `tests/real_latency.rs` measures (200 pods: p50 ~200 ms); the minimum here is 101–155 ms.
-//! - Requests per hook (5000 pods; the smaller runs alike): `patch pods` 2.66, `get` and `patch
-//!   restorehooks/status` 1.84 each (1.39 at 1000 pods: the hook objects' status, rewritten as
-//!   their pods progress), `create events` 1.5, `pods/exec` 1.0, `patch restoreruns/status` 0.20
-//!   (batched), `get pods` 0.17, `list pods` 0.25 (0.125 at 1000 pods and 0.15 at 2000, where the
-//!   bench printed the selector: all `labelSelector=!restore-hooks.dev/restore-run`, lists of the
-//!   pods *not* marked for a restore, repeated during the restore; on a real cluster those are
-//!   all its other pods), and `list restores.velero.io` about once a second from each process
-//!   (Velero's CRD is not installed here, and both retry).
-//! - Start-up: 40 requests, 34 of them lists and watches (one list + watch per kind and process,
-//!   3 pod watches with their selectors in the controller). Leader change (kill → second replica
-//!   leads): 12–18 s (the chart's `leaseDuration` 15 s); the new leader then reads every pod one
-//!   `get` at a time (4811 `get pods` within 10 s at 5000 pods, 2000 at 2000, 1000 at 1000) plus the lists and
-//!   watches of a start-up; it ran no hook again.
-//! - The webhook was asked once per pod (the namespace-label webhook; the pod-label one never, as
-//!   no pod carries Velero's label); the API server's p99 sits in its 100–500 ms bucket while the
-//!   machine is saturated.
+//! - Requests per hook after (1000 and 5000 pods alike): `patch pods` 2.000 (the `Running` record
+//!   and the result; before: 2.6, with a `Pending` write per pod and conflicts), `create events`
+//!   1.5 (`HookSucceeded` per hook, `HooksCompleted` per pod), `pods/exec` 1.0, `patch
+//!   restorehooks/status` 0.36–0.51 with no `get` (before: 1.4–1.8 of each), `patch
+//!   restoreruns/status` 0.21–0.32, `list pods` 0.1–0.18 (restore namespaces, from the watch
+//!   cache), `get pods` 0 (before 0.17–0.27); `list restores.velero.io` a few times in all
+//!   (before: about once a second from each process, see `src/backoff.rs`).
+//! - Leader change (kill → second replica leads, 15 s): the new leader read no pod (before: one
+//!   `get` per pod, 4811 at 5000); 300 requests, mostly one `get` + `patch` per hook object twice
+//!   (the second replica's webhook joins, so `Ready` is rewritten) and one look per restore
+//!   namespace.
+//! - The machine still sets the pace: busy 1934 of 2172 CPU-seconds at 5000 pods, kube-apiserver
+//!   1639 of them (before ~2400). The 16 slots finished 6–6.5 one-second hooks a second at 5000
+//!   pods and ~11 at 1000: each hook holds its slot while its start is recorded, and the record is
+//!   one RestoreRun holding every pod's entry, rewritten whole at each batch (`patch
+//!   restoreruns/status` 2104 times and `get` 344 times at 5000 pods, a ~1 MB object by the end).
+//!   That object's size, growing with the restore, is the next cost to remove.
+//! - Running → first hook start is queueing for the 16 slots (every pod's first hook before
+//!   earlier pods' second ones); the minimum is 83–89 ms. The reaction time is what
+//!   `tests/real_latency.rs` measures.
+//! - Admission: the webhook answers in well under a millisecond (benches/load.rs); the API
+//!   server's p99 of 97–99 ms is its own queueing on a saturated machine, halved by the load
+//!   taken off it.
+//! - Not measured here: the same restore through Velero (`RESTORE_VELERO_PODS`, above).
 
 #![forbid(unsafe_code)]
 

@@ -26,6 +26,14 @@ pub struct ApiBackoff {
     steps: ExponentialBackoff,
 }
 
+/// 200 ms doubling to 10 s: a request that must eventually succeed (a pod worker's, the record
+/// of what ran).
+impl Default for ApiBackoff {
+    fn default() -> Self {
+        Self::new(Duration::from_millis(200), Duration::from_secs(10))
+    }
+}
+
 impl ApiBackoff {
     /// Steps from `min` doubling to `max` (the jitter adds up to as much again).
     pub fn new(min: Duration, max: Duration) -> Self {

@@ -102,14 +102,16 @@ where
         let response = self.inner.call(request);
         Box::pin(async move {
             let response = response.await?;
-            if response.status() == StatusCode::TOO_MANY_REQUESTS {
-                let target = ApiRequest::of(&method, &uri);
+            let status = response.status();
+            if status != StatusCode::TOO_MANY_REQUESTS && status != StatusCode::FORBIDDEN {
+                return Ok(response);
+            }
+            let target = ApiRequest::of(&method, &uri);
+            if status == StatusCode::TOO_MANY_REQUESTS {
                 throttled
                     .with_label_values(&[target.verb, &target.resource])
                     .inc();
-            }
-            if response.status() == StatusCode::FORBIDDEN {
-                let target = ApiRequest::of(&method, &uri);
+            } else {
                 forbidden
                     .with_label_values(&[target.verb, &target.resource])
                     .inc();

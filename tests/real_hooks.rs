@@ -962,18 +962,11 @@ fn result_writes_throttled_by_priority_and_fairness_are_retried_and_no_hook_reru
             }
         });
     }
-    let throttled = || -> f64 {
-        serve
-            .controller()
-            .metrics()
-            .lines()
-            .filter(|l| {
-                l.starts_with("restore_hooks_api_throttled_total{")
-                    && l.contains(r#"resource="pods""#)
-                    && l.contains(r#"verb="patch""#)
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+    let throttled = || {
+        metric(
+            &serve.controller().metrics(),
+            r#"restore_hooks_api_throttled_total{resource="pods",verb="patch"}"#,
+        )
     };
 
     // Every command ends at once; their results cannot be written for now.

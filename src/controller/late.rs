@@ -123,6 +123,14 @@ impl LateHooks {
         }
     }
 
+    /// Whether `object` may have hooks to add to the marked pod `p`: it selects the pod, and the
+    /// pod's annotations do not show it already (reading such a pod would only confirm so; a new
+    /// leader scans every object, once per pod it selects).
+    fn may_add(&self, index: &HookIndex, object: &CompiledObject, p: &MarkedPod) -> bool {
+        !applied_at_admission(object, &p.plan_sources, &p.injected)
+            && self.selects(index, object, p)
+    }
+
     /// Whether `object` selects the marked pod `p` now (the rules of the webhook: scope,
     /// restore name, selectors).
     fn selects(&self, index: &HookIndex, object: &CompiledObject, p: &MarkedPod) -> bool {
@@ -167,11 +175,7 @@ impl LateHooks {
             let objects: Vec<Arc<CompiledObject>> = index
                 .cluster_restore_hooks()
                 .chain(index.restore_hooks(&pod.namespace))
-                .filter(|o| {
-                    o.first_problem().is_none()
-                        && !applied_at_admission(o, &pod.plan_sources, &pod.injected)
-                        && self.selects(&index, o, &pod)
-                })
+                .filter(|o| o.first_problem().is_none() && self.may_add(&index, o, &pod))
                 .cloned()
                 .collect();
             (pod, objects)
@@ -225,14 +229,9 @@ impl LateHooks {
         let candidates: Vec<(String, String, String)> = {
             let marked = self.marked.lock().unwrap_or_else(|e| e.into_inner());
             let index = self.index.read();
-            // A pod whose annotations already show the object is done with it: reading it would
-            // only confirm so (a new leader scans every object, once per pod it selects).
             marked
                 .iter()
-                .filter(|(_, p)| {
-                    !applied_at_admission(object, &p.plan_sources, &p.injected)
-                        && self.selects(&index, object, p)
-                })
+                .filter(|(_, p)| self.may_add(&index, object, p))
                 .map(|(uid, p)| (uid.clone(), p.namespace.clone(), p.name.clone()))
                 .collect()
         };

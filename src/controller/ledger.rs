@@ -424,7 +424,7 @@ async fn write(
     entries: &BTreeMap<String, Execution>,
 ) -> Result<(), String> {
     let body = json!({"status": {"executions": entries}});
-    let mut backoff = ApiBackoff::new(Duration::from_millis(200), Duration::from_secs(10));
+    let mut backoff = ApiBackoff::default();
     let since = tokio::time::Instant::now();
     let mut refused = 0;
     loop {

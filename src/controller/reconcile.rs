@@ -271,11 +271,6 @@ fn dispatch(
     });
 }
 
-/// A worker's backoff after an API error: 200 ms doubling to 10 s, jittered (§6.19).
-fn api_backoff() -> ApiBackoff {
-    ApiBackoff::new(Duration::from_millis(200), Duration::from_secs(10))
-}
-
 /// An exec that ended, with what the worker needs to record it.
 struct Finished {
     index: usize,
@@ -356,7 +351,8 @@ impl PodWorker {
             uid,
             rx,
             term,
-            backoff: api_backoff(),
+            // After an API error: 200 ms doubling to 10 s, jittered (§6.19).
+            backoff: ApiBackoff::default(),
             pod: None,
             trusted: None,
             running: BTreeSet::new(),

@@ -651,10 +651,16 @@ can $WH no create restoreruns.restore-hooks.dev
 can $WH no get leases.coordination.k8s.io/rh-split-leader -n restore-hooks
 can $WH yes create subjectaccessreviews.authorization.k8s.io
 can $CTRL no create subjectaccessreviews.authorization.k8s.io
-# A namespace the webhook's cache does not know yet: the webhook reads it; the split controller never does.
+# A namespace the cache does not know yet: the webhook gets it; the split controller (late hooks,
+# behaviour.md §1.5) lists it by name with the list right it has, and may not get it.
 can $WH yes get namespaces/shop
 can $CTRL no get namespaces/shop
 can $CTRL yes watch namespaces
+ns_by_name() { # as: list namespace shop by name, as the controller does; it must be in the answer
+  "$K" get --raw '/api/v1/namespaces?fieldSelector=metadata.name%3Dshop' --as="$1" | grep -qF '"name":"shop"'
+}
+expect_ok "controller lists one namespace by name (fieldSelector)" ns_by_name $CTRL
+expect_deny "controller gets one namespace (RBAC)" "forbidden" "$K" get --raw /api/v1/namespaces/shop --as=$CTRL
 # split.enabled=false (ci/single-process-values.yaml, release rh-single): one ServiceAccount holds both.
 SINGLE=system:serviceaccount:rh-single:rh-single-restore-hooks
 can $SINGLE yes create subjectaccessreviews.authorization.k8s.io

@@ -50,18 +50,10 @@ async fn leading(bed: &Testbed, identity: &str) -> ControllerHandle {
     c
 }
 
-/// Stops a controller as SIGTERM would. Tolerates one known controller bug (reported, in
-/// `controller::run_with_exec`, not code under test here): when the pod watch task ends in the
-/// same instant as the stop, its JoinHandle is polled again after completion and the controller
-/// task panics on its way out. Anything else is a failure.
+/// Stops a controller as SIGTERM would; it must stop cleanly.
 async fn stop(ctl: ControllerHandle) {
     if let Err(e) = ctl.stop().await {
-        let e = format!("{e:#}");
-        assert!(
-            e.contains("JoinHandle polled after completion"),
-            "the controller failed: {e}"
-        );
-        eprintln!("note: known controller shutdown bug: {e}");
+        panic!("the controller failed: {e:#}");
     }
 }
 

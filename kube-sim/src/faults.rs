@@ -19,6 +19,8 @@ pub struct Faults {
     compact: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
     /// Requests served, by verb and resource (as [`Faults::fail_next`] names them).
     requests: Mutex<HashMap<(String, String), usize>>,
+    /// Resources whose watch events are held back ([`Faults::stall_watches`]).
+    stalled: watch::Sender<HashSet<String>>,
 }
 
 impl std::fmt::Debug for Faults {
@@ -42,6 +44,7 @@ impl Default for Faults {
             delete_on_exec: Mutex::default(),
             compact: Mutex::default(),
             requests: Mutex::default(),
+            stalled: watch::channel(HashSet::new()).0,
         }
     }
 }
@@ -89,6 +92,30 @@ impl Faults {
             }
         }
         false
+    }
+
+    /// Holds back the watch events of `resource` (plural, such as `namespaces`) until
+    /// [`Self::resume_watches`]: clients see an open, quiet stream, as from an API server whose
+    /// watch cache is behind. Lists and gets answer as usual; held events are delivered in order
+    /// once resumed.
+    pub fn stall_watches(&self, resource: &str) {
+        self.stalled.send_modify(|s| {
+            s.insert(resource.to_string());
+        });
+    }
+
+    /// Delivers the watch events of `resource` again (see [`Self::stall_watches`]).
+    pub fn resume_watches(&self, resource: &str) {
+        self.stalled.send_modify(|s| {
+            s.remove(resource);
+        });
+    }
+
+    /// Returns once the watch events of `resource` are not held back.
+    pub(crate) async fn watch_released(&self, resource: &str) {
+        let mut stalled = self.stalled.subscribe();
+        // The sender lives as long as `self`.
+        let _ = stalled.wait_for(|s| !s.contains(resource)).await;
     }
 
     /// Closes every open watch stream now (clients see the response end and must re-watch).

@@ -130,6 +130,12 @@ impl Watcher {
                 r = rx.recv() => match r {
                     Ok(c) => {
                         if c.rv <= start_rv { continue }
+                        if c.res == self.id {
+                            tokio::select! {
+                                _ = self.sim.shutdown.cancelled() => return,
+                                _ = self.sim.faults.watch_released(&self.t.rt.plural) => {}
+                            }
+                        }
                         last_rv = c.rv;
                         if !self.change(&c).await { return }
                     }

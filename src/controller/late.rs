@@ -10,18 +10,21 @@
 //! missed, and reported on the object. A pod marked only after such a scan (the watches are
 //! separate streams, and a webhook replica may not have compiled an object the controller already
 //! has) is looked at when it first appears, against the objects that select it but are not in
-//! its plan yet.
+//! its plan yet. A pod's namespace that the watch cache does not show yet (created a moment ago,
+//! or the namespace watch is behind) is read from the API server, as admission does: a
+//! namespaceSelector must not take it for unlabelled.
 //!
 //! The rules of the merge are `restore_hooks_core::late_hooks`; this module finds the pods, reads
 //! and verifies their plans, and signs and writes the merged ones.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use restore_hooks_core::config::EngineConfig;
 use restore_hooks_core::exec_step::timestamp;
 use restore_hooks_core::hooks::compiled::{CompiledObject, SourceKind};
@@ -30,6 +33,7 @@ use restore_hooks_core::hooks::pod::AdmittedPod;
 use restore_hooks_core::hooks::resolve::{PodContext, resolve_late_hooks};
 use restore_hooks_core::hooks::scope::restore_scope;
 use restore_hooks_core::hooks::signing::{PLAN_SIGNATURE_ANNOTATION, PodBinding};
+use restore_hooks_core::hooks::types::Labels;
 use restore_hooks_core::late_hooks::{
     LateMerge, LatePod, applied_at_admission, contributed, merge,
 };
@@ -123,17 +127,30 @@ impl LateHooks {
         }
     }
 
-    /// Whether `object` may have hooks to add to the marked pod `p`: it selects the pod, and the
-    /// pod's annotations do not show it already (reading such a pod would only confirm so; a new
-    /// leader scans every object, once per pod it selects).
-    fn may_add(&self, index: &HookIndex, object: &CompiledObject, p: &MarkedPod) -> bool {
+    /// Whether `object` may have hooks to add to the marked pod `p`, whose namespace has
+    /// `namespace_labels`: it selects the pod, and the pod's annotations do not show it already
+    /// (reading such a pod would only confirm so; a new leader scans every object, once per pod
+    /// it selects).
+    fn may_add(
+        &self,
+        index: &HookIndex,
+        object: &CompiledObject,
+        p: &MarkedPod,
+        namespace_labels: &Labels,
+    ) -> bool {
         !applied_at_admission(object, &p.plan_sources, &p.injected)
-            && self.selects(index, object, p)
+            && self.selects(index, object, p, namespace_labels)
     }
 
     /// Whether `object` selects the marked pod `p` now (the rules of the webhook: scope,
     /// restore name, selectors).
-    fn selects(&self, index: &HookIndex, object: &CompiledObject, p: &MarkedPod) -> bool {
+    fn selects(
+        &self,
+        index: &HookIndex,
+        object: &CompiledObject,
+        p: &MarkedPod,
+        namespace_labels: &Labels,
+    ) -> bool {
         if object.kind == SourceKind::RestoreHook
             && object.namespace.as_deref() != Some(p.namespace.as_str())
         {
@@ -142,7 +159,7 @@ impl LateHooks {
         let Some(scope) = restore_scope(
             &p.namespace,
             Some(&p.labels),
-            index.namespace_labels(&p.namespace),
+            Some(namespace_labels),
             &self.engine,
         ) else {
             return false;
@@ -151,39 +168,88 @@ impl LateHooks {
             .velero_restore(&self.engine.velero_namespace, &scope.restore)
             .map_or(scope.restore.clone(), |r| r.name.clone());
         object.entries.iter().any(|e| {
-            e.filter.as_ref().is_ok_and(|f| {
-                f.matches(
-                    &p.namespace,
-                    index.namespace_labels(&p.namespace),
-                    &restore,
-                    &p.labels,
-                )
-            })
+            e.filter
+                .as_ref()
+                .is_ok_and(|f| f.matches(&p.namespace, Some(namespace_labels), &restore, &p.labels))
         })
+    }
+
+    /// The labels of those of `namespaces` that the index does not show yet, read from the API
+    /// server (a list by name: the controller may list and watch namespaces, and needs no more);
+    /// empty, without a request, when it shows them all. A namespace that cannot be read is left
+    /// out: its pods are not looked at now (a hook object that changes, or a pod marked later,
+    /// looks again).
+    async fn read_unknown_namespaces(
+        &self,
+        namespaces: BTreeSet<String>,
+    ) -> BTreeMap<String, Labels> {
+        let unknown: Vec<String> = {
+            let index = self.index.read();
+            namespaces
+                .into_iter()
+                .filter(|n| index.namespace_labels(n).is_none())
+                .collect()
+        };
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let mut found = BTreeMap::new();
+        for name in unknown {
+            let by_name = ListParams::default().fields(&format!("metadata.name={name}"));
+            let (result, labels) = match api.list_metadata(&by_name).await {
+                Ok(list) => match list.items.into_iter().next() {
+                    Some(ns) => ("found", Some(ns.metadata.labels.unwrap_or_default())),
+                    None => ("not_found", None),
+                },
+                Err(e) => {
+                    warn!(namespace = %name, error = %e, "cannot read a namespace the cache does not show yet; its pods get no late hooks now");
+                    ("error", None)
+                }
+            };
+            self.metrics
+                .namespace_lookups
+                .with_label_values(&[result])
+                .inc();
+            if let Some(labels) = labels {
+                found.insert(name, labels);
+            }
+        }
+        found
     }
 
     /// A pod first marked after the leader's first look: the hook objects it did not get at
     /// admission although they select it (the webhook had not compiled them yet, or their scan
     /// ran before this pod was marked) are applied to it as late hook objects.
     async fn arrived(&self, uid: &str) {
-        let (pod, objects) = {
-            let marked = self.marked.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(pod) = marked.get(uid).cloned() else {
+        let Some(pod) = self
+            .marked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(uid)
+            .cloned()
+        else {
+            return;
+        };
+        let read = self
+            .read_unknown_namespaces(BTreeSet::from([pod.namespace.clone()]))
+            .await;
+        let objects: Vec<Arc<CompiledObject>> = {
+            let index = self.index.read();
+            let Some(labels) = labels_of(&index, &read, &pod.namespace) else {
                 return;
             };
-            let index = self.index.read();
-            let objects: Vec<Arc<CompiledObject>> = index
+            index
                 .cluster_restore_hooks()
                 .chain(index.restore_hooks(&pod.namespace))
-                .filter(|o| o.first_problem().is_none() && self.may_add(&index, o, &pod))
+                .filter(|o| o.first_problem().is_none() && self.may_add(&index, o, &pod, labels))
                 .cloned()
-                .collect();
-            (pod, objects)
+                .collect()
         };
         let who = format!("{}/{}", pod.namespace, pod.name);
         for object in objects {
             let mut outcome = LateOutcome::default();
-            match self.extend(&object, uid, &pod.namespace, &pod.name).await {
+            match self
+                .extend(&object, uid, &pod.namespace, &pod.name, &read)
+                .await
+            {
                 Ok(PodResult::Added { exec, missed_init }) => {
                     if exec > 0 {
                         outcome.added.push(who.clone());
@@ -226,12 +292,20 @@ impl LateHooks {
         if object.first_problem().is_some() {
             return;
         }
+        let namespaces: BTreeSet<String> = {
+            let marked = self.marked.lock().unwrap_or_else(|e| e.into_inner());
+            marked.values().map(|p| p.namespace.clone()).collect()
+        };
+        let read = self.read_unknown_namespaces(namespaces).await;
         let candidates: Vec<(String, String, String)> = {
             let marked = self.marked.lock().unwrap_or_else(|e| e.into_inner());
             let index = self.index.read();
             marked
                 .iter()
-                .filter(|(_, p)| self.may_add(&index, object, p))
+                .filter(|(_, p)| {
+                    labels_of(&index, &read, &p.namespace)
+                        .is_some_and(|labels| self.may_add(&index, object, p, labels))
+                })
                 .map(|(uid, p)| (uid.clone(), p.namespace.clone(), p.name.clone()))
                 .collect()
         };
@@ -240,7 +314,7 @@ impl LateHooks {
         }
         let mut outcome = LateOutcome::default();
         for (uid, namespace, name) in candidates {
-            match self.extend(object, &uid, &namespace, &name).await {
+            match self.extend(object, &uid, &namespace, &name, &read).await {
                 Ok(PodResult::Added { exec, missed_init }) => {
                     if exec > 0 {
                         outcome.added.push(format!("{namespace}/{name}"));
@@ -313,6 +387,7 @@ impl LateHooks {
         uid: &str,
         namespace: &str,
         name: &str,
+        read: &BTreeMap<String, Labels>,
     ) -> anyhow::Result<PodResult> {
         let Some(keys) = self.keys.current() else {
             anyhow::bail!("the plan key is not loaded");
@@ -378,7 +453,7 @@ impl LateHooks {
             // The index is read-locked only for this block: never across an await.
             let resolved = {
                 let index = self.index.read();
-                let namespace_labels = index.namespace_labels(namespace);
+                let namespace_labels = labels_of(&index, read, namespace);
                 restore_scope(namespace, view.labels(), namespace_labels, &self.engine).map(
                     |scope| {
                         let velero =
@@ -478,6 +553,17 @@ impl LateHooks {
         }
         anyhow::bail!("the pod kept changing while the plan was extended")
     }
+}
+
+/// A namespace's labels: the index's, or what was read from the API server for this look.
+fn labels_of<'a>(
+    index: &'a HookIndex,
+    read: &'a BTreeMap<String, Labels>,
+    namespace: &str,
+) -> Option<&'a Labels> {
+    index
+        .namespace_labels(namespace)
+        .or_else(|| read.get(namespace))
 }
 
 fn humantime(d: Duration) -> String {

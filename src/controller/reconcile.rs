@@ -664,10 +664,14 @@ impl PodWorker {
             ));
         }
         let index = self.shared.index.read();
+        // A namespace the cache does not show yet (created a moment ago, or its watch is behind)
+        // cannot show a restore label that was taken away: admission checked the scope, and
+        // the pod keeps it until the namespace is seen without it.
+        let namespace_labels = index.namespace_labels(&pod.namespace)?;
         let in_scope = restore_scope(
             &pod.namespace,
             Some(&pod.labels),
-            index.namespace_labels(&pod.namespace),
+            Some(namespace_labels),
             engine,
         )
         .is_some();

@@ -988,6 +988,63 @@ async fn losing_the_lease_stops_new_execs_until_it_is_held_again() {
     .await;
 }
 
+/// A leader that stops leading while the record of a hook's start is still being written
+/// (docs/behaviour.md §6.10) takes the hook's `Running` record back: the exec never started, so the
+/// hook is `Pending` for the next leader (not `Failed` "not executed"), which runs it, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_not_recorded_before_the_lease_is_lost_is_left_pending_for_the_next_leader() {
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        let ctl = start(&bed, "a");
+        wait_for("the controller leads", async || ctl.is_leader()).await;
+        // Every write of the record fails (500, retried): the hook's start waits for it.
+        bed.sim
+            .faults()
+            .fail_next("patch", "restoreruns/status", 1_000_000);
+        create(&bed, "p", vec![hook("h", "db", "echo ran >> ran")], json!({})).await;
+        restore_hooks_testkit::eventually!("the hook recorded Running on the pod", WAIT, {
+            bed.status_of(NS, "p")
+                .await
+                .is_some_and(|s| phases(&s) == [HookPhase::Running])
+        });
+        // Another holder takes the Lease: this leader stops before the start is recorded.
+        let leases: Api<Lease> =
+            Api::namespaced(bed.client.clone(), &bed.controller_args().lease_namespace);
+        let steal = async |holder: Value| {
+            let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                jiff::Timestamp::now(),
+            );
+            leases
+                .patch(
+                    "restore-hooks-controller",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"holderIdentity": holder, "renewTime": now, "leaseDurationSeconds": 30}})),
+                )
+                .await
+                .unwrap();
+        };
+        steal(json!("intruder")).await;
+        wait_for("the controller steps down", async || !ctl.is_leader()).await;
+        restore_hooks_testkit::eventually!("the Running record taken back", WAIT, {
+            bed.status_of(NS, "p")
+                .await
+                .is_some_and(|s| phases(&s) == [HookPhase::Pending])
+        });
+        assert_eq!(label_of(&bed, "p").await.as_deref(), Some("pending"));
+        assert!(!exists(&bed, "p", "ran"), "the exec never started");
+        // The record can be written again, and the Lease is free: the hook runs, once.
+        bed.sim.faults().clear_failures();
+        steal(Value::Null).await;
+        let (label, status) = finished(&bed, "p").await;
+        assert_eq!(label, "done", "{status:?}");
+        assert_eq!(phases(&status), [HookPhase::Succeeded]);
+        assert_eq!(file(&bed, "p", "ran").lines().count(), 1);
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_concurrent_execs_bounds_parallel_execs() {
     bounded(Duration::from_secs(60), async {

@@ -60,6 +60,12 @@ impl Faults {
             .or_default() += n;
     }
 
+    /// Forgets every failure injected with [`Self::fail_next`] and not consumed yet: requests
+    /// are answered normally again.
+    pub fn clear_failures(&self) {
+        self.fail.lock().unwrap().clear();
+    }
+
     /// How many requests with this verb on this resource (named as for [`Faults::fail_next`],
     /// `*` for any) the simulator received so far: what a client costs the API server.
     pub fn requests(&self, verb: &str, resource: &str) -> usize {

@@ -41,6 +41,11 @@ const ATTEMPTS: u32 = 5;
 /// How long one write keeps trying while the API server throttles it or is unavailable
 /// (docs/behaviour.md §6.19): the hooks waiting for it start late rather than fail.
 const BUSY_FOR: Duration = Duration::from_secs(120);
+/// Why a write ended without an answer: the leadership ended.
+const STOPPING: &str = "the controller is stopping";
+/// How long a write already sent may still take once the leadership ended: a healthy API server
+/// answers well within it, so a start that was as good as recorded still runs.
+const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// Why a start could not be recorded: the exec does not start.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -228,7 +233,7 @@ impl Ledger {
         let error = match done.await {
             Ok(Ok(())) => return Ok(()),
             Ok(Err(error)) => error,
-            Err(_) => "the controller is stopping".to_string(),
+            Err(_) => STOPPING.to_string(),
         };
         Err(NotRecorded {
             run: restore_run_name(restore),
@@ -335,8 +340,9 @@ impl Writer {
                 let batch = pending.remove(&run).expect("listed above");
                 busy.insert(run.clone());
                 let api = self.api.clone();
+                let stop = stop.clone();
                 in_flight.spawn(async move {
-                    let result = write(&api, &run, &batch.restore, &batch.entries).await;
+                    let result = write(&api, &run, &batch.restore, &batch.entries, &stop).await;
                     (run, result, batch.acks)
                 });
             }
@@ -416,22 +422,36 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 }
 
 /// One merge patch of the RestoreRun's status (creating the RestoreRun first if it does not
-/// exist yet), retried with backoff.
+/// exist yet), retried with backoff until it lands, fails for good, or `stop` (the end of the
+/// leadership) is cancelled.
+///
+/// On `stop` no new attempt is made, and a request still unanswered after [`STOP_GRACE`] is
+/// abandoned; its waiters are told their start was not recorded: a leader that lost its Lease
+/// must not keep retrying while the next one waits for it to let go (docs/behaviour.md §6.10). A
+/// request cut off may still have landed; then the record shows a start that never ran, and the
+/// next leader ends that hook interrupted rather than running it: never twice.
 async fn write(
     api: &Api<RestoreRun>,
     run: &str,
     restore: &str,
     entries: &BTreeMap<String, Execution>,
+    stop: &CancellationToken,
 ) -> Result<(), String> {
     let body = json!({"status": {"executions": entries}});
     let mut backoff = ApiBackoff::default();
     let since = tokio::time::Instant::now();
     let mut refused = 0;
     loop {
-        let error = match api
-            .patch_status(run, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-        {
+        let params = PatchParams::default();
+        let patch = Patch::Merge(&body);
+        let patched = tokio::select! {
+            patched = api.patch_status(run, &params, &patch) => patched,
+            _ = async {
+                stop.cancelled().await;
+                tokio::time::sleep(STOP_GRACE).await;
+            } => return Err(STOPPING.to_string()),
+        };
+        let error = match patched {
             Ok(_) => return Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => {
                 match create_restore_run(api, run, restore).await {
@@ -448,7 +468,10 @@ async fn write(
         if refused >= ATTEMPTS || (busy && since.elapsed() >= BUSY_FOR) {
             return Err(error.to_string());
         }
-        tokio::time::sleep(backoff.after(Some(&error))).await;
+        tokio::select! {
+            _ = stop.cancelled() => return Err(STOPPING.to_string()),
+            _ = tokio::time::sleep(backoff.after(Some(&error))) => {}
+        }
     }
 }
 

@@ -63,6 +63,9 @@ use super::slim_pod::{PodState, SlimPod};
 use super::slots::{ExecSlots, SlotPermit};
 use super::status::{WriteError, set_exec_label, write_status};
 
+/// Writes of a `Running` record taken back, through conflicts with the kubelet's updates.
+const UNSTART_ATTEMPTS: u32 = 5;
+
 /// What every pod worker shares.
 pub struct Workers {
     /// Watches, reads and patches pods (the controller's identity).
@@ -860,8 +863,7 @@ impl PodWorker {
             if self.term.is_cancelled() {
                 // Leadership ended (or shutdown began) before the start was recorded: the exec
                 // never starts here, and the hook is not this leader's to fail. It goes back to
-                // Pending for the next leader (docs/behaviour.md §6.10); if the pod changed
-                // meanwhile, it stays Running and the next leader ends it interrupted.
+                // Pending for the next leader (docs/behaviour.md §6.10).
                 return self.unstart(&keys, index, not_started, e).await;
             }
             let outcome = ExecOutcome::failed(format!("not executed: {e}"));
@@ -914,7 +916,10 @@ impl PodWorker {
     }
 
     /// Takes back the `Running` record of hook `index`, whose exec did not start because this
-    /// leader stopped leading before the record of its start was written.
+    /// leader stopped leading before the record of its start was written. A pod changed by
+    /// others meanwhile (the kubelet's status updates) is read again, and written as long as it
+    /// still carries this leader's `Running` record; once it carries another status, that status
+    /// stands (the next leader ends the hook interrupted).
     async fn unstart(
         &mut self,
         keys: &PlanKeys,
@@ -926,23 +931,42 @@ impl PodWorker {
         let Some(hook) = self.started.remove(&index) else {
             return Flow::Stop;
         };
-        let (Some(pod), Some((plan, Some(mut status)))) = (self.pod.clone(), self.trusted.clone())
+        let (Some(mut pod), Some((plan, Some(mut status)))) =
+            (self.pod.clone(), self.trusted.clone())
         else {
             return Flow::Stop;
         };
+        // What this leader wrote: the annotation the pod must still carry.
+        let ours = pod.status.clone();
         status.hooks[index] = not_started;
-        match self.write_signed(keys, &pod, &status, None).await {
-            Ok(updated) => {
-                info!(pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index, reason = %why,
-                      "hook not started: no longer leading before its start was recorded; it is Pending for the next leader");
-                self.pod = Some(PodState::from_slim(updated));
-                self.trusted = Some((plan, Some(status)));
+        let mut attempts = 0;
+        let error = loop {
+            attempts += 1;
+            match self.write_signed(keys, &pod, &status, None).await {
+                Ok(updated) => {
+                    info!(pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index, reason = %why,
+                          "hook not started: no longer leading before its start was recorded; it is Pending for the next leader");
+                    self.pod = Some(PodState::from_slim(updated));
+                    self.trusted = Some((plan, Some(status)));
+                    return Flow::Stop;
+                }
+                Err(WriteError::Conflict) if attempts < UNSTART_ATTEMPTS => {}
+                Err(e) => break e.to_string(),
             }
-            Err(e) => {
-                warn!(pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index, error = %e,
-                      "hook not started, and its Running record could not be taken back: the next leader ends it interrupted");
+            match self.api.get_opt(&self.name).await {
+                Ok(Some(fresh)) if fresh.metadata.uid.as_deref() == Some(self.uid.as_str()) => {
+                    let fresh = PodState::from_slim(fresh);
+                    if fresh.status != ours {
+                        break "the pod's status changed since this leader wrote it".to_string();
+                    }
+                    pod = fresh;
+                }
+                Ok(_) => break WriteError::Gone.to_string(),
+                Err(e) => break e.to_string(),
             }
-        }
+        };
+        warn!(pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index, error = %error,
+              "hook not started, and its Running record could not be taken back: the next leader ends it interrupted");
         Flow::Stop
     }
 

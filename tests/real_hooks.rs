@@ -1016,3 +1016,118 @@ fn result_writes_throttled_by_priority_and_fairness_are_retried_and_no_hook_reru
     wait_restore_run(cp, "r-throttled", &["Completed"], Duration::from_secs(60));
     serve.assert_no_forbidden();
 }
+
+/// A leader that loses the Lease while a hook's start is being recorded (docs/behaviour.md
+/// §6.10), on the real API server: every write of the controller's record (RestoreRun status)
+/// fails with a 500 (a validating webhook that cannot be reached), so the start waits; the Lease
+/// is taken from it; it takes the hook's `Running` record back (`Pending`) without running the
+/// command, and once it leads again the hook runs, once.
+#[test]
+fn a_start_not_recorded_before_the_lease_is_lost_runs_once_under_the_next_leadership() {
+    use serde_json::json;
+    use std::time::Duration;
+
+    let install = Install::default_chart();
+    let serve = install.start(0);
+    let cp = &install.cp;
+    let ns = "unstart";
+    namespace(cp, ns, json!({NAMESPACE_LABEL: "r-unstart"}));
+    let mark = install.mark("unstart");
+    scenarios::apply_hooks(
+        cp,
+        &[json!({
+            "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+            "metadata": {"name": "once", "namespace": ns},
+            "spec": {"labelSelector": {"matchLabels": {"app": "once"}},
+                     "postHooks": [{"exec": {"container": "app", "command": ["sh", "-c",
+                         format!("echo run >> '{}'", mark.display())]}}]},
+        })],
+    );
+    // Nothing listens on port 1: the API server answers each status write 500.
+    cp.apply(
+        &json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "record-unreachable"},
+            "webhooks": [{
+                "name": "record-unreachable.restore-hooks.test",
+                "clientConfig": {"url": "https://127.0.0.1:1/validate"},
+                "rules": [{"apiGroups": ["restore-hooks.dev"], "apiVersions": ["*"],
+                           "operations": ["UPDATE"], "resources": ["restoreruns/status"]}],
+                "failurePolicy": "Fail", "sideEffects": "None",
+                "admissionReviewVersions": ["v1"], "timeoutSeconds": 1,
+            }],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    create(
+        cp,
+        &pod(ns, "once-0", &["app"], json!({"app": "once"}), json!({})),
+    );
+    let phase = || {
+        get_pod(cp, ns, "once-0")
+            .as_ref()
+            .and_then(hook_status)
+            .map(|s| {
+                s["hooks"][0]["phase"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+    };
+    wait_until(
+        "the hook Running on the pod, its start not recorded".to_string(),
+        Duration::from_secs(60),
+        || match phase() {
+            Some(p) if p == "Running" => Ok(()),
+            p => Err(format!("phase {p:?}")),
+        },
+    );
+
+    // Another holder takes the Lease, for 5 s.
+    let lease = serve
+        .controller()
+        .args
+        .iter()
+        .find_map(|a| a.strip_prefix("--lease-name="))
+        .expect("the chart names the Lease")
+        .to_string();
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    cp.kubectl_ok([
+        "patch",
+        "lease",
+        &lease,
+        "-n",
+        NAMESPACE,
+        "--type=merge",
+        "-p",
+        &json!({"spec": {"holderIdentity": "intruder", "renewTime": now, "leaseDurationSeconds": 5}})
+            .to_string(),
+    ])
+    .unwrap();
+    wait_until(
+        "the hook taken back to Pending".to_string(),
+        Duration::from_secs(60),
+        || match phase() {
+            Some(p) if p == "Pending" => Ok(()),
+            p => Err(format!("phase {p:?}")),
+        },
+    );
+    assert!(mark_lines(&mark).is_empty(), "the command never started");
+
+    // The record can be written again; the intruder's Lease runs out and the controller leads.
+    cp.kubectl_ok([
+        "delete",
+        "validatingwebhookconfiguration",
+        "record-unreachable",
+    ])
+    .unwrap();
+    let done = wait_hooks_ended(cp, ns, "once-0", Duration::from_secs(120));
+    let status = hook_status(&done).unwrap();
+    assert_eq!(status["hooks"][0]["phase"], "Succeeded", "{status}");
+    assert_eq!(mark_lines(&mark), ["run"], "the command ran once");
+    wait_restore_run(cp, "r-unstart", &["Completed"], Duration::from_secs(60));
+    serve.assert_no_forbidden();
+}

@@ -202,11 +202,14 @@ impl SecretKeys {
     }
 
     async fn run(self, tx: watch::Sender<Option<Arc<PlanKeys>>>) {
-        let mut backoff = std::time::Duration::from_millis(200);
+        // Jittered: replicas started together do not retry in step.
+        let mut backoff = crate::backoff::ApiBackoff::new(
+            std::time::Duration::from_millis(200),
+            std::time::Duration::from_secs(30),
+        );
         while let Err(e) = self.ensure().await {
             tracing::warn!(secret = %self.name, error = %format!("{e:#}"), "cannot create the plan key Secret; retrying");
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(std::time::Duration::from_secs(30));
+            tokio::time::sleep(backoff.after(e.downcast_ref::<kube::Error>())).await;
         }
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
         let mut events =

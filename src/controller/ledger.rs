@@ -382,7 +382,7 @@ impl Writer {
 
     /// Reads every RestoreRun's record (retried until it works or the leadership ends).
     async fn load(&self, stop: &CancellationToken) {
-        let mut backoff = Duration::from_millis(200);
+        let mut backoff = ApiBackoff::default();
         loop {
             match self.api.list(&ListParams::default()).await {
                 Ok(runs) => {
@@ -402,12 +402,12 @@ impl Writer {
                     return;
                 }
                 Err(e) => {
-                    warn!(error = %e, retry_in = ?backoff, "cannot read the RestoreRuns (the record of started hooks); no hook starts until it is read");
+                    let wait = backoff.after(Some(&e));
+                    warn!(error = %e, retry_in = ?wait, "cannot read the RestoreRuns (the record of started hooks); no hook starts until it is read");
                     tokio::select! {
                         _ = stop.cancelled() => return,
-                        _ = tokio::time::sleep(backoff) => {}
+                        _ = tokio::time::sleep(wait) => {}
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(10));
                 }
             }
         }

@@ -935,6 +935,24 @@ async fn wait_until_done(pods: &Api<Pod>, n: usize, limit: Duration) {
     })
 }
 
+/// Writes the controller Lease's holder (`null` releases it), renewed now, for 30 s: what another
+/// replica taking it over would write.
+async fn set_lease_holder(bed: &Testbed, holder: Value) {
+    let leases: Api<Lease> =
+        Api::namespaced(bed.client.clone(), &bed.controller_args().lease_namespace);
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now());
+    leases
+        .patch(
+            "restore-hooks-controller",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"holderIdentity": holder, "renewTime": now, "leaseDurationSeconds": 30}}),
+            ),
+        )
+        .await
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_the_lease_stops_new_execs_until_it_is_held_again() {
     bounded(Duration::from_secs(60), async {
@@ -942,22 +960,7 @@ async fn losing_the_lease_stops_new_execs_until_it_is_held_again() {
         let ctl = start(&bed, "a");
         wait_for("the controller leads", async || ctl.is_leader()).await;
         // Another holder takes the Lease (as after a network partition): renewals now fail.
-        let leases: Api<Lease> = Api::namespaced(bed.client.clone(), &bed.controller_args().lease_namespace);
-        let steal = |holder: Value| {
-            let leases = leases.clone();
-            async move {
-                let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now());
-                leases
-                    .patch(
-                        "restore-hooks-controller",
-                        &PatchParams::default(),
-                        &Patch::Merge(json!({"spec": {"holderIdentity": holder, "renewTime": now, "leaseDurationSeconds": 30}})),
-                    )
-                    .await
-                    .unwrap();
-            }
-        };
-        steal(json!("intruder")).await;
+        set_lease_holder(&bed, json!("intruder")).await;
         wait_for("the controller steps down", async || !ctl.is_leader()).await;
         create(&bed, "p", vec![hook("h", "db", "touch ran")], json!({})).await;
         // Two Lease reads by the controller since the pod exists (each answered with an error
@@ -966,19 +969,27 @@ async fn losing_the_lease_stops_new_execs_until_it_is_held_again() {
         let mut log = bed.sim.subscribe_log();
         for i in 0..2 {
             bed.sim.faults().fail_next("get", "leases", 1);
-            restore_hooks_testkit::eventually!(format!("Lease read {i} by the controller"), WAIT, {
-                let mut read = false;
-                while let Ok(ev) = log.try_recv() {
-                    read |= ev.kind == kube_sim::SimEventKind::Fault
-                        && ev.message == "injected 500 for get leases";
+            restore_hooks_testkit::eventually!(
+                format!("Lease read {i} by the controller"),
+                WAIT,
+                {
+                    let mut read = false;
+                    while let Ok(ev) = log.try_recv() {
+                        read |= ev.kind == kube_sim::SimEventKind::Fault
+                            && ev.message == "injected 500 for get leases";
+                    }
+                    read
                 }
-                read
-            });
+            );
         }
         assert!(!exists(&bed, "p", "ran"), "no exec without the Lease");
-        assert_eq!(bed.status_of(NS, "p").await, None, "nothing recorded without the Lease");
+        assert_eq!(
+            bed.status_of(NS, "p").await,
+            None,
+            "nothing recorded without the Lease"
+        );
         // The intruder releases it: the controller takes it again and runs the hook.
-        steal(Value::Null).await;
+        set_lease_holder(&bed, Value::Null).await;
         let (label, _) = finished(&bed, "p").await;
         assert_eq!(label, "done");
         assert!(exists(&bed, "p", "ran"));
@@ -1001,29 +1012,20 @@ async fn a_start_not_recorded_before_the_lease_is_lost_is_left_pending_for_the_n
         bed.sim
             .faults()
             .fail_next("patch", "restoreruns/status", 1_000_000);
-        create(&bed, "p", vec![hook("h", "db", "echo ran >> ran")], json!({})).await;
+        create(
+            &bed,
+            "p",
+            vec![hook("h", "db", "echo ran >> ran")],
+            json!({}),
+        )
+        .await;
         restore_hooks_testkit::eventually!("the hook recorded Running on the pod", WAIT, {
             bed.status_of(NS, "p")
                 .await
                 .is_some_and(|s| phases(&s) == [HookPhase::Running])
         });
         // Another holder takes the Lease: this leader stops before the start is recorded.
-        let leases: Api<Lease> =
-            Api::namespaced(bed.client.clone(), &bed.controller_args().lease_namespace);
-        let steal = async |holder: Value| {
-            let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
-                jiff::Timestamp::now(),
-            );
-            leases
-                .patch(
-                    "restore-hooks-controller",
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"holderIdentity": holder, "renewTime": now, "leaseDurationSeconds": 30}})),
-                )
-                .await
-                .unwrap();
-        };
-        steal(json!("intruder")).await;
+        set_lease_holder(&bed, json!("intruder")).await;
         wait_for("the controller steps down", async || !ctl.is_leader()).await;
         restore_hooks_testkit::eventually!("the Running record taken back", WAIT, {
             bed.status_of(NS, "p")
@@ -1034,7 +1036,7 @@ async fn a_start_not_recorded_before_the_lease_is_lost_is_left_pending_for_the_n
         assert!(!exists(&bed, "p", "ran"), "the exec never started");
         // The record can be written again, and the Lease is free: the hook runs, once.
         bed.sim.faults().clear_failures();
-        steal(Value::Null).await;
+        set_lease_holder(&bed, Value::Null).await;
         let (label, status) = finished(&bed, "p").await;
         assert_eq!(label, "done", "{status:?}");
         assert_eq!(phases(&status), [HookPhase::Succeeded]);

@@ -1085,13 +1085,7 @@ fn a_start_not_recorded_before_the_lease_is_lost_runs_once_under_the_next_leader
     );
 
     // Another holder takes the Lease, for 5 s.
-    let lease = serve
-        .controller()
-        .args
-        .iter()
-        .find_map(|a| a.strip_prefix("--lease-name="))
-        .expect("the chart names the Lease")
-        .to_string();
+    let lease = serve.controller().lease_name();
     let now = jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
         .to_string();

@@ -132,13 +132,7 @@ pub fn chart_as_installed(install: &Install, serve: &Replica) {
     );
 
     // It holds the Lease the chart names, as its pod.
-    let lease_name = serve
-        .controller()
-        .args
-        .iter()
-        .find_map(|a| a.strip_prefix("--lease-name="))
-        .unwrap_or("restore-hooks-controller")
-        .to_string();
+    let lease_name = serve.controller().lease_name();
     wait_until("the Lease holder", Duration::from_secs(60), || {
         let lease =
             get_json(cp, &["get", "lease", &lease_name, "-n", NAMESPACE]).ok_or("no Lease")?;

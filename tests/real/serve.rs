@@ -313,6 +313,15 @@ impl Serve {
         }
     }
 
+    /// The Lease it leads with (`--lease-name`, the chart's).
+    pub fn lease_name(&self) -> String {
+        self.args
+            .iter()
+            .find_map(|a| a.strip_prefix("--lease-name="))
+            .unwrap_or("restore-hooks-controller")
+            .to_string()
+    }
+
     /// `restore_hooks_leader` is 1.
     pub fn is_leader(&self) -> bool {
         http_get(self.admin_port, "/metrics")

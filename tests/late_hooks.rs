@@ -714,6 +714,35 @@ async fn a_late_cluster_restore_hook_selects_by_the_labels_of_a_namespace_the_ca
     .await;
 }
 
+/// The API server fails the late hook's writes for a moment (500s): the pod is tried again, not
+/// given up until the RestoreHook changes, and its hook runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_restore_hook_reaches_its_pod_through_a_moment_of_api_errors() {
+    bounded(LIMIT, async {
+        let bed = testbed().await;
+        let ctl = leading(&bed, "ctl", bed.controller_args()).await;
+        admit(&bed, restored_pod(NS, "cache-0", json!({"app": "cache"}))).await;
+        running(&bed, NS, "cache-0").await;
+        // Only the late hook writes pods until its plan is on the pod.
+        bed.sim.faults().fail_next("patch", "pods", 3);
+        create_restore_hook(
+            &bed,
+            "cache-warm",
+            json!({
+                "labelSelector": {"matchLabels": {"app": "cache"}},
+                "postHooks": [appending_exec("app", "warm.log")],
+            }),
+        )
+        .await;
+        let (label, status) = finished(&bed, NS, "cache-0").await;
+        assert_eq!(label, "done", "{status:?}");
+        assert_eq!(runs(&bed, NS, "cache-0", "warm.log"), 1);
+        stop(ctl).await;
+        bed.stop().await;
+    })
+    .await;
+}
+
 /// A pod that the controller only sees as marked after a RestoreHook's scan (here: its pod
 /// watches fail for a while, as in an API server hiccup, while the pod is admitted and the
 /// RestoreHook created; in a real cluster, also a webhook replica whose cache lags the

@@ -46,9 +46,13 @@ use super::events::{EventSink, EventType, INIT_HOOKS_MISSED, LATE_HOOKS_ADDED, R
 use super::ledger::Ledger;
 use super::marked_pods::{MarkedPod, MarkedPods};
 use super::object_status::{LateOutcome, Tally};
+use crate::backoff::{ApiBackoff, is_transient};
 use crate::catalog::{HookIndex, SharedIndex};
 use crate::metrics::Metrics;
 use crate::plan_key::KeyRing;
+
+/// How long one pod's late look waits out an API server that is busy or unavailable.
+const BUSY_FOR: Duration = Duration::from_secs(30);
 
 /// The leader's late-hook task: everything it reads and writes, then [`LateHooks::run`].
 pub struct LateHooks {
@@ -101,25 +105,25 @@ impl LateHooks {
             _ = async { tokio::join!(self.marked.listed(), self.ledger.loaded()) } => {}
         }
         for object in known {
-            self.scan(&object).await;
+            self.scan(&object, &stop).await;
         }
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 event = compiled.recv() => match event {
-                    Ok(c) if c.changed && c.object.kind != SourceKind::VeleroRestore => self.scan(&c.object).await,
+                    Ok(c) if c.changed && c.object.kind != SourceKind::VeleroRestore => self.scan(&c.object, &stop).await,
                     Ok(_) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                         warn!(missed = n, "late-hook scan fell behind; rescanning every hook object");
-                        self.scan_all().await;
+                        self.scan_all(&stop).await;
                     }
                     Err(_) => return,
                 },
                 arrival = arrivals.recv() => match arrival {
-                    Ok(uid) => self.arrived(&uid).await,
+                    Ok(uid) => self.arrived(&uid, &stop).await,
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                         warn!(missed = n, "late-hook look at new pods fell behind; rescanning every hook object");
-                        self.scan_all().await;
+                        self.scan_all(&stop).await;
                     }
                     Err(_) => return,
                 },
@@ -218,7 +222,7 @@ impl LateHooks {
     /// A pod first marked after the leader's first look: the hook objects it did not get at
     /// admission although they select it (the webhook had not compiled them yet, or their scan
     /// ran before this pod was marked) are applied to it as late hook objects.
-    async fn arrived(&self, uid: &str) {
+    async fn arrived(&self, uid: &str, stop: &CancellationToken) {
         let Some(pod) = self
             .marked
             .lock()
@@ -247,7 +251,7 @@ impl LateHooks {
         for object in objects {
             let mut outcome = LateOutcome::default();
             match self
-                .extend(&object, uid, &pod.namespace, &pod.name, &read)
+                .extend_retrying(&object, uid, &pod.namespace, &pod.name, &read, stop)
                 .await
             {
                 Ok(PodResult::Added { exec, missed_init }) => {
@@ -261,7 +265,7 @@ impl LateHooks {
                 Ok(PodResult::TooOld) => outcome.outside_window.push(who.clone()),
                 Ok(PodResult::Nothing) => continue,
                 Err(e) => {
-                    warn!(pod = %who, source = %object.source(), error = %format!("{e:#}"), "could not add late hooks; they are not retried until the hook object changes");
+                    warn!(pod = %who, source = %object.source(), error = %format!("{e:#}"), "could not add late hooks; this pod is not looked at again until the hook object changes");
                     continue;
                 }
             }
@@ -281,14 +285,14 @@ impl LateHooks {
     }
 
     /// Looks at every hook object again (after missed events).
-    async fn scan_all(&self) {
+    async fn scan_all(&self, stop: &CancellationToken) {
         for object in self.hook_objects() {
-            self.scan(&object).await;
+            self.scan(&object, stop).await;
         }
     }
 
     /// The pods `object` selects that were admitted before it, and what it adds to each.
-    async fn scan(&self, object: &CompiledObject) {
+    async fn scan(&self, object: &CompiledObject, stop: &CancellationToken) {
         if object.first_problem().is_some() {
             return;
         }
@@ -314,7 +318,10 @@ impl LateHooks {
         }
         let mut outcome = LateOutcome::default();
         for (uid, namespace, name) in candidates {
-            match self.extend(object, &uid, &namespace, &name, &read).await {
+            match self
+                .extend_retrying(object, &uid, &namespace, &name, &read, stop)
+                .await
+            {
                 Ok(PodResult::Added { exec, missed_init }) => {
                     if exec > 0 {
                         outcome.added.push(format!("{namespace}/{name}"));
@@ -326,7 +333,7 @@ impl LateHooks {
                 Ok(PodResult::TooOld) => outcome.outside_window.push(format!("{namespace}/{name}")),
                 Ok(PodResult::Nothing) => {}
                 Err(e) => {
-                    warn!(pod = %format!("{namespace}/{name}"), source = %object.source(), error = %format!("{e:#}"), "could not add late hooks; they are not retried until the hook object changes")
+                    warn!(pod = %format!("{namespace}/{name}"), source = %object.source(), error = %format!("{e:#}"), "could not add late hooks; this pod is not looked at again until the hook object changes")
                 }
             }
         }
@@ -378,6 +385,44 @@ impl LateHooks {
             self.events
                 .publish(&about, EventType::Warning, LATE_HOOKS_ADDED, &message)
                 .await;
+        }
+    }
+
+    /// [`Self::extend`], tried again (jittered backoff) while the API server is busy or
+    /// unavailable (429, 5xx, a lost connection), for up to [`BUSY_FOR`] and not after `stop`:
+    /// a hook object is looked at again only when it changes, so a moment's error must not cost
+    /// a pod its hooks.
+    async fn extend_retrying(
+        &self,
+        object: &CompiledObject,
+        uid: &str,
+        namespace: &str,
+        name: &str,
+        read: &BTreeMap<String, Labels>,
+        stop: &CancellationToken,
+    ) -> anyhow::Result<PodResult> {
+        let mut backoff = ApiBackoff::default();
+        let since = tokio::time::Instant::now();
+        loop {
+            let error = match self.extend(object, uid, namespace, name, read).await {
+                Err(e) => e,
+                done => return done,
+            };
+            let Some(api) = error
+                .downcast_ref::<kube::Error>()
+                .filter(|e| is_transient(e))
+            else {
+                return Err(error);
+            };
+            if since.elapsed() >= BUSY_FOR {
+                return Err(error);
+            }
+            let wait = backoff.after(Some(api));
+            debug!(pod = %format!("{namespace}/{name}"), source = %object.source(), error = %api, retry_in = ?wait, "adding late hooks failed for a moment; trying again");
+            tokio::select! {
+                _ = stop.cancelled() => return Err(error),
+                _ = tokio::time::sleep(wait) => {}
+            }
         }
     }
 

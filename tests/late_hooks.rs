@@ -607,111 +607,80 @@ async fn a_cluster_restore_hook_applies_at_admission_in_selected_namespaces_only
 /// unselected namespace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_restore_hook_created_after_the_pods_applies_late_to_selected_pods() {
-    bounded(LIMIT, async {
-        let bed = testbed().await;
-        bed.create_namespace("prod", json!({"tier": "prod"}))
-            .await
-            .unwrap();
-        bed.create_namespace("dev", json!({"tier": "dev"}))
-            .await
-            .unwrap();
-        let ctl = leading(&bed, "ctl", bed.controller_args()).await;
-        admit(&bed, restored_pod("prod", "web-0", json!({"app": "web"}))).await;
-        admit(&bed, restored_pod("dev", "web-0", json!({"app": "web"}))).await;
-        running(&bed, "prod", "web-0").await;
-        running(&bed, "dev", "web-0").await;
-        create_cluster_hook(&bed, "ca-refresh", cluster_hook_spec("ca.log")).await;
-
-        let (label, _) = finished(&bed, "prod", "web-0").await;
-        assert_eq!(label, "done");
-        let plan = plan_of(&get_pod(&bed, "prod", "web-0").await).unwrap();
-        assert_eq!(plan.hooks[0].source, "clusterrestorehook/ca-refresh");
-        let status = eventually!("the ClusterRestoreHook's LateHooks condition", {
-            let s = cluster_hook_status(&bed, "ca-refresh").await;
-            (s.hooks.succeeded == 1 && condition(&s, "LateHooks").is_some()).then_some(s)
-        });
-        let late = condition(&status, "LateHooks").unwrap();
-        assert_eq!(late.status, "True", "{late:?}");
-        assert!(
-            late.message.contains("prod/web-0") && !late.message.contains("dev/web-0"),
-            "{late:?}"
-        );
-        // The scan covered both pods before the condition was written.
-        let unselected = get_pod(&bed, "dev", "web-0").await;
-        assert!(plan_of(&unselected).is_none());
-        assert_eq!(exec_label(&unselected), "");
-        assert_eq!(runs(&bed, "prod", "web-0", "ca.log"), 1);
-        assert_eq!(runs(&bed, "dev", "web-0", "ca.log"), 0);
-        // Events about cluster-scoped objects live in `default`.
-        eventually!(
-            "a LateHooksAdded Event on the ClusterRestoreHook",
-            (!events(
-                &bed,
-                "default",
-                "ClusterRestoreHook",
-                "ca-refresh",
-                "LateHooksAdded"
-            )
-            .await
-            .is_empty())
-            .then_some(())
-        );
-        stop(ctl).await;
-        bed.stop().await;
-    })
-    .await;
+    bounded(LIMIT, late_cluster_hook_by_namespace_labels(false)).await;
 }
 
-/// A namespace the watch caches do not show yet (created a moment ago, or its watch is behind)
-/// is read from the API server: a late ClusterRestoreHook selects the pods of a namespace its
-/// namespaceSelector matches, not only of those the cache knows, and still leaves out the pods of
-/// a namespace it does not match.
+/// The same with namespaces that the watch caches do not show yet (created a moment ago, or
+/// their watch is behind): the controller reads them from the API server, and neither takes the
+/// selected namespace for unlabelled nor the other one for selected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_cluster_restore_hook_selects_by_the_labels_of_a_namespace_the_cache_does_not_show_yet()
  {
-    bounded(LIMIT, async {
-        let bed = testbed().await;
-        let ctl = leading(&bed, "ctl", bed.controller_args()).await;
-        // Namespace events stop reaching every watch, the index's included: lists and gets
-        // still answer.
-        bed.sim.faults().stall_watches("namespaces");
-        bed.create_namespace("prod", json!({"tier": "prod"}))
-            .await
-            .unwrap();
-        bed.create_namespace("dev", json!({"tier": "dev"}))
-            .await
-            .unwrap();
-        admit(&bed, restored_pod("prod", "web-0", json!({"app": "web"}))).await;
-        admit(&bed, restored_pod("dev", "web-0", json!({"app": "web"}))).await;
-        running(&bed, "prod", "web-0").await;
-        running(&bed, "dev", "web-0").await;
-        create_cluster_hook(&bed, "ca-refresh", cluster_hook_spec("ca.log")).await;
+    bounded(LIMIT, late_cluster_hook_by_namespace_labels(true)).await;
+}
 
-        let (label, status) = finished(&bed, "prod", "web-0").await;
-        assert_eq!(label, "done", "{status:?}");
+/// A ClusterRestoreHook selecting namespace `tier: prod` created after a pod in `prod` and one in
+/// `dev` run; with `stall`, namespace events reach no watch (lists and gets still answer).
+async fn late_cluster_hook_by_namespace_labels(stall: bool) {
+    let bed = testbed().await;
+    let ctl = leading(&bed, "ctl", bed.controller_args()).await;
+    if stall {
+        bed.sim.faults().stall_watches("namespaces");
+    }
+    bed.create_namespace("prod", json!({"tier": "prod"}))
+        .await
+        .unwrap();
+    bed.create_namespace("dev", json!({"tier": "dev"}))
+        .await
+        .unwrap();
+    admit(&bed, restored_pod("prod", "web-0", json!({"app": "web"}))).await;
+    admit(&bed, restored_pod("dev", "web-0", json!({"app": "web"}))).await;
+    running(&bed, "prod", "web-0").await;
+    running(&bed, "dev", "web-0").await;
+    create_cluster_hook(&bed, "ca-refresh", cluster_hook_spec("ca.log")).await;
+
+    let (label, status) = finished(&bed, "prod", "web-0").await;
+    assert_eq!(label, "done", "{status:?}");
+    if stall {
         // The case under test: the index still does not know the namespaces.
         assert!(bed.index.read().namespace_labels("prod").is_none());
         assert!(bed.index.read().namespace_labels("dev").is_none());
-        let plan = plan_of(&get_pod(&bed, "prod", "web-0").await).unwrap();
-        assert_eq!(plan.hooks[0].source, "clusterrestorehook/ca-refresh");
-        assert_eq!(runs(&bed, "prod", "web-0", "ca.log"), 1);
-        let status = eventually!("the ClusterRestoreHook's LateHooks condition", {
-            let s = cluster_hook_status(&bed, "ca-refresh").await;
-            condition(&s, "LateHooks").is_some().then_some(s)
-        });
-        let late = condition(&status, "LateHooks").unwrap();
-        assert!(
-            late.message.contains("prod/web-0") && !late.message.contains("dev/web-0"),
-            "{late:?}"
-        );
-        let unselected = get_pod(&bed, "dev", "web-0").await;
-        assert!(plan_of(&unselected).is_none());
-        assert_eq!(runs(&bed, "dev", "web-0", "ca.log"), 0);
-        bed.sim.faults().resume_watches("namespaces");
-        stop(ctl).await;
-        bed.stop().await;
-    })
-    .await;
+    }
+    let plan = plan_of(&get_pod(&bed, "prod", "web-0").await).unwrap();
+    assert_eq!(plan.hooks[0].source, "clusterrestorehook/ca-refresh");
+    let status = eventually!("the ClusterRestoreHook's LateHooks condition", {
+        let s = cluster_hook_status(&bed, "ca-refresh").await;
+        (s.hooks.succeeded == 1 && condition(&s, "LateHooks").is_some()).then_some(s)
+    });
+    let late = condition(&status, "LateHooks").unwrap();
+    assert_eq!(late.status, "True", "{late:?}");
+    assert!(
+        late.message.contains("prod/web-0") && !late.message.contains("dev/web-0"),
+        "{late:?}"
+    );
+    // The scan covered both pods before the condition was written.
+    let unselected = get_pod(&bed, "dev", "web-0").await;
+    assert!(plan_of(&unselected).is_none());
+    assert_eq!(exec_label(&unselected), "");
+    assert_eq!(runs(&bed, "prod", "web-0", "ca.log"), 1);
+    assert_eq!(runs(&bed, "dev", "web-0", "ca.log"), 0);
+    // Events about cluster-scoped objects live in `default`.
+    eventually!(
+        "a LateHooksAdded Event on the ClusterRestoreHook",
+        (!events(
+            &bed,
+            "default",
+            "ClusterRestoreHook",
+            "ca-refresh",
+            "LateHooksAdded"
+        )
+        .await
+        .is_empty())
+        .then_some(())
+    );
+    bed.sim.faults().resume_watches("namespaces");
+    stop(ctl).await;
+    bed.stop().await;
 }
 
 /// The API server fails the late hook's writes for a moment (500s): the pod is tried again, not

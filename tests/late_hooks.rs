@@ -165,6 +165,18 @@ async fn create_cluster_hook(bed: &Testbed, name: &str, spec: Value) {
         .expect("the ClusterRestoreHook is created");
 }
 
+/// Waits until the index (the webhook's and the controllers' cache) has RestoreHook `name`.
+async fn cached_restore_hook(bed: &Testbed, name: &str) {
+    eventually!(
+        format!("the cache to have RestoreHook {name}"),
+        bed.index
+            .read()
+            .restore_hooks(NS)
+            .any(|h| h.name == name)
+            .then_some(())
+    );
+}
+
 async fn restore_hook_status(bed: &Testbed, name: &str) -> HookObjectStatus {
     let api: Api<RestoreHook> = Api::namespaced(bed.client.clone(), NS);
     api.get(name).await.unwrap().status.unwrap_or_default()
@@ -449,14 +461,7 @@ async fn late_hooks_extend_a_finished_pod_without_rerunning_its_hooks() {
             }),
         )
         .await;
-        eventually!(
-            "the webhook's cache to have RestoreHook first",
-            bed.index
-                .read()
-                .restore_hooks(NS)
-                .any(|h| h.name == "first")
-                .then_some(())
-        );
+        cached_restore_hook(&bed, "first").await;
         let admitted = admit(&bed, restored_pod(NS, "web-0", json!({"app": "web"}))).await;
         assert_eq!(
             plan_of(&admitted).map(|p| p.hooks.len()),
@@ -517,14 +522,7 @@ async fn a_restore_hook_created_while_no_controller_led_is_applied_by_the_next_l
             }),
         )
         .await;
-        eventually!(
-            "the cache to have RestoreHook queue-drain",
-            bed.index
-                .read()
-                .restore_hooks(NS)
-                .any(|h| h.name == "queue-drain")
-                .then_some(())
-        );
+        cached_restore_hook(&bed, "queue-drain").await;
         let ctl = leading(&bed, "ctl", bed.controller_args()).await;
         let (label, _) = finished(&bed, NS, "queue-0").await;
         assert_eq!(label, "done");
@@ -777,10 +775,7 @@ async fn editing_a_restore_hook_leaves_pods_it_contributed_to_alone() {
             "postHooks": [init.clone(), appending_exec("db", "exec.log")],
         }))
         .await;
-        eventually!(
-            "the webhook's cache to have RestoreHook prepare",
-            bed.index.read().restore_hooks(NS).any(|h| h.name == "prepare").then_some(())
-        );
+        cached_restore_hook(&bed, "prepare").await;
         let admitted = admit(&bed, restored_pod(NS, "db-0", json!({"app": "db"}))).await;
         let inits = admitted.spec.as_ref().unwrap().init_containers.clone().unwrap_or_default();
         assert_eq!(inits.len(), 1, "the init hook was injected at admission");
@@ -834,14 +829,7 @@ async fn a_new_leader_does_not_read_pods_that_already_show_their_hook_objects() 
             }),
         )
         .await;
-        eventually!(
-            "the webhook's cache to have RestoreHook warm",
-            bed.index
-                .read()
-                .restore_hooks(NS)
-                .any(|h| h.name == "warm")
-                .then_some(())
-        );
+        cached_restore_hook(&bed, "warm").await;
         let first = leading(&bed, "first", bed.controller_args()).await;
         let pods: Vec<String> = (0..20).map(|i| format!("web-{i}")).collect();
         for name in &pods {

@@ -296,11 +296,18 @@ impl LateHooks {
         if object.first_problem().is_some() {
             return;
         }
-        let namespaces: BTreeSet<String> = {
+        // Usually none: only namespaces the index does not show are collected (a new leader
+        // scans every object against every marked pod).
+        let unknown: BTreeSet<String> = {
             let marked = self.marked.lock().unwrap_or_else(|e| e.into_inner());
-            marked.values().map(|p| p.namespace.clone()).collect()
+            let index = self.index.read();
+            marked
+                .values()
+                .filter(|p| index.namespace_labels(&p.namespace).is_none())
+                .map(|p| p.namespace.clone())
+                .collect()
         };
-        let read = self.read_unknown_namespaces(namespaces).await;
+        let read = self.read_unknown_namespaces(unknown).await;
         let candidates: Vec<(String, String, String)> = {
             let marked = self.marked.lock().unwrap_or_else(|e| e.into_inner());
             let index = self.index.read();

@@ -686,14 +686,22 @@ impl PodWorker {
         })
     }
 
+    /// This worker's pod as the API server has it now; `None` when it is gone, or its name now
+    /// belongs to another pod (another uid).
+    async fn read_own_pod(&self) -> kube::Result<Option<Arc<PodState>>> {
+        let pod = self.api.get_opt(&self.name).await?;
+        Ok(pod
+            .filter(|p| p.metadata.uid.as_deref() == Some(self.uid.as_str()))
+            .map(PodState::from_slim))
+    }
+
     /// Reads the pod after the watch lost sight of it.
     async fn confirm(&mut self) -> Flow {
-        match self.api.get_opt(&self.name).await {
-            Ok(Some(pod)) if pod.metadata.uid.as_deref() == Some(self.uid.as_str()) => {
+        match self.read_own_pod().await {
+            Ok(Some(pod)) => {
                 self.maybe_gone = false;
                 self.fresh = true;
                 self.backoff.reset();
-                let pod = PodState::from_slim(pod);
                 let pending = pod.label(EXEC_LABEL) == Some(EXEC_PENDING);
                 let terminating = pod.view.presence == Presence::Terminating;
                 self.pod = Some(pod);
@@ -953,9 +961,8 @@ impl PodWorker {
                 Err(WriteError::Conflict) if attempts < UNSTART_ATTEMPTS => {}
                 Err(e) => break e.to_string(),
             }
-            match self.api.get_opt(&self.name).await {
-                Ok(Some(fresh)) if fresh.metadata.uid.as_deref() == Some(self.uid.as_str()) => {
-                    let fresh = PodState::from_slim(fresh);
+            match self.read_own_pod().await {
+                Ok(Some(fresh)) => {
                     if fresh.status != ours {
                         break "the pod's status changed since this leader wrote it".to_string();
                     }

@@ -627,6 +627,15 @@ can $CTRL no delete pods -n shop
 can $CTRL yes create restoreruns.restore-hooks.dev
 can $CTRL yes delete restoreruns.restore-hooks.dev
 can $CTRL yes patch restoreruns.restore-hooks.dev --subresource=status
+# The record of which hooks started (behaviour.md §9.5): the controller lists, creates, patches the
+# status of and deletes its parts; nothing else, and no other identity anything.
+can $CTRL yes list restorerecords.restore-hooks.dev
+can $CTRL yes create restorerecords.restore-hooks.dev
+can $CTRL yes delete restorerecords.restore-hooks.dev
+can $CTRL yes patch restorerecords.restore-hooks.dev --subresource=status
+can $CTRL no update restorerecords.restore-hooks.dev --subresource=status
+can $CTRL no patch restorerecords.restore-hooks.dev
+can $CTRL no get restorerecords.restore-hooks.dev
 can $CTRL no update restorehooks.restore-hooks.dev --subresource=status -n shop
 can $CTRL no get restorehooks.restore-hooks.dev --subresource=status -n shop
 can $CTRL yes patch restorehooks.restore-hooks.dev --subresource=status -n shop
@@ -648,6 +657,8 @@ can $WH yes watch restorehooks.restore-hooks.dev -A
 can $WH yes patch clusterrestorehooks.restore-hooks.dev --subresource=status
 can $WH no create events -n shop
 can $WH no create restoreruns.restore-hooks.dev
+can $WH no list restorerecords.restore-hooks.dev
+can $WH no patch restorerecords.restore-hooks.dev --subresource=status
 can $WH no get leases.coordination.k8s.io/rh-split-leader -n restore-hooks
 can $WH yes create subjectaccessreviews.authorization.k8s.io
 can $CTRL no create subjectaccessreviews.authorization.k8s.io
@@ -679,5 +690,8 @@ can erin yes create restorehooks.restore-hooks.dev -n shop
 can erin no patch restorehooks.restore-hooks.dev --subresource=status -n shop
 can erin no create clusterrestorehooks.restore-hooks.dev
 can erin no list restoreruns.restore-hooks.dev
+can erin no list restorerecords.restore-hooks.dev
+can erin no patch restorerecords.restore-hooks.dev --subresource=status
+can vic no patch restorerecords.restore-hooks.dev --subresource=status
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ] || exit 1

@@ -450,6 +450,29 @@ fn run(config: &Config) {
             "RestoreRun {name} not Completed: {phases:?}"
         );
     }
+    // The controller's record: every pod's two hooks `S`, in parts of bounded size.
+    let parts = get_json(cp, &["get", "restorerecords.restore-hooks.dev"]).expect("RestoreRecords");
+    let parts = parts["items"].as_array().cloned().unwrap_or_default();
+    let sizes: Vec<usize> = parts
+        .iter()
+        .map(|p| p["status"]["executions"].as_object().map_or(0, |e| e.len()))
+        .collect();
+    let succeeded = parts
+        .iter()
+        .filter_map(|p| p["status"]["executions"].as_object())
+        .flat_map(|e| e.values())
+        .filter(|e| e["hooks"]["0"] == "S" && e["hooks"]["1"] == "S")
+        .count();
+    assert_eq!(
+        succeeded, n,
+        "pods whose two hooks the record holds as succeeded"
+    );
+    println!(
+        "record: {} RestoreRecords, {}..{} pods each",
+        parts.len(),
+        sizes.iter().min().unwrap_or(&0),
+        sizes.iter().max().unwrap_or(&0)
+    );
     let counted = metric(
         &replica.controller().metrics(),
         "restore_hooks_exec_hooks_total",

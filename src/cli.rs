@@ -44,7 +44,8 @@ pub enum Command {
     Controller(ControllerCommand),
     /// Preview offline what the webhook does to a pod (like `istioctl kube-inject`).
     Inject(InjectArgs),
-    /// Print the CustomResourceDefinitions (RestoreHook, ClusterRestoreHook, RestoreRun) as YAML.
+    /// Print the CustomResourceDefinitions (RestoreHook, ClusterRestoreHook, RestoreRun,
+    /// RestoreRecord) as YAML.
     Crd,
     /// Run the whole flow on a built-in API-server simulator: no cluster needed.
     #[cfg(feature = "demo")]
@@ -301,7 +302,8 @@ pub struct ControllerArgs {
     /// larger of --late-hook-window and 30m.
     #[arg(long, env = "RESTORE_HOOKS_UNMUTATED_LOOKBACK", value_parser = duration)]
     pub unmutated_lookback: Option<Duration>,
-    /// RestoreRun objects are deleted this long after their restore's hooks completed.
+    /// RestoreRun objects (and their RestoreRecords) are deleted this long after their restore's
+    /// hooks completed, once no pod their record holds exists any more.
     #[arg(long, env = "RESTORE_HOOKS_RESTORE_RUN_RETENTION", value_parser = duration, default_value = "168h")]
     pub restore_run_retention: Duration,
     /// Name of the coordination.k8s.io Lease that elects the replica allowed to exec.

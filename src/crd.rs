@@ -1,12 +1,13 @@
 //! The CustomResourceDefinitions of restore-hooks, generated from the Rust types:
-//! `RestoreHook` (namespaced), `ClusterRestoreHook` and `RestoreRun` (cluster-scoped).
+//! `RestoreHook` (namespaced), `ClusterRestoreHook`, `RestoreRun` and
+//! `RestoreRecord` (cluster-scoped).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
 };
 use kube::CustomResourceExt;
 
-use crate::hooks::types::{ClusterRestoreHook, RestoreHook, RestoreRun};
+use crate::hooks::types::{ClusterRestoreHook, RestoreHook, RestoreRecord, RestoreRun};
 
 /// Every CRD, in the order `restore-hooks crd` prints them.
 pub fn all() -> Vec<CustomResourceDefinition> {
@@ -14,6 +15,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         refuse_waiting_for_itself(RestoreHook::crd()),
         refuse_waiting_for_itself(ClusterRestoreHook::crd()),
         RestoreRun::crd(),
+        RestoreRecord::crd(),
     ]
 }
 

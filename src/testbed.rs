@@ -536,6 +536,23 @@ pub fn log_from_env() {
     }
 }
 
+/// The controller's record of restore `restore` as the API server holds it: every part's entries,
+/// by pod uid (docs/behaviour.md §9.5). Empty when there is none yet.
+pub async fn recorded(
+    client: &Client,
+    restore: &str,
+) -> kube::Result<std::collections::BTreeMap<String, restore_hooks_core::ledger::Execution>> {
+    let run = restore_hooks_core::tally::restore_run_name(restore);
+    let parts: Api<restore_hooks_core::hooks::types::RestoreRecord> = Api::all(client.clone());
+    let mut entries = std::collections::BTreeMap::new();
+    for part in parts.list(&Default::default()).await? {
+        if part.spec.restore_run == run {
+            entries.extend(part.status.unwrap_or_default().executions);
+        }
+    }
+    Ok(entries)
+}
+
 /// The pod's `restore-hooks.dev/exec` label (empty when absent).
 pub fn exec_label(p: &Pod) -> String {
     p.metadata

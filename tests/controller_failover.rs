@@ -383,7 +383,6 @@ async fn a_one_pod_hook_a_killed_leader_started_never_starts_in_another_pod() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_a_killed_leader_released_runs_once_under_the_next_and_an_unreleased_one_never() {
     use restore_hooks::hooks::plan::RetryPlan;
-    use restore_hooks::hooks::types::RestoreRun;
     restore_hooks::testbed::log_from_env();
     bounded(Duration::from_secs(90), async {
         let (bed, args, a) = led_by_replica_a().await;
@@ -410,14 +409,11 @@ async fn a_retry_a_killed_leader_released_runs_once_under_the_next_and_an_unrele
             .unwrap();
         running(&bed, "q", "slow").await;
         // p's first attempt failed and its release reached the RestoreRun.
-        let runs: Api<RestoreRun> = Api::all(bed.client.clone());
         wait_for("attempt 1 of p released in the record", WAIT, async || {
-            let Ok(Some(run)) = runs.get_opt(restore_hooks::testbed::RESTORE).await else {
-                return false;
-            };
-            run.status.is_some_and(|s| {
-                s.executions
-                    .values()
+            let record =
+                restore_hooks::testbed::recorded(&bed.client, restore_hooks::testbed::RESTORE);
+            record.await.is_ok_and(|r| {
+                r.values()
                     .any(|e| e.attempts.get("0").is_some_and(|t| t.released == 1))
             })
         })

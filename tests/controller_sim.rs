@@ -797,7 +797,7 @@ async fn api_errors_and_dropped_watches_are_survived() {
         // The record of started hooks cannot be written for a while (more failures in a row than
         // a write's refusals are allowed): the API server being unavailable delays the hooks, it
         // does not fail them (docs/behaviour.md §6.19).
-        faults.fail_next("patch", "restoreruns/status", 7);
+        faults.fail_next("patch", "restorerecords/status", 7);
         let ctl = start(&bed, "a");
         for i in 0..5 {
             create(
@@ -1011,7 +1011,7 @@ async fn a_start_not_recorded_before_the_lease_is_lost_is_left_pending_for_the_n
         // Every write of the record fails (500, retried): the hook's start waits for it.
         bed.sim
             .faults()
-            .fail_next("patch", "restoreruns/status", 1_000_000);
+            .fail_next("patch", "restorerecords/status", 1_000_000);
         create(
             &bed,
             "p",
@@ -1230,11 +1230,13 @@ async fn a_one_pod_hook_runs_in_one_pod_and_passes_on_if_the_chosen_one_goes_fir
                 .one_pod
                 .iter()
                 .any(|r| r.pod == "db-1" && r.phase == "Succeeded" && r.hook == "migrate#0");
-            let recorded = status
-                .executions
-                .values()
-                .filter(|e| !e.one_pod.is_empty())
-                .count();
+            let Ok(record) =
+                restore_hooks::testbed::recorded(&bed.client, restore_hooks::testbed::RESTORE)
+                    .await
+            else {
+                return false;
+            };
+            let recorded = record.values().filter(|e| !e.one_pod.is_empty()).count();
             // db-0 passed the hook on when it went: no failure of the restore.
             named && recorded == 1 && status.phase == "Completed"
         })

@@ -337,7 +337,7 @@ async fn a_plan_edited_on_a_running_pod_is_not_executed() {
 }
 
 /// A pod whose hooks ran, reset afterwards (status removed and label back to `pending`, or only
-/// the label flipped back), does not run them again: the controller's record in the RestoreRun
+/// the label flipped back), does not run them again: the controller's record in the RestoreRecords
 /// wins (docs/behaviour.md §9.5), also for a controller that never saw the hooks run (a new
 /// leader after the old one was killed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -396,14 +396,11 @@ async fn a_finished_pod_reset_to_pending_runs_nothing_again() {
             .metadata
             .uid
             .unwrap();
-        let runs_api: Api<RestoreRun> = Api::all(bed.client.clone());
-        eventually!("the hook's result in the RestoreRun's record", {
-            runs_api
-                .get_opt(RESTORE)
+        eventually!("the hook's result in the controller's record", {
+            restore_hooks::testbed::recorded(&bed.client, RESTORE)
                 .await
                 .unwrap()
-                .and_then(|r| r.status)
-                .and_then(|s| s.executions.get(&uid).cloned())
+                .remove(&uid)
                 .filter(|e| e.mark(0) == Some(restore_hooks::ledger::Mark::Succeeded))
         });
         first.kill();
@@ -417,6 +414,79 @@ async fn a_finished_pod_reset_to_pending_runs_nothing_again() {
         for name in ["reset-0", "flipped-0", "reset-after-failover-0"] {
             assert_eq!(runs(&bed, NS, name, "ran.log"), 1, "{name} ran once");
         }
+        assert_eq!(second.hooks("succeeded"), 0, "the new leader ran nothing");
+        stop(second).await;
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// The record an earlier version kept in the RestoreRun's `status.executions` still counts after
+/// an upgrade (docs/behaviour.md §9.5): a new leader that finds a pod's result only there restores
+/// the pod's removed status from it and runs nothing again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_an_earlier_version_kept_in_the_restore_run_still_counts() {
+    use kube::api::DeleteParams;
+    use restore_hooks::hooks::types::RestoreRecord;
+    bounded(LIMIT, async {
+        let bed = testbed().await;
+        let first = leading(&bed, "first").await;
+        let name = "upgraded-0";
+        let pod = bed.planned_pod(
+            NS,
+            name,
+            vec![hook("count", "app", "echo ran >> ran.log")],
+            json!({}),
+        );
+        create(&bed, &pod).await;
+        assert_eq!(finished(&bed, NS, name).await.0, "done");
+        let uid = get_pod(&bed, NS, name).await.metadata.uid.unwrap();
+        let entry = eventually!("the hook's result in the controller's record", {
+            restore_hooks::testbed::recorded(&bed.client, RESTORE)
+                .await
+                .unwrap()
+                .remove(&uid)
+                .filter(|e| e.mark(0) == Some(restore_hooks::ledger::Mark::Succeeded))
+        });
+        first.kill();
+        // Where an earlier version kept it: the RestoreRun, and no RestoreRecord at all.
+        let runs_api: Api<RestoreRun> = Api::all(bed.client.clone());
+        runs_api
+            .patch_status(
+                RESTORE,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"executions": {&uid: entry}}})),
+            )
+            .await
+            .unwrap();
+        let parts: Api<RestoreRecord> = Api::all(bed.client.clone());
+        for part in parts.list(&Default::default()).await.unwrap() {
+            let part = part.metadata.name.unwrap();
+            parts.delete(&part, &DeleteParams::default()).await.unwrap();
+        }
+        assert!(
+            restore_hooks::testbed::recorded(&bed.client, RESTORE)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        patch_pod(
+            &bed,
+            NS,
+            name,
+            json!({"metadata": {
+                "annotations": {STATUS_ANNOTATION: null, STATUS_SIGNATURE_ANNOTATION: null},
+                "labels": {EXEC_LABEL: EXEC_PENDING},
+            }}),
+        )
+        .await;
+        let second = leading(&bed, "second").await;
+        let (label, status) = finished(&bed, NS, name).await;
+        assert_eq!(label, "done", "{status:?}");
+        let status = status.expect("the status is written back");
+        assert_eq!(status.hooks[0].phase, HookPhase::Succeeded);
+        assert_eq!(status.hooks[0].message, RESTORED_FROM_RECORD);
+        assert_eq!(runs(&bed, NS, name, "ran.log"), 1, "ran once");
         assert_eq!(second.hooks("succeeded"), 0, "the new leader ran nothing");
         stop(second).await;
         bed.stop().await;

@@ -1052,7 +1052,7 @@ fn a_start_not_recorded_before_the_lease_is_lost_runs_once_under_the_next_leader
                 "name": "record-unreachable.restore-hooks.test",
                 "clientConfig": {"url": "https://127.0.0.1:1/validate"},
                 "rules": [{"apiGroups": ["restore-hooks.dev"], "apiVersions": ["*"],
-                           "operations": ["UPDATE"], "resources": ["restoreruns/status"]}],
+                           "operations": ["UPDATE"], "resources": ["restorerecords/status"]}],
                 "failurePolicy": "Fail", "sideEffects": "None",
                 "admissionReviewVersions": ["v1"], "timeoutSeconds": 1,
             }],

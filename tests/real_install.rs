@@ -92,6 +92,15 @@ fn the_service_account_may_do_what_the_product_needs_and_nothing_more() {
                 ],
                 true,
             ),
+            (&["create", "restorerecords.restore-hooks.dev"], true),
+            (
+                &[
+                    "patch",
+                    "restorerecords.restore-hooks.dev",
+                    "--subresource=status",
+                ],
+                true,
+            ),
             (
                 &["get", "secrets/restore-hooks-plan-key", "-n", NAMESPACE],
                 true,
@@ -193,6 +202,8 @@ fn the_service_account_may_do_what_the_product_needs_and_nothing_more() {
             (&["patch", "clusterrestorehooks.restore-hooks.dev"], false),
             (&["update", "restoreruns.restore-hooks.dev"], false),
             (&["patch", "restoreruns.restore-hooks.dev"], false),
+            (&["patch", "restorerecords.restore-hooks.dev"], false),
+            (&["get", "restorerecords.restore-hooks.dev"], false),
             // Leases: only its own, and no delete.
             (
                 &[
@@ -334,6 +345,15 @@ fn split_mode_runs_webhook_and_controller_under_their_own_accounts() {
                 &[
                     "patch",
                     "restoreruns.restore-hooks.dev",
+                    "--subresource=status",
+                ],
+                false,
+            ),
+            (&["list", "restorerecords.restore-hooks.dev"], false),
+            (
+                &[
+                    "patch",
+                    "restorerecords.restore-hooks.dev",
                     "--subresource=status",
                 ],
                 false,

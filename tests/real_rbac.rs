@@ -162,6 +162,25 @@ fn prepare(install: &Install, round: usize) {
             .to_string(),
     ])
     .unwrap();
+    // Its record, of a pod long gone: deleted with it.
+    let part = format!("{stale}-0");
+    create(
+        cp,
+        &json!({"apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreRecord",
+                "metadata": {"name": part},
+                "spec": {"restore": stale, "restoreRun": stale, "part": 0}}),
+    );
+    cp.kubectl_ok([
+        "patch",
+        "restorerecords.restore-hooks.dev",
+        &part,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &json!({"status": {"executions": {"00000000-0000-0000-0000-000000000000": {"plan": "gone", "hooks": {"0": "S"}}}}})
+            .to_string(),
+    ])
+    .unwrap();
 }
 
 /// The scenario in namespace `rbac-<round>`. Returns once it completed, or once `enough` says
@@ -325,6 +344,14 @@ fn every_rbac_rule_of_the_chart_is_needed_and_a_missing_one_is_reported() {
         .then_some(())
         .ok_or_else(|| "stale-0 still there".to_string())
     });
+    assert!(
+        get_json(
+            &install.cp,
+            &["get", "restorerecords.restore-hooks.dev", "stale-0-0"]
+        )
+        .is_none(),
+        "the expired RestoreRun's record was deleted before it"
+    );
     controller.assert_no_forbidden();
     webhook.assert_no_forbidden();
     finish(&mut controller, &mut webhook);

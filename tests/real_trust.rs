@@ -299,14 +299,45 @@ fn a_hook_never_runs_again_after_its_status_is_removed_and_the_leader_is_killed(
     assert_eq!(mark_lines(&mark).len(), 1);
     let uid = done["metadata"]["uid"].as_str().unwrap().to_string();
     // The record holds the result before the leader goes.
-    wait_until("the record of the hook", Duration::from_secs(30), || {
-        let run = get_json(cp, &["get", "restoreruns.restore-hooks.dev", "r-tamper"])
-            .ok_or("no RestoreRun")?;
-        let entry = &run["status"]["executions"][&uid];
+    let record = wait_until("the record of the hook", Duration::from_secs(30), || {
+        let record = get_json(
+            cp,
+            &["get", "restorerecords.restore-hooks.dev", "r-tamper-0"],
+        )
+        .ok_or("no RestoreRecord")?;
+        let entry = &record["status"]["executions"][&uid];
         (entry["hooks"]["0"] == "S")
-            .then_some(())
+            .then_some(record.clone())
             .ok_or_else(|| entry.to_string())
     });
+    // Owned by the restore's RestoreRun: it goes when the RestoreRun goes.
+    let owner = &record["metadata"]["ownerReferences"][0];
+    assert_eq!(owner["kind"], "RestoreRun", "{record}");
+    assert_eq!(owner["name"], "r-tamper", "{record}");
+    assert_eq!(record["spec"]["restoreRun"], "r-tamper", "{record}");
+    // Who may change pods in the namespace may not touch the record: removing the pod's entry is
+    // refused by RBAC (the record is granted to the controller alone).
+    let dev = team_member_without_exec(&install, ns, "dev");
+    let forget = json!({"status": {"executions": {&uid: null}}}).to_string();
+    let out = kubectl_stdin(
+        cp,
+        &dev,
+        &[
+            "patch",
+            "restorerecords.restore-hooks.dev",
+            "r-tamper-0",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &forget,
+        ],
+        "",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("forbidden"),
+        "a namespace's team member changed the controller's record: {stderr}"
+    );
 
     // The reset through pods/status (which accepts metadata changes), by the admin.
     let reset = json!({"metadata": {

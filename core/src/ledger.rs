@@ -1,7 +1,12 @@
 //! The controller's own record of what it ran (docs/behaviour.md §9.5): per pod uid, the plan the
 //! pod carried when the controller first saw it and every hook that started, with its result once
-//! known. It lives in the `status.executions` of the restore's RestoreRun, which only the
-//! controller may write (the status subresource; no role but the controller's grants it).
+//! known. It lives in the restore's `RestoreRecord`s (cluster-scoped, owned by its RestoreRun),
+//! which only the controller may write (no role but the controller's grants them).
+//!
+//! The record is split into parts of at most [`PODS_PER_RECORD`] pods: every start waits for its
+//! write, and the API server rewrites, stores and returns the whole object on each write, so one
+//! object holding a large restore's every pod made each start slower as the restore grew. A pod
+//! joins the newest part when the controller first records it and stays there.
 //!
 //! The pod's own `restore-hooks.dev/status` is signed, but an older signed status of the same pod
 //! is still a valid signature: a status rolled back, or removed, through any path that escaped
@@ -25,10 +30,30 @@ use crate::exec_step::{align, timestamp};
 use crate::hooks::plan::{ExecPlan, ExecStatus, HookPhase};
 use crate::trust::Rejection;
 
-/// The most pods one RestoreRun records (about 90 bytes each: well inside the API server's
-/// object size limit, with room for the rest of the status). A restore with more pods that have
-/// exec hooks must be split.
+/// The most pods one restore's record holds (it is held in the controller's memory, and read
+/// whole by each new leader). A restore with more pods that have exec hooks must be split.
 pub const MAX_RECORDED_PODS: usize = 10_000;
+
+/// The most pods one `RestoreRecord` holds (about 90 bytes each, as much again in the object's
+/// `managedFields`): small enough that a write costs the API server little, large enough that the
+/// pods whose hooks run at one time share one part and one write.
+pub const PODS_PER_RECORD: usize = 200;
+
+/// The name of part `part` of the record of RestoreRun `run`: `<run>-<part>`, or, when that would
+/// be longer than an object name may be, the run's name shortened with a hash of it.
+pub fn record_name(run: &str, part: u32) -> String {
+    let suffix = format!("-{part}");
+    if run.len() + suffix.len() <= 253 {
+        return format!("{run}{suffix}");
+    }
+    let hash = ring::digest::digest(&ring::digest::SHA256, run.as_bytes());
+    let hash: String = hash.as_ref()[..4]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let base = run[..200].trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    format!("{base}-{hash}{suffix}")
+}
 
 /// One pod's entry in `status.executions` (keyed by the pod's uid).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -428,6 +453,38 @@ mod tests {
                 _ => panic!("{recorded:?} {holder:?}: got {got:?}, want {want:?}"),
             }
         }
+    }
+
+    #[test]
+    fn record_parts_have_valid_distinct_names() {
+        let long = "a".repeat(253);
+        let dotted = format!("{}.{}", "b".repeat(199), "c".repeat(53));
+        let rows: Vec<(&str, u32, &str)> = vec![
+            ("nightly", 0, "nightly-0"),
+            ("nightly", 12, "nightly-12"),
+            // "nightly-1" part 2 is not "nightly" part 12.
+            ("nightly-1", 2, "nightly-1-2"),
+            (&long, 3, ""),
+            (&dotted, 0, ""),
+        ];
+        for (run, part, want) in rows {
+            let got = record_name(run, part);
+            if !want.is_empty() {
+                assert_eq!(got, want);
+            }
+            assert!(got.len() <= 253, "{got}");
+            assert!(got.ends_with(&format!("-{part}")), "{got}");
+            let valid = got
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+                && got.as_bytes()[0].is_ascii_alphanumeric();
+            assert!(valid, "{got}");
+        }
+        // Shortened names stay distinct across runs and parts.
+        let other = format!("{}b", "a".repeat(252));
+        assert_ne!(record_name(&long, 0), record_name(&other, 0));
+        assert_ne!(record_name(&long, 0), record_name(&long, 1));
+        assert!(!record_name(&dotted, 0).contains(".-"));
     }
 
     #[test]

@@ -104,9 +104,9 @@ pub enum Rejection {
         recorded: String,
     },
     #[error(
-        "RestoreRun {run} already records {pods} pods, the most one restore may hold; this pod's \
-         hooks are not run (split the restore, or delete finished pods' RestoreRun entries by \
-         deleting the RestoreRun once its pods are gone)"
+        "the record of RestoreRun {run} already holds {pods} pods, the most one restore may hold; \
+         this pod's hooks are not run (split the restore, or, once its pods are gone, delete \
+         RestoreRun {run}, which deletes its record)"
     )]
     /// The restore's record is full (docs/behaviour.md §10): no new pod can be recorded, so none
     /// is run.

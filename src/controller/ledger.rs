@@ -1,28 +1,36 @@
-//! The controller's record of what it ran, kept in each RestoreRun's `status.executions`
+//! The controller's record of what it ran, kept in each restore's `RestoreRecord`s
 //! (docs/behaviour.md §9.5; the rules are in `restore_hooks_core::ledger`). This module loads it
 //! when a replica starts leading and writes to it.
 //!
-//! Writes are JSON merge patches of the status subresource: each adds or raises marks of some
-//! pods' entries and never removes anything, so two writers never undo each other and no
-//! resourceVersion is needed. One write per RestoreRun is in flight at a time; whatever queued
-//! meanwhile goes in the next one, so a burst of hooks costs a few writes, not one per hook.
+//! Writes are JSON merge patches of a part's status subresource: each adds or raises marks of
+//! some pods' entries and never removes anything, so two writers never undo each other and no
+//! resourceVersion is needed. One write per part is in flight at a time; whatever queued
+//! meanwhile goes in the next one, so a burst of hooks costs a few writes, not one per hook. A pod
+//! joins the newest part of its restore when first recorded (a new part once that one holds
+//! `PODS_PER_RECORD`), so the pods whose hooks run together share a part and its writes.
 //!
 //! Only a hook's start is waited for (an exec starts only once its `R` is durable): a claim goes
 //! out with the next write and is in memory at once, so no two pods of this process can hold one
 //! plan; results are written when convenient (they restore a rolled-back status faithfully, but
 //! the start mark alone keeps a hook from running twice).
 //!
-//! The record is read once per leadership (one list), not watched: only the leader writes it, and
-//! a previous leader stops starting execs before its Lease can pass on (see `lease`).
+//! The record is read once per leadership (one list of the parts, one of the RestoreRuns, where
+//! earlier versions kept it), not watched: only the leader writes it, and a previous leader stops
+//! starting execs before its Lease can pass on (see `lease`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube::ResourceExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use restore_hooks_core::hooks::types::{RestoreRun, RestoreRunSpec};
-use restore_hooks_core::ledger::{Attempts, Claim, Execution, Mark, OnePodStart, claim};
+use kube::{Resource, ResourceExt};
+use restore_hooks_core::hooks::types::{
+    RestoreRecord, RestoreRecordSpec, RestoreRun, RestoreRunSpec,
+};
+use restore_hooks_core::ledger::{
+    Attempts, Claim, Execution, Mark, OnePodStart, PODS_PER_RECORD, claim, record_name,
+};
 use restore_hooks_core::tally::restore_run_name;
 use restore_hooks_core::trust::Rejection;
 use serde_json::json;
@@ -49,10 +57,10 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// Why a start could not be recorded: the exec does not start.
 #[derive(Clone, Debug, thiserror::Error)]
-#[error("its start could not be recorded in RestoreRun {run} ({error})")]
+#[error("its start could not be recorded in RestoreRecord {record} ({error})")]
 pub struct NotRecorded {
-    /// The RestoreRun the start was to be recorded in.
-    pub run: String,
+    /// The part of the record the start was to be written to.
+    pub record: String,
     /// Why the last attempt failed (or that the controller is stopping).
     pub error: String,
 }
@@ -65,26 +73,65 @@ pub struct Ledger {
     loaded: watch::Receiver<bool>,
 }
 
+/// Where a pod's entry is written: part `part` of RestoreRun `run`'s record.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Place {
+    run: String,
+    part: u32,
+}
+
+impl Place {
+    fn name(&self) -> String {
+        record_name(&self.run, self.part)
+    }
+}
+
 #[derive(Default)]
 struct State {
-    /// Entries by pod uid, with the RestoreRun each is in.
-    pods: HashMap<String, (String, Execution)>,
+    /// Entries by pod uid, with the part each is in.
+    pods: HashMap<String, (Place, Execution)>,
     /// Plan id -> the pod uid that holds it.
     plans: HashMap<String, String>,
     /// Pods recorded per RestoreRun (its size bound).
     per_run: HashMap<String, usize>,
+    /// Per RestoreRun, its newest part and how many pods that part holds.
+    newest: HashMap<String, (u32, usize)>,
     /// `runOn: OnePod` hooks: key -> the uid and `namespace/name` of the pod that runs it (its
     /// start recorded, or about to be: see [`Ledger::reserve_one_pod`]).
     one_pod: HashMap<String, (String, String)>,
 }
 
 impl State {
-    fn absorb(&mut self, run: &str, uid: &str, entry: &Execution) {
-        let known = self.pods.contains_key(uid);
+    /// Takes in `entry` of pod `uid`, found in part `part` of the record (`None`: in the
+    /// RestoreRun, where earlier versions kept it, or new); returns the part the pod's entry is
+    /// written to from now on.
+    fn absorb(&mut self, run: &str, uid: &str, entry: &Execution, part: Option<u32>) -> Place {
+        let place = match self.pods.get(uid) {
+            Some((place, _)) => place.clone(),
+            None => {
+                *self.per_run.entry(run.to_string()).or_default() += 1;
+                let newest = self.newest.entry(run.to_string()).or_insert((0, 0));
+                let part = match part {
+                    Some(p) => p,
+                    None if newest.1 >= PODS_PER_RECORD => newest.0 + 1,
+                    None => newest.0,
+                };
+                if part > newest.0 {
+                    *newest = (part, 0);
+                }
+                if part == newest.0 {
+                    newest.1 += 1;
+                }
+                Place {
+                    run: run.to_string(),
+                    part,
+                }
+            }
+        };
         let slot = self
             .pods
             .entry(uid.to_string())
-            .or_insert_with(|| (run.to_string(), Execution::default()));
+            .or_insert_with(|| (place.clone(), Execution::default()));
         slot.1.merge(entry);
         self.plans
             .entry(slot.1.plan.clone())
@@ -94,9 +141,7 @@ impl State {
                 .entry(start.key.clone())
                 .or_insert_with(|| (uid.to_string(), start.pod.clone()));
         }
-        if !known {
-            *self.per_run.entry(run.to_string()).or_default() += 1;
-        }
+        place
     }
 }
 
@@ -105,7 +150,7 @@ type Ack = oneshot::Sender<Result<(), String>>;
 
 /// One change to one pod's entry.
 struct Write {
-    run: String,
+    place: Place,
     restore: String,
     uid: String,
     entry: Execution,
@@ -128,7 +173,8 @@ impl Ledger {
         };
         let task = tokio::spawn(
             Writer {
-                api: Api::all(client),
+                records: Api::all(client.clone()),
+                runs: Api::all(client),
                 state: ledger.state.clone(),
             }
             .run(rx, loaded_tx, stop),
@@ -161,7 +207,9 @@ impl Ledger {
         match claim(uid, plan, recorded, holder, &run, pods)? {
             Claim::Held => {}
             // Under the same lock as the check: no two pods of this process take one plan.
-            Claim::Free => self.record(state, restore, uid, Execution::claimed(plan), None),
+            Claim::Free => {
+                self.record(state, restore, uid, Execution::claimed(plan), None);
+            }
         }
         Ok(())
     }
@@ -229,14 +277,14 @@ impl Ledger {
             entry.one_pod.insert(index.to_string(), start);
         }
         let (ack, done) = oneshot::channel();
-        self.record(self.lock(), restore, uid, entry, Some(ack));
+        let place = self.record(self.lock(), restore, uid, entry, Some(ack));
         let error = match done.await {
             Ok(Ok(())) => return Ok(()),
             Ok(Err(error)) => error,
             Err(_) => STOPPING.to_string(),
         };
         Err(NotRecorded {
-            run: restore_run_name(restore),
+            record: place.name(),
             error,
         })
     }
@@ -280,18 +328,18 @@ impl Ledger {
         uid: &str,
         entry: Execution,
         ack: Option<Ack>,
-    ) {
-        let run = restore_run_name(restore);
-        state.absorb(&run, uid, &entry);
+    ) -> Place {
+        let place = state.absorb(&restore_run_name(restore), uid, &entry, None);
         drop(state);
         // The writer only stops with the leadership, and every worker with it.
         let _ = self.tx.send(Write {
-            run,
+            place: place.clone(),
             restore: restore.to_string(),
             uid: uid.to_string(),
             entry,
             ack,
         });
+        place
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -299,9 +347,9 @@ impl Ledger {
     }
 }
 
-/// What waits to be written to one RestoreRun.
-#[derive(Default)]
+/// What waits to be written to one part of the record.
 struct Batch {
+    place: Place,
     restore: String,
     entries: BTreeMap<String, Execution>,
     acks: Vec<Ack>,
@@ -310,7 +358,8 @@ struct Batch {
 }
 
 struct Writer {
-    api: Api<RestoreRun>,
+    records: Api<RestoreRecord>,
+    runs: Api<RestoreRun>,
     state: Arc<Mutex<State>>,
 }
 
@@ -323,40 +372,46 @@ impl Writer {
     ) {
         self.load(&stop).await;
         loaded.send_replace(true);
-        let mut pending: HashMap<String, Batch> = HashMap::new();
-        let mut in_flight: JoinSet<(String, Result<(), String>, Vec<Ack>)> = JoinSet::new();
-        let mut busy: std::collections::HashSet<String> = Default::default();
+        let mut pending: HashMap<Place, Batch> = HashMap::new();
+        let mut in_flight: JoinSet<(Place, Result<(), String>, Vec<Ack>)> = JoinSet::new();
+        let mut busy: std::collections::HashSet<Place> = Default::default();
         loop {
             // Start every batch that may go: urgent ones now, lazy ones when due.
             let now = tokio::time::Instant::now();
-            let ready: Vec<String> = pending
+            let ready: Vec<Place> = pending
                 .iter()
-                .filter(|(run, b)| {
-                    !busy.contains(*run) && (!b.acks.is_empty() || b.due.is_some_and(|d| d <= now))
+                .filter(|(place, b)| {
+                    !busy.contains(*place)
+                        && (!b.acks.is_empty() || b.due.is_some_and(|d| d <= now))
                 })
-                .map(|(run, _)| run.clone())
+                .map(|(place, _)| place.clone())
                 .collect();
-            for run in ready {
-                let batch = pending.remove(&run).expect("listed above");
-                busy.insert(run.clone());
-                let api = self.api.clone();
+            for place in ready {
+                let batch = pending.remove(&place).expect("listed above");
+                busy.insert(place.clone());
+                let (records, runs) = (self.records.clone(), self.runs.clone());
                 let stop = stop.clone();
                 in_flight.spawn(async move {
-                    let result = write(&api, &run, &batch.restore, &batch.entries, &stop).await;
-                    (run, result, batch.acks)
+                    let result = write(&records, &runs, &batch, &stop).await;
+                    (batch.place, result, batch.acks)
                 });
             }
             let next_due = pending
                 .iter()
-                .filter(|(run, _)| !busy.contains(*run))
+                .filter(|(place, _)| !busy.contains(*place))
                 .filter_map(|(_, b)| b.due)
                 .min();
             tokio::select! {
                 _ = stop.cancelled(), if in_flight.is_empty() => return,
                 write = rx.recv() => {
                     let Some(w) = write else { return };
-                    let batch = pending.entry(w.run.clone()).or_default();
-                    batch.restore = w.restore;
+                    let batch = pending.entry(w.place.clone()).or_insert_with(|| Batch {
+                        place: w.place,
+                        restore: w.restore,
+                        entries: BTreeMap::new(),
+                        acks: Vec::new(),
+                        due: None,
+                    });
                     batch.entries.entry(w.uid).or_default().merge(&w.entry);
                     match w.ack {
                         Some(ack) => batch.acks.push(ack),
@@ -366,10 +421,10 @@ impl Writer {
                     }
                 }
                 Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
-                    let Ok((run, result, acks)) = done else { continue };
-                    busy.remove(&run);
+                    let Ok((place, result, acks)) = done else { continue };
+                    busy.remove(&place);
                     if let Err(e) = &result {
-                        warn!(restorerun = %run, error = %e, "could not write the record of started hooks; hooks waiting for it do not start");
+                        warn!(restorerecord = %place.name(), restorerun = %place.run, error = %e, "could not write the record of started hooks; hooks waiting for it do not start");
                     }
                     for ack in acks {
                         let _ = ack.send(result.clone());
@@ -380,30 +435,51 @@ impl Writer {
         }
     }
 
-    /// Reads every RestoreRun's record (retried until it works or the leadership ends).
+    /// Reads the whole record: every RestoreRecord, and the RestoreRuns, where versions before
+    /// the record had parts kept it (retried until it works or the leadership ends).
     async fn load(&self, stop: &CancellationToken) {
         let mut backoff = ApiBackoff::default();
         loop {
-            match self.api.list(&ListParams::default()).await {
-                Ok(runs) => {
+            let read = async {
+                let records = self.records.list(&ListParams::default()).await?;
+                let runs = self.runs.list(&ListParams::default()).await?;
+                Ok::<_, kube::Error>((records, runs))
+            };
+            match read.await {
+                Ok((records, runs)) => {
                     let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
                     let mut pods = 0;
+                    // Parts first: a pod also found in its RestoreRun keeps its part.
+                    for record in &records {
+                        let place = (&record.spec.restore_run, record.spec.part);
+                        for (uid, entry) in record.status.iter().flat_map(|s| &s.executions) {
+                            state.absorb(place.0, uid, entry, Some(place.1));
+                            pods += 1;
+                        }
+                    }
                     for run in &runs {
                         let name = run.name_any();
                         for (uid, entry) in run.status.iter().flat_map(|s| &s.executions) {
-                            state.absorb(&name, uid, entry);
+                            state.absorb(&name, uid, entry, None);
                             pods += 1;
                         }
                     }
                     info!(
                         restoreruns = runs.items.len(),
-                        pods, "read the record of started hooks"
+                        restorerecords = records.items.len(),
+                        pods,
+                        "read the record of started hooks"
                     );
                     return;
                 }
                 Err(e) => {
                     let wait = backoff.after(Some(&e));
-                    warn!(error = %e, retry_in = ?wait, "cannot read the RestoreRuns (the record of started hooks); no hook starts until it is read");
+                    let missing = matches!(&e, kube::Error::Api(s) if s.code == 404);
+                    if missing {
+                        warn!(error = %e, retry_in = ?wait, "the RestoreRecord CRD is not installed: no hook starts until it is; apply the chart's CRDs (kubectl apply --server-side -f charts/restore-hooks/crds/)");
+                    } else {
+                        warn!(error = %e, retry_in = ?wait, "cannot read the record of started hooks (RestoreRecords, RestoreRuns); no hook starts until it is read");
+                    }
                     tokio::select! {
                         _ = stop.cancelled() => return,
                         _ = tokio::time::sleep(wait) => {}
@@ -421,9 +497,9 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
-/// One merge patch of the RestoreRun's status (creating the RestoreRun first if it does not
-/// exist yet), retried with backoff until it lands, fails for good, or `stop` (the end of the
-/// leadership) is cancelled.
+/// One merge patch of a record part's status (creating the part, and its RestoreRun, first when
+/// they do not exist yet), retried with backoff until it lands, fails for good, or `stop` (the
+/// end of the leadership) is cancelled.
 ///
 /// On `stop` no new attempt is made, and a request still unanswered after [`STOP_GRACE`] is
 /// abandoned; its waiters are told their start was not recorded: a leader that lost its Lease
@@ -431,13 +507,13 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 /// request cut off may still have landed; then the record shows a start that never ran, and the
 /// next leader ends that hook interrupted rather than running it: never twice.
 async fn write(
-    api: &Api<RestoreRun>,
-    run: &str,
-    restore: &str,
-    entries: &BTreeMap<String, Execution>,
+    records: &Api<RestoreRecord>,
+    runs: &Api<RestoreRun>,
+    batch: &Batch,
     stop: &CancellationToken,
 ) -> Result<(), String> {
-    let body = json!({"status": {"executions": entries}});
+    let name = batch.place.name();
+    let body = json!({"status": {"executions": batch.entries}});
     let mut backoff = ApiBackoff::default();
     let since = tokio::time::Instant::now();
     let mut refused = 0;
@@ -445,7 +521,7 @@ async fn write(
         let params = PatchParams::default();
         let patch = Patch::Merge(&body);
         let patched = tokio::select! {
-            patched = api.patch_status(run, &params, &patch) => patched,
+            patched = records.patch_status(&name, &params, &patch) => patched,
             _ = async {
                 stop.cancelled().await;
                 tokio::time::sleep(STOP_GRACE).await;
@@ -454,8 +530,8 @@ async fn write(
         let error = match patched {
             Ok(_) => return Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => {
-                match create_restore_run(api, run, restore).await {
-                    Ok(_) => continue,
+                match create_record(records, runs, &batch.place, &batch.restore).await {
+                    Ok(()) => continue,
                     Err(e) => e,
                 }
             }
@@ -472,6 +548,37 @@ async fn write(
             _ = stop.cancelled() => return Err(STOPPING.to_string()),
             _ = tokio::time::sleep(backoff.after(Some(&error))) => {}
         }
+    }
+}
+
+/// Creates a part of the record unless it exists, owned by its RestoreRun (created first when
+/// missing): deleting the RestoreRun deletes its record with it.
+async fn create_record(
+    records: &Api<RestoreRecord>,
+    runs: &Api<RestoreRun>,
+    place: &Place,
+    restore: &str,
+) -> kube::Result<()> {
+    let run = create_restore_run(runs, &place.run, restore).await?;
+    let mut record = RestoreRecord::new(
+        &place.name(),
+        RestoreRecordSpec {
+            restore: restore.to_string(),
+            restore_run: place.run.clone(),
+            part: place.part,
+        },
+    );
+    record.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: RestoreRun::api_version(&()).into_owned(),
+        kind: RestoreRun::kind(&()).into_owned(),
+        name: place.run.clone(),
+        uid: run.uid().unwrap_or_default(),
+        ..OwnerReference::default()
+    }]);
+    match records.create(&PostParams::default(), &record).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -494,5 +601,48 @@ pub async fn create_restore_run(
         }
         Err(kube::Error::Api(s)) if s.code == 409 => api.get(run).await,
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part_of(state: &mut State, run: &str, uid: &str, found_in: Option<u32>) -> u32 {
+        state
+            .absorb(
+                run,
+                uid,
+                &Execution::claimed(&format!("plan-{uid}")),
+                found_in,
+            )
+            .part
+    }
+
+    #[test]
+    fn pods_fill_the_newest_part_and_keep_theirs() {
+        let mut state = State::default();
+        for i in 0..PODS_PER_RECORD {
+            assert_eq!(part_of(&mut state, "r", &format!("a{i}"), None), 0);
+        }
+        // The part is full: the next pod opens part 1; a known pod stays where it is.
+        assert_eq!(part_of(&mut state, "r", "b0", None), 1);
+        assert_eq!(part_of(&mut state, "r", "a7", None), 0);
+        // Another restore has its own parts.
+        assert_eq!(part_of(&mut state, "other", "c0", None), 0);
+        assert_eq!(state.per_run["r"], PODS_PER_RECORD + 1);
+
+        // A new leader's read: parts as found, and new pods join the newest one until it is full.
+        let mut state = State::default();
+        assert_eq!(part_of(&mut state, "r", "a0", Some(0)), 0);
+        for i in 0..PODS_PER_RECORD - 1 {
+            assert_eq!(part_of(&mut state, "r", &format!("b{i}"), Some(3)), 3);
+        }
+        assert_eq!(part_of(&mut state, "r", "a1", Some(0)), 0);
+        // An entry an earlier version kept in the RestoreRun (read after the parts): a pod found
+        // in a part keeps it; one found only there joins the newest part.
+        assert_eq!(part_of(&mut state, "r", "b0", None), 3);
+        assert_eq!(part_of(&mut state, "r", "old", None), 3);
+        assert_eq!(part_of(&mut state, "r", "new", None), 4);
     }
 }

@@ -5,7 +5,7 @@
 //! - [`reconcile`]: the pending-pod watch and one worker per pending pod;
 //! - [`slots`]: exec slots shared fairly across namespaces;
 //! - [`status`], [`events`]: what the controller writes on pods;
-//! - [`ledger`]: the controller's own record of what ran, in the RestoreRuns;
+//! - [`ledger`]: the controller's own record of what ran, in the RestoreRecords;
 //! - [`object_status`]: RestoreHook / ClusterRestoreHook / RestoreRun status, counted over the
 //!   [`marked_pods`];
 //! - [`one_pod_board`], [`hook_runs`]: what the workers of one restore's pods share, for

@@ -31,7 +31,8 @@ use kube::runtime::watcher::{self, Event};
 use restore_hooks_core::hooks::compiled::SourceKind;
 use restore_hooks_core::hooks::plan::{ExecPlan, ExecStatus, RESTORE_RUN_LABEL};
 use restore_hooks_core::hooks::types::{
-    ClusterRestoreHook, FailedPod, HookCounts, HookObjectStatus, OnePodRun, RestoreHook, RestoreRun,
+    ClusterRestoreHook, FailedPod, HookCounts, HookObjectStatus, OnePodRun, RestoreHook,
+    RestoreRecord, RestoreRun,
 };
 use restore_hooks_core::tally::{Contribution, Target, restore_run_name, run_phase, tally_pod};
 use restore_hooks_core::trust::{PodFacts, verify};
@@ -987,6 +988,17 @@ impl Writer {
         let Ok(runs) = api.list(&ListParams::default()).await else {
             return;
         };
+        let records: Api<RestoreRecord> = Api::all(self.client.clone());
+        let Ok(parts) = records.list(&ListParams::default()).await else {
+            return;
+        };
+        let mut record_of: HashMap<&str, Vec<&RestoreRecord>> = HashMap::new();
+        for part in &parts {
+            record_of
+                .entry(part.spec.restore_run.as_str())
+                .or_default()
+                .push(part);
+        }
         let retention = jiff::SignedDuration::try_from(self.config.restore_run_retention)
             .unwrap_or(jiff::SignedDuration::MAX);
         let now = Timestamp::now();
@@ -1002,15 +1014,31 @@ impl Writer {
             if status.phase == "InProgress" || now.duration_since(done) < retention {
                 continue;
             }
-            if let Some(live) = status
-                .executions
-                .keys()
+            let name = run.name_any();
+            let parts = record_of.get(name.as_str()).map_or(&[][..], Vec::as_slice);
+            let recorded = parts
+                .iter()
+                .flat_map(|p| p.status.iter().flat_map(|s| s.executions.keys()))
+                .chain(status.executions.keys());
+            if let Some(live) = recorded
+                .into_iter()
                 .find(|uid| self.pods.contains_key(*uid))
             {
-                debug!(restorerun = %run.name_any(), pod_uid = %live, "kept past its retention period: a pod it ran hooks on still exists");
+                debug!(restorerun = %name, pod_uid = %live, "kept past its retention period: a pod it ran hooks on still exists");
                 continue;
             }
-            let name = run.name_any();
+            // The record first: a RestoreRun left behind without it is deleted by the next sweep,
+            // a record without its RestoreRun would be kept by nothing (the garbage collector
+            // deletes it too, through its owner reference, where one runs).
+            for part in parts {
+                if let Err(e) = records
+                    .delete(&part.name_any(), &DeleteParams::default())
+                    .await
+                    && !matches!(&e, kube::Error::Api(s) if s.code == 404)
+                {
+                    warn!(restorerecord = %part.name_any(), error = %e, "could not delete part of an expired RestoreRun's record");
+                }
+            }
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {
                     info!(restorerun = %name, completed_at = ?status.completed_at, "RestoreRun past its retention period; deleted");

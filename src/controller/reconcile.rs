@@ -633,7 +633,7 @@ impl PodWorker {
                     self.shared.metrics.status_rollbacks.inc();
                     let message = format!(
                         "the pod's restore-hooks.dev/status no longer showed hooks that had started: \
-                         {}; it was rolled back or removed. The controller's record in RestoreRun {} \
+                         {}; it was rolled back or removed. The controller's record of RestoreRun {} \
                          wins: they are not run again",
                         names(&reconciled.rolled_back),
                         restore_hooks_core::tally::restore_run_name(&plan.restore)

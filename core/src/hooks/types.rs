@@ -3,7 +3,8 @@
 //! - Velero's `Restore` (only what hooks need; Velero owns it and we never write it);
 //! - our `RestoreHook` (namespaced) and `ClusterRestoreHook` (cluster-scoped, with a
 //!   `namespaceSelector`), whose CRDs are generated from these types;
-//! - `RestoreRun`, the controller's cluster-scoped view of one restore.
+//! - `RestoreRun`, the controller's cluster-scoped view of one restore, and `RestoreRecord`, the
+//!   parts of its record of which hooks started.
 //!
 //! The CRD schemas carry bounds (`maxItems`, `maxLength`, enums, CEL rules) so that `kubectl
 //! apply` refuses a definition that could never work, instead of the webhook denying every
@@ -509,9 +510,47 @@ pub struct RestoreRunStatus {
     /// `False` while `InProgress`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
-    /// The controller's record of what it ran, by pod uid: the plan each pod carried and the hooks
-    /// that started (docs/behaviour.md §9.5). Only the controller writes it; a hook recorded here
-    /// never starts again, whatever the pod's status says.
+    /// Where controllers before the record moved to `RestoreRecord`s kept it (docs/behaviour.md
+    /// §9.5): still read, so that an upgrade in the middle of a restore forgets nothing, and never
+    /// written any more.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub executions: BTreeMap<String, crate::ledger::Execution>,
+}
+
+/// One part of the controller's record of which hooks started (docs/behaviour.md §9.5): the
+/// entries of up to `restore_hooks_core::ledger::PODS_PER_RECORD` pods of one restore. Written by
+/// the controller only; granted to no other role.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "restore-hooks.dev",
+    version = "v1alpha1",
+    kind = "RestoreRecord",
+    status = "RestoreRecordStatus",
+    crates(kube_core = "::kube_core"),
+    doc = "Part of restore-hooks' record of which hooks started, for one restore (the pods' entries, by uid). Written by the controller only.",
+    printcolumn = r#"{"name":"RestoreRun","type":"string","jsonPath":".spec.restoreRun"}"#,
+    printcolumn = r#"{"name":"Part","type":"integer","jsonPath":".spec.part"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreRecordSpec {
+    /// The restore's full name.
+    #[schemars(length(max = 253))]
+    pub restore: String,
+    /// The name of the restore's RestoreRun (which owns this object).
+    #[schemars(length(max = 253))]
+    pub restore_run: String,
+    /// Which part of the restore's record (0, 1, ...): pods are added to the newest part until it
+    /// holds its share.
+    pub part: u32,
+}
+
+/// The entries of one part of the record.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreRecordStatus {
+    /// By pod uid: the plan each pod carried when the controller first saw it and the hooks that
+    /// started. A hook recorded here never starts again, whatever the pod's status says.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub executions: BTreeMap<String, crate::ledger::Execution>,
 }

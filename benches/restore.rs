@@ -473,10 +473,8 @@ fn run(config: &Config) {
         sizes.iter().min().unwrap_or(&0),
         sizes.iter().max().unwrap_or(&0)
     );
-    let counted = metric(
-        &replica.controller().metrics(),
-        "restore_hooks_exec_hooks_total",
-    );
+    let controller_metrics = replica.controller().metrics();
+    let counted = metric(&controller_metrics, "restore_hooks_exec_hooks_total");
     assert_eq!(counted, (2 * n) as f64, "hooks counted by the controller");
 
     // A leader change: a second controller replica (its own start-up as a standby), then the
@@ -571,9 +569,29 @@ fn run(config: &Config) {
         }
     }
     for name in &webhook_names {
-        let h = Histogram::delta(&metrics_before, &metrics_after, name);
+        let h = Histogram::delta(
+            &metrics_before,
+            &metrics_after,
+            ADMISSION_HISTOGRAM,
+            Some(name),
+        );
         println!(
             "| admission ({name}), {} calls | {} |",
+            h.count,
+            h.summary()
+        );
+    }
+    // Where a hook's exec slot goes: the writes before its exec, and the exec itself.
+    for (what, histogram) in [
+        (
+            "exec slot -> exec start (Running record, record of the start)",
+            "restore_hooks_exec_start_delay_seconds",
+        ),
+        ("exec start -> exit", "restore_hooks_exec_duration_seconds"),
+    ] {
+        let h = Histogram::delta("", &controller_metrics, histogram, None);
+        println!(
+            "| controller: {what}, {} hooks | {} |",
             h.count,
             h.summary()
         );
@@ -1132,8 +1150,8 @@ fn components() -> BTreeMap<u32, (String, f64)> {
     found
 }
 
-/// The delta of one webhook's admission-duration histogram between two scrapes, summed over its
-/// other labels (operation, rejected, type).
+/// The delta of a histogram between two scrapes: `metric` (of one webhook, `name=<webhook>`, when
+/// given), summed over its other labels (operation, rejected, type).
 struct Histogram {
     /// (upper bound, cumulative count), ascending; the last bound is +Inf.
     buckets: Vec<(f64, f64)>,
@@ -1141,9 +1159,9 @@ struct Histogram {
 }
 
 impl Histogram {
-    fn delta(before: &str, after: &str, webhook: &str) -> Histogram {
-        let b = Self::buckets(before, webhook);
-        let a = Self::buckets(after, webhook);
+    fn delta(before: &str, after: &str, metric: &str, webhook: Option<&str>) -> Histogram {
+        let b = Self::buckets(before, metric, webhook);
+        let a = Self::buckets(after, metric, webhook);
         let buckets: Vec<(f64, f64)> = a
             .iter()
             .map(|(le, n)| {
@@ -1155,8 +1173,8 @@ impl Histogram {
         Histogram { buckets, count }
     }
 
-    fn buckets(text: &str, webhook: &str) -> Vec<(f64, f64)> {
-        let bucket = format!("{ADMISSION_HISTOGRAM}_bucket{{");
+    fn buckets(text: &str, metric: &str, webhook: Option<&str>) -> Vec<(f64, f64)> {
+        let bucket = format!("{metric}_bucket{{");
         let mut sums: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
         for line in text.lines() {
             let Some(rest) = line.strip_prefix(&bucket) else {
@@ -1166,7 +1184,7 @@ impl Histogram {
                 continue;
             };
             let labels = parse_labels(labels);
-            if labels.get("name").map(String::as_str) != Some(webhook) {
+            if webhook.is_some_and(|w| labels.get("name").map(String::as_str) != Some(w)) {
                 continue;
             }
             let (Some(le), Ok(value)) = (

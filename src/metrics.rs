@@ -79,6 +79,8 @@ pub struct Metrics {
     pub exec_retries: IntCounterVec,
     /// `restore_hooks_exec_duration_seconds`: exec hooks' durations, exec start to exit.
     pub exec_duration: Histogram,
+    /// `restore_hooks_exec_start_delay_seconds`: from a hook's exec slot to its exec starting.
+    pub exec_start_delay: Histogram,
     /// `restore_hooks_pending_pods`: pods labelled `restore-hooks.dev/exec=pending` being tracked.
     pub pending_pods: IntGauge,
     /// `result`: `success`, `error`.
@@ -167,6 +169,17 @@ impl Metrics {
             )
             .buckets(vec![
                 0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+            ]),
+        )
+        .expect("valid metric");
+        let exec_start_delay = Histogram::with_opts(
+            HistogramOpts::new(
+                "restore_hooks_exec_start_delay_seconds",
+                "Time from a hook's exec slot to its exec starting: its Running record on the pod \
+                 and the controller's record of its start, both written first",
+            )
+            .buckets(vec![
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0,
             ]),
         )
         .expect("valid metric");
@@ -286,6 +299,7 @@ impl Metrics {
             Box::new(exec_hooks.clone()),
             Box::new(exec_retries.clone()),
             Box::new(exec_duration.clone()),
+            Box::new(exec_start_delay.clone()),
             Box::new(pending_pods.clone()),
             Box::new(tls_reloads.clone()),
             Box::new(leader.clone()),
@@ -332,6 +346,7 @@ impl Metrics {
             exec_hooks,
             exec_retries,
             exec_duration,
+            exec_start_delay,
             pending_pods,
             tls_reloads,
             leader,

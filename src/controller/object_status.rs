@@ -399,9 +399,13 @@ impl Writer {
                     self.flush().await;
                 }
             }
-            if flush_at.is_none() {
-                flush_at = self.next_flush();
-            }
+            // The earliest of what was due and what is due now: a RestoreRun that changes while
+            // the hook objects wait out their pacing is written at its own pace, not theirs.
+            // (Never later than before: a stream of changes must not keep pushing a flush out.)
+            flush_at = match (flush_at, self.next_flush()) {
+                (Some(at), Some(next)) => Some(at.min(next)),
+                (at, next) => at.or(next),
+            };
         }
     }
 

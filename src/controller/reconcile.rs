@@ -794,6 +794,7 @@ impl PodWorker {
         let Some(keys) = self.shared.keys.current() else {
             return Flow::Wait;
         };
+        let granted = Instant::now();
         let hook = plan.hooks[index].clone();
         // A OnePod hook is taken for this pod before anything is written: of two pods that both
         // saw themselves chosen, one starts it and the other records it ran elsewhere (§6.15).
@@ -885,6 +886,10 @@ impl PodWorker {
             });
             return Flow::Again;
         }
+        self.shared
+            .metrics
+            .exec_start_delay
+            .observe(granted.elapsed().as_secs_f64());
         let timeout_ms = hook
             .exec_timeout_ms
             .min(self.shared.engine.max_exec_timeout_ms);

@@ -720,6 +720,40 @@ async fn a_restarted_controller_never_runs_a_hook_twice() {
     .await;
 }
 
+/// A controller that stops (SIGTERM, or the end of its leadership) writes the results still
+/// waiting for company before it lets go: the next leader reads a record that has them
+/// (docs/behaviour.md §9.5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_controller_writes_the_results_it_has_not_recorded_yet() {
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        let ctl = start(&bed, "a");
+        create(
+            &bed,
+            "p",
+            numbered(vec![hook("quick", "db", "echo run >> quick.txt")]),
+            json!({}),
+        )
+        .await;
+        let (label, _) = finished(&bed, "p").await;
+        assert_eq!(label, "done");
+        // At once: the result waits up to a second for company before its own write.
+        ctl.stop().await.expect("controller stops cleanly");
+        let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NS);
+        let uid = pods.get("p").await.unwrap().metadata.uid.unwrap();
+        let record = restore_hooks::testbed::recorded(&bed.client, restore_hooks::testbed::RESTORE)
+            .await
+            .unwrap();
+        assert_eq!(
+            record.get(&uid).and_then(|e| e.mark(0)),
+            Some(restore_hooks::ledger::Mark::Succeeded),
+            "{record:?}"
+        );
+        bed.stop().await;
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_execs_and_a_successor_takes_over() {
     bounded(Duration::from_secs(60), async {

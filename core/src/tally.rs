@@ -141,11 +141,7 @@ pub fn restore_run_name(restore: &str) -> String {
     if valid {
         return restore.to_string();
     }
-    let hash = ring::digest::digest(&ring::digest::SHA256, restore.as_bytes());
-    let suffix: String = hash.as_ref()[..4]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let suffix = name_hash(restore);
     let mut base: String = restore
         .to_ascii_lowercase()
         .chars()
@@ -166,6 +162,15 @@ pub fn restore_run_name(restore: &str) -> String {
     } else {
         format!("{base}-{suffix}")
     }
+}
+
+/// 8 hex digits of the SHA-256 of `s`: what keeps a shortened object name distinct.
+pub(crate) fn name_hash(s: &str) -> String {
+    let hash = ring::digest::digest(&ring::digest::SHA256, s.as_bytes());
+    hash.as_ref()[..4]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[cfg(test)]

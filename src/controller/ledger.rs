@@ -41,8 +41,9 @@ use tracing::{info, warn};
 
 use crate::backoff::{ApiBackoff, is_transient};
 
-/// How long claims and results wait for company before they are written on their own.
-const LAZY: Duration = Duration::from_millis(250);
+/// How long claims and results wait for company (a start's write of the same part) before they
+/// are written on their own: nothing waits for them, and each write of its own is a request.
+const LAZY: Duration = Duration::from_secs(1);
 /// Refusals of one write before its waiters are told it failed (backoff 200 ms doubling,
 /// jittered).
 const ATTEMPTS: u32 = 5;
@@ -376,13 +377,21 @@ impl Writer {
         let mut in_flight: JoinSet<(Place, Result<(), String>, Vec<Ack>)> = JoinSet::new();
         let mut busy: std::collections::HashSet<Place> = Default::default();
         loop {
+            let stopping = stop.is_cancelled();
+            if stopping {
+                // No start is written once the leadership ended: dropping its batch tells its
+                // worker so, and the hook goes back to Pending (docs/behaviour.md §6.10). What
+                // waited for company (claims, results) is written now, once, so that the next
+                // leader reads it; it holds no start that was not recorded before.
+                pending.retain(|_, b| b.acks.is_empty());
+            }
             // Start every batch that may go: urgent ones now, lazy ones when due.
             let now = tokio::time::Instant::now();
             let ready: Vec<Place> = pending
                 .iter()
                 .filter(|(place, b)| {
                     !busy.contains(*place)
-                        && (!b.acks.is_empty() || b.due.is_some_and(|d| d <= now))
+                        && (stopping || !b.acks.is_empty() || b.due.is_some_and(|d| d <= now))
                 })
                 .map(|(place, _)| place.clone())
                 .collect();
@@ -402,7 +411,8 @@ impl Writer {
                 .filter_map(|(_, b)| b.due)
                 .min();
             tokio::select! {
-                _ = stop.cancelled(), if in_flight.is_empty() => return,
+                // Stopping with batches left: the top of the loop writes them (none is busy).
+                _ = stop.cancelled(), if in_flight.is_empty() => if pending.is_empty() { return },
                 write = rx.recv() => {
                     let Some(w) = write else { return };
                     let batch = pending.entry(w.place.clone()).or_insert_with(|| Batch {
@@ -421,7 +431,14 @@ impl Writer {
                     }
                 }
                 Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
-                    let Ok((place, result, acks)) = done else { continue };
+                    let Ok((place, result, acks)) = done else {
+                        // A write that panicked: which part it wrote is lost with it, and no part
+                        // is busy once no write is in flight.
+                        if in_flight.is_empty() {
+                            busy.clear();
+                        }
+                        continue;
+                    };
                     busy.remove(&place);
                     if let Err(e) = &result {
                         warn!(restorerecord = %place.name(), restorerun = %place.run, error = %e, "could not write the record of started hooks; hooks waiting for it do not start");
@@ -451,9 +468,9 @@ impl Writer {
                     let mut pods = 0;
                     // Parts first: a pod also found in its RestoreRun keeps its part.
                     for record in &records {
-                        let place = (&record.spec.restore_run, record.spec.part);
+                        let (run, part) = (&record.spec.restore_run, record.spec.part);
                         for (uid, entry) in record.status.iter().flat_map(|s| &s.executions) {
-                            state.absorb(place.0, uid, entry, Some(place.1));
+                            state.absorb(run, uid, entry, Some(part));
                             pods += 1;
                         }
                     }

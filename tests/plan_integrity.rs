@@ -168,6 +168,40 @@ fn runs(bed: &Testbed, namespace: &str, pod: &str, file: &str) -> usize {
         .count()
 }
 
+/// A pod in `NS` with one hook that appends to `ran.log`, run to `done` once.
+async fn counted_and_done(bed: &Testbed, name: &str) {
+    let pod = bed.planned_pod(
+        NS,
+        name,
+        vec![hook("count", "app", "echo ran >> ran.log")],
+        json!({}),
+    );
+    create(bed, &pod).await;
+    let (label, _) = finished(bed, NS, name).await;
+    assert_eq!(label, "done");
+    assert_eq!(runs(bed, NS, name, "ran.log"), 1);
+}
+
+/// Waits until the controller's record holds hook 0 of pod `uid` as succeeded; its entry.
+async fn recorded_success(bed: &Testbed, uid: &str) -> restore_hooks::ledger::Execution {
+    eventually!("the hook's result in the controller's record", {
+        restore_hooks::testbed::recorded(&bed.client, RESTORE)
+            .await
+            .unwrap()
+            .remove(uid)
+            .filter(|e| e.mark(0) == Some(restore_hooks::ledger::Mark::Succeeded))
+    })
+}
+
+/// The status and its signature removed and the label set back to `pending`: a finished pod
+/// made to look as if none of its hooks had started.
+fn reset_to_pending() -> Value {
+    json!({"metadata": {
+        "annotations": {STATUS_ANNOTATION: null, STATUS_SIGNATURE_ANNOTATION: null},
+        "labels": {EXEC_LABEL: EXEC_PENDING},
+    }})
+}
+
 /// Waits until the controller refused the pod's plan or status (§9.3): label `failed`, a status
 /// whose top-level message names the reason, and a Warning `PlanRejected` Event saying the same.
 /// Returns the message.
@@ -346,22 +380,9 @@ async fn a_finished_pod_reset_to_pending_runs_nothing_again() {
         let bed = testbed().await;
         let first = leading(&bed, "first").await;
         for name in ["reset-0", "flipped-0", "reset-after-failover-0"] {
-            let pod = bed.planned_pod(
-                NS,
-                name,
-                vec![hook("count", "app", "echo ran >> ran.log")],
-                json!({}),
-            );
-            create(&bed, &pod).await;
-            let (label, _) = finished(&bed, NS, name).await;
-            assert_eq!(label, "done");
-            assert_eq!(runs(&bed, NS, name, "ran.log"), 1);
+            counted_and_done(&bed, name).await;
         }
-        let reset = json!({"metadata": {
-            "annotations": {STATUS_ANNOTATION: null, STATUS_SIGNATURE_ANNOTATION: null},
-            "labels": {EXEC_LABEL: EXEC_PENDING},
-        }});
-        patch_pod(&bed, NS, "reset-0", reset.clone()).await;
+        patch_pod(&bed, NS, "reset-0", reset_to_pending()).await;
         patch_pod(
             &bed,
             NS,
@@ -396,15 +417,9 @@ async fn a_finished_pod_reset_to_pending_runs_nothing_again() {
             .metadata
             .uid
             .unwrap();
-        eventually!("the hook's result in the controller's record", {
-            restore_hooks::testbed::recorded(&bed.client, RESTORE)
-                .await
-                .unwrap()
-                .remove(&uid)
-                .filter(|e| e.mark(0) == Some(restore_hooks::ledger::Mark::Succeeded))
-        });
+        recorded_success(&bed, &uid).await;
         first.kill();
-        patch_pod(&bed, NS, "reset-after-failover-0", reset).await;
+        patch_pod(&bed, NS, "reset-after-failover-0", reset_to_pending()).await;
         let second = leading(&bed, "second").await;
         let status = restored(finished(&bed, NS, "reset-after-failover-0").await);
         assert_eq!(status.hooks[0].phase, HookPhase::Succeeded);
@@ -432,22 +447,9 @@ async fn a_record_an_earlier_version_kept_in_the_restore_run_still_counts() {
         let bed = testbed().await;
         let first = leading(&bed, "first").await;
         let name = "upgraded-0";
-        let pod = bed.planned_pod(
-            NS,
-            name,
-            vec![hook("count", "app", "echo ran >> ran.log")],
-            json!({}),
-        );
-        create(&bed, &pod).await;
-        assert_eq!(finished(&bed, NS, name).await.0, "done");
+        counted_and_done(&bed, name).await;
         let uid = get_pod(&bed, NS, name).await.metadata.uid.unwrap();
-        let entry = eventually!("the hook's result in the controller's record", {
-            restore_hooks::testbed::recorded(&bed.client, RESTORE)
-                .await
-                .unwrap()
-                .remove(&uid)
-                .filter(|e| e.mark(0) == Some(restore_hooks::ledger::Mark::Succeeded))
-        });
+        let entry = recorded_success(&bed, &uid).await;
         first.kill();
         // Where an earlier version kept it: the RestoreRun, and no RestoreRecord at all.
         let runs_api: Api<RestoreRun> = Api::all(bed.client.clone());
@@ -470,16 +472,7 @@ async fn a_record_an_earlier_version_kept_in_the_restore_run_still_counts() {
                 .unwrap()
                 .is_empty()
         );
-        patch_pod(
-            &bed,
-            NS,
-            name,
-            json!({"metadata": {
-                "annotations": {STATUS_ANNOTATION: null, STATUS_SIGNATURE_ANNOTATION: null},
-                "labels": {EXEC_LABEL: EXEC_PENDING},
-            }}),
-        )
-        .await;
+        patch_pod(&bed, NS, name, reset_to_pending()).await;
         let second = leading(&bed, "second").await;
         let (label, status) = finished(&bed, NS, name).await;
         assert_eq!(label, "done", "{status:?}");

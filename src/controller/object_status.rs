@@ -1020,28 +1020,32 @@ impl Writer {
             }
             let name = run.name_any();
             let parts = record_of.get(name.as_str()).map_or(&[][..], Vec::as_slice);
-            let recorded = parts
+            let live = parts
                 .iter()
                 .flat_map(|p| p.status.iter().flat_map(|s| s.executions.keys()))
-                .chain(status.executions.keys());
-            if let Some(live) = recorded
-                .into_iter()
-                .find(|uid| self.pods.contains_key(*uid))
-            {
+                .chain(status.executions.keys())
+                .find(|uid| self.pods.contains_key(*uid));
+            if let Some(live) = live {
                 debug!(restorerun = %name, pod_uid = %live, "kept past its retention period: a pod it ran hooks on still exists");
                 continue;
             }
-            // The record first: a RestoreRun left behind without it is deleted by the next sweep,
-            // a record without its RestoreRun would be kept by nothing (the garbage collector
-            // deletes it too, through its owner reference, where one runs).
+            // The record first, and the RestoreRun only once all of it is gone: a RestoreRun
+            // left behind is deleted by the next sweep, a part left behind would be kept by
+            // nothing (the garbage collector deletes it too, through its owner reference, where
+            // one runs).
+            let mut left = 0;
             for part in parts {
                 if let Err(e) = records
                     .delete(&part.name_any(), &DeleteParams::default())
                     .await
                     && !matches!(&e, kube::Error::Api(s) if s.code == 404)
                 {
-                    warn!(restorerecord = %part.name_any(), error = %e, "could not delete part of an expired RestoreRun's record");
+                    warn!(restorerecord = %part.name_any(), error = %e, "could not delete part of an expired RestoreRun's record; trying again at the next sweep");
+                    left += 1;
                 }
+            }
+            if left > 0 {
+                continue;
             }
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {

@@ -32,7 +32,7 @@ use restore_hooks_core::hooks::compiled::SourceKind;
 use restore_hooks_core::hooks::plan::{ExecPlan, ExecStatus, RESTORE_RUN_LABEL};
 use restore_hooks_core::hooks::types::{
     ClusterRestoreHook, FailedPod, HookCounts, HookObjectStatus, OnePodRun, RestoreHook,
-    RestoreRecord, RestoreRun,
+    RestoreRecord, RestoreRun, RestoreRunStatus,
 };
 use restore_hooks_core::tally::{Contribution, Target, restore_run_name, run_phase, tally_pod};
 use restore_hooks_core::trust::{PodFacts, verify};
@@ -992,6 +992,26 @@ impl Writer {
         let Ok(runs) = api.list(&ListParams::default()).await else {
             return;
         };
+        let retention = jiff::SignedDuration::try_from(self.config.restore_run_retention)
+            .unwrap_or(jiff::SignedDuration::MAX);
+        let now = Timestamp::now();
+        let expired = |status: &RestoreRunStatus| {
+            let done = status
+                .completed_at
+                .as_deref()
+                .and_then(|t| t.parse::<Timestamp>().ok());
+            done.is_some_and(|done| {
+                status.phase != "InProgress" && now.duration_since(done) >= retention
+            })
+        };
+        let expired: Vec<RestoreRun> = runs
+            .into_iter()
+            .filter(|run| run.status.as_ref().is_some_and(expired))
+            .collect();
+        if expired.is_empty() {
+            // The record is read only when there is something to delete: it is every pod's entry.
+            return;
+        }
         let records: Api<RestoreRecord> = Api::all(self.client.clone());
         let Ok(parts) = records.list(&ListParams::default()).await else {
             return;
@@ -1003,21 +1023,8 @@ impl Writer {
                 .or_default()
                 .push(part);
         }
-        let retention = jiff::SignedDuration::try_from(self.config.restore_run_retention)
-            .unwrap_or(jiff::SignedDuration::MAX);
-        let now = Timestamp::now();
-        for run in runs {
+        for run in expired {
             let Some(status) = &run.status else { continue };
-            let Some(done) = status
-                .completed_at
-                .as_deref()
-                .and_then(|t| t.parse::<Timestamp>().ok())
-            else {
-                continue;
-            };
-            if status.phase == "InProgress" || now.duration_since(done) < retention {
-                continue;
-            }
             let name = run.name_any();
             let parts = record_of.get(name.as_str()).map_or(&[][..], Vec::as_slice);
             let live = parts

@@ -152,6 +152,16 @@ async fn create_restore_hook(bed: &Testbed, name: &str, spec: Value) {
         .expect("the RestoreHook is created");
 }
 
+/// RestoreHook `name` selecting the pods labelled `app=<app>`, with one exec hook that appends to
+/// `warm.log` in container `app`.
+async fn warming_hook(bed: &Testbed, name: &str, app: &str) {
+    let spec = json!({
+        "labelSelector": {"matchLabels": {"app": app}},
+        "postHooks": [appending_exec("app", "warm.log")],
+    });
+    create_restore_hook(bed, name, spec).await;
+}
+
 async fn create_cluster_hook(bed: &Testbed, name: &str, spec: Value) {
     let api: Api<ClusterRestoreHook> = Api::all(bed.client.clone());
     let crh: ClusterRestoreHook = serde_json::from_value(json!({
@@ -236,15 +246,7 @@ async fn a_restore_hook_created_after_its_pod_runs_its_exec_hook_once() {
         );
         running(&bed, NS, "cache-0").await;
         tokio::time::sleep(Duration::from_secs(2)).await;
-        create_restore_hook(
-            &bed,
-            "cache-warm",
-            json!({
-                "labelSelector": {"matchLabels": {"app": "cache"}},
-                "postHooks": [appending_exec("app", "warm.log")],
-            }),
-        )
-        .await;
+        warming_hook(&bed, "cache-warm", "cache").await;
 
         let (label, status) = finished(&bed, NS, "cache-0").await;
         assert_eq!(label, "done");
@@ -692,15 +694,7 @@ async fn a_late_restore_hook_reaches_its_pod_through_a_moment_of_api_errors() {
         running(&bed, NS, "cache-0").await;
         // Only the late hook writes pods until its plan is on the pod.
         bed.sim.faults().fail_next("patch", "pods", 3);
-        create_restore_hook(
-            &bed,
-            "cache-warm",
-            json!({
-                "labelSelector": {"matchLabels": {"app": "cache"}},
-                "postHooks": [appending_exec("app", "warm.log")],
-            }),
-        )
-        .await;
+        warming_hook(&bed, "cache-warm", "cache").await;
         let (label, status) = finished(&bed, NS, "cache-0").await;
         assert_eq!(label, "done", "{status:?}");
         assert_eq!(runs(&bed, NS, "cache-0", "warm.log"), 1);
@@ -728,15 +722,7 @@ async fn a_pod_marked_after_the_restore_hooks_scan_still_gets_its_hook() {
             restored_pod(NS, "lagging-0", json!({"app": "lagging"})),
         )
         .await;
-        create_restore_hook(
-            &bed,
-            "lagging-warm",
-            json!({
-                "labelSelector": {"matchLabels": {"app": "lagging"}},
-                "postHooks": [appending_exec("app", "warm.log")],
-            }),
-        )
-        .await;
+        warming_hook(&bed, "lagging-warm", "lagging").await;
 
         let (label, _) = finished(&bed, NS, "lagging-0").await;
         assert_eq!(label, "done");
@@ -820,15 +806,7 @@ async fn editing_a_restore_hook_leaves_pods_it_contributed_to_alone() {
 async fn a_new_leader_does_not_read_pods_that_already_show_their_hook_objects() {
     bounded(LIMIT, async {
         let bed = testbed().await;
-        create_restore_hook(
-            &bed,
-            "warm",
-            json!({
-                "labelSelector": {"matchLabels": {"app": "web"}},
-                "postHooks": [appending_exec("app", "warm.log")],
-            }),
-        )
-        .await;
+        warming_hook(&bed, "warm", "web").await;
         cached_restore_hook(&bed, "warm").await;
         let first = leading(&bed, "first", bed.controller_args()).await;
         let pods: Vec<String> = (0..20).map(|i| format!("web-{i}")).collect();

@@ -86,6 +86,34 @@ enum PodResult {
     TooOld,
 }
 
+/// Notes what adding `object`'s late hooks did to pod `who` (`namespace/name`) in `outcome`;
+/// false when there is nothing to report: nothing added, or an error (logged: the pod is not
+/// looked at again until the hook object changes).
+fn note(
+    outcome: &mut LateOutcome,
+    who: String,
+    object: &CompiledObject,
+    result: anyhow::Result<PodResult>,
+) -> bool {
+    match result {
+        Ok(PodResult::Added { exec, missed_init }) => {
+            if missed_init > 0 {
+                outcome.missed_init.push(who.clone());
+            }
+            if exec > 0 {
+                outcome.added.push(who);
+            }
+        }
+        Ok(PodResult::TooOld) => outcome.outside_window.push(who),
+        Ok(PodResult::Nothing) => return false,
+        Err(e) => {
+            warn!(pod = %who, source = %object.source(), error = %format!("{e:#}"), "could not add late hooks; this pod is not looked at again until the hook object changes");
+            return false;
+        }
+    }
+    true
+}
+
 impl LateHooks {
     /// Runs until `stop` is cancelled (the end of leadership).
     pub async fn run(self, stop: CancellationToken) {
@@ -250,24 +278,11 @@ impl LateHooks {
         let who = format!("{}/{}", pod.namespace, pod.name);
         for object in objects {
             let mut outcome = LateOutcome::default();
-            match self
+            let result = self
                 .extend_retrying(&object, uid, &pod.namespace, &pod.name, &read, stop)
-                .await
-            {
-                Ok(PodResult::Added { exec, missed_init }) => {
-                    if exec > 0 {
-                        outcome.added.push(who.clone());
-                    }
-                    if missed_init > 0 {
-                        outcome.missed_init.push(who.clone());
-                    }
-                }
-                Ok(PodResult::TooOld) => outcome.outside_window.push(who.clone()),
-                Ok(PodResult::Nothing) => continue,
-                Err(e) => {
-                    warn!(pod = %who, source = %object.source(), error = %format!("{e:#}"), "could not add late hooks; this pod is not looked at again until the hook object changes");
-                    continue;
-                }
+                .await;
+            if !note(&mut outcome, who.clone(), &object, result) {
+                continue;
             }
             self.report(&object, &outcome).await;
             self.tally.late_outcome(&object, outcome);
@@ -325,24 +340,10 @@ impl LateHooks {
         }
         let mut outcome = LateOutcome::default();
         for (uid, namespace, name) in candidates {
-            match self
+            let result = self
                 .extend_retrying(object, &uid, &namespace, &name, &read, stop)
-                .await
-            {
-                Ok(PodResult::Added { exec, missed_init }) => {
-                    if exec > 0 {
-                        outcome.added.push(format!("{namespace}/{name}"));
-                    }
-                    if missed_init > 0 {
-                        outcome.missed_init.push(format!("{namespace}/{name}"));
-                    }
-                }
-                Ok(PodResult::TooOld) => outcome.outside_window.push(format!("{namespace}/{name}")),
-                Ok(PodResult::Nothing) => {}
-                Err(e) => {
-                    warn!(pod = %format!("{namespace}/{name}"), source = %object.source(), error = %format!("{e:#}"), "could not add late hooks; this pod is not looked at again until the hook object changes")
-                }
-            }
+                .await;
+            note(&mut outcome, format!("{namespace}/{name}"), object, result);
         }
         if outcome != LateOutcome::default() {
             self.report(object, &outcome).await;

@@ -288,6 +288,7 @@ fn clean_command(program: &Path) -> Command {
     command
         // As the Helm chart runs the binary.
         .env("MIMALLOC_PURGE_DELAY", "0")
+        .env("MIMALLOC_ALLOW_THP", "0")
         .env_remove("KUBECONFIG")
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())

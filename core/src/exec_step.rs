@@ -85,9 +85,11 @@ pub struct PodView {
     pub created: Option<Timestamp>,
     /// Every container and whether it can be an exec target.
     pub targets: ExecTargets,
-    /// Container statuses by name, from `containerStatuses` and `initContainerStatuses` (where
-    /// native sidecars report).
-    pub containers: BTreeMap<String, ContainerState>,
+    /// Container statuses with their names, from `containerStatuses` and
+    /// `initContainerStatuses` (where native sidecars report); see [`PodView::container`]. A
+    /// list, not a map: the controller keeps one view per waiting pod, and a map of two
+    /// containers allocates room for eleven.
+    pub containers: Vec<(String, ContainerState)>,
 }
 
 impl PodView {
@@ -98,8 +100,15 @@ impl PodView {
             phase: None,
             created: None,
             targets: ExecTargets::default(),
-            containers: BTreeMap::new(),
+            containers: Vec::new(),
         }
+    }
+
+    /// The status of the container named `name` (the first, were a name listed twice).
+    pub fn container(&self, name: &str) -> Option<&ContainerState> {
+        self.containers
+            .iter()
+            .find_map(|(n, state)| (n == name).then_some(state))
     }
 
     fn terminal_phase(&self) -> Option<&str> {
@@ -465,7 +474,7 @@ fn cannot_run(
     } else {
         format!(
             "{} within waitTimeout {wait} of pod creation; not executed",
-            not_up_reason(&hook.container, pod.containers.get(&hook.container))
+            not_up_reason(&hook.container, pod.container(&hook.container))
         )
     })
 }
@@ -534,8 +543,7 @@ fn wait_deadline(hook: &PlannedHook, entry: &HookStatus, pod: &PodView) -> Optio
 }
 
 fn is_up(pod: &PodView, container: &str, want_ready: bool) -> bool {
-    pod.containers
-        .get(container)
+    pod.container(container)
         .is_some_and(|c| if want_ready { c.ready } else { c.running })
 }
 
@@ -955,7 +963,7 @@ mod tests {
             h.wait_for_ready = wait_for_ready;
             let p = plan(vec![h]);
             let mut view = pod(&[]);
-            view.containers.insert("db".into(), state);
+            view.containers.push(("db".into(), state));
             let d = next_step(&p, None, &view, &at(3_600));
             assert_eq!(phases(&d), vec![F], "{case}");
             assert_eq!(

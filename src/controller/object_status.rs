@@ -270,7 +270,16 @@ struct Stone {
 struct PodEntry {
     namespace: String,
     name: String,
-    parts: BTreeMap<Target, Contribution>,
+    /// By target, sorted: a slice, not the map `tally_pod` returns, because a map of two or
+    /// three entries allocates room for eleven, and every marked pod has one.
+    parts: Box<[(Target, Contribution)]>,
+}
+
+impl PodEntry {
+    fn part(&self, target: &Target) -> Option<&Contribution> {
+        let i = self.parts.binary_search_by(|(t, _)| t.cmp(target)).ok()?;
+        Some(&self.parts[i].1)
+    }
 }
 
 struct Writer {
@@ -492,20 +501,21 @@ impl Writer {
         name: String,
         parts: BTreeMap<Target, Contribution>,
     ) {
+        let parts: Box<[(Target, Contribution)]> = parts.into_iter().collect();
         let old = self.pods.remove(&uid);
         if old.as_ref().is_some_and(|o| o.parts == parts) {
             self.pods.insert(uid, old.expect("just checked"));
             return;
         }
-        for target in old.iter().flat_map(|o| o.parts.keys()) {
-            if !parts.contains_key(target) {
+        for (target, _) in old.iter().flat_map(|o| &o.parts) {
+            if !parts.iter().any(|(t, _)| t == target) {
                 if let Some(set) = self.by_target.get_mut(target) {
                     set.remove(&uid);
                 }
                 self.dirty.insert(target.clone());
             }
         }
-        for target in parts.keys() {
+        for (target, _) in &parts {
             self.by_target
                 .entry(target.clone())
                 .or_default()
@@ -556,7 +566,7 @@ impl Writer {
         let Some(entry) = self.pods.remove(uid) else {
             return;
         };
-        for (target, part) in entry.parts {
+        for (target, part) in entry.parts.into_vec() {
             if let Some(set) = self.by_target.get_mut(&target) {
                 set.remove(uid);
             }
@@ -655,7 +665,7 @@ impl Writer {
             let Some(entry) = self.pods.get(uid) else {
                 continue;
             };
-            let Some(part) = entry.parts.get(target) else {
+            let Some(part) = entry.part(target) else {
                 continue;
             };
             counts.add(&part.counts);

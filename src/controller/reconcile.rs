@@ -16,7 +16,8 @@
 //! at-most-once argument above would be too.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -39,7 +40,7 @@ use restore_hooks_core::ledger::{OnePodStart, reconcile};
 use restore_hooks_core::one_pod::{Candidate, OnePodTurn, one_pod_key, turn};
 use restore_hooks_core::retry::retry_after;
 use restore_hooks_core::trust::{Rejection, verify};
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
@@ -99,7 +100,6 @@ pub struct Workers {
 }
 
 /// What a worker knows about its pod.
-#[derive(Clone)]
 enum Observed {
     Pod(Arc<PodState>),
     /// The watch says the pod left the selection (deleted, or relabelled by someone else):
@@ -109,9 +109,45 @@ enum Observed {
 
 type Key = (String, String);
 
+/// What the watch last told a worker, until the worker reads it: a newer observation replaces an
+/// unread one. (A `tokio::sync::watch` channel would do, at several hundred bytes per pending
+/// pod; the worker's own `wake` already tells it to look.)
+struct Mailbox {
+    latest: Mutex<Option<Observed>>,
+    /// The watch loop let go of the worker (a new pod took the name, or the loop ended): it
+    /// finishes what runs and starts nothing.
+    closed: AtomicBool,
+}
+
+impl Mailbox {
+    fn take(&self) -> Option<Observed> {
+        self.latest.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+/// The watch loop's end of a worker.
 struct Handle {
     uid: String,
-    tx: watch::Sender<Observed>,
+    mailbox: Arc<Mailbox>,
+    wake: Arc<Notify>,
+}
+
+impl Handle {
+    fn send(&self, observed: Observed) {
+        *self
+            .mailbox
+            .latest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(observed);
+        self.wake.notify_one();
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.mailbox.closed.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
+    }
 }
 
 /// Watches pending pods and runs their hooks until `term` is cancelled (shutdown or lost
@@ -162,7 +198,7 @@ pub async fn serve_pods(shared: Arc<Workers>, term: CancellationToken) {
                     if let Some(w) = workers.get(&key)
                         && Some(&w.uid) == pod.metadata.uid.as_ref()
                     {
-                        w.tx.send_replace(Observed::MaybeGone);
+                        w.send(Observed::MaybeGone);
                     }
                 }
                 Some(Ok(Event::Init)) => relisted = Some(HashSet::new()),
@@ -171,7 +207,7 @@ pub async fn serve_pods(shared: Arc<Workers>, term: CancellationToken) {
                     if let Some(seen) = relisted.take() {
                         for (key, w) in &workers {
                             if !seen.contains(key) {
-                                w.tx.send_replace(Observed::MaybeGone);
+                                w.send(Observed::MaybeGone);
                             }
                         }
                     }
@@ -241,37 +277,33 @@ fn dispatch(
     let uid = pod.uid.clone();
     if let Some(w) = workers.get(&key) {
         if w.uid == uid {
-            w.tx.send_replace(Observed::Pod(pod));
+            w.send(Observed::Pod(pod));
             return;
         }
         // Same name, new pod: the old worker confirms its pod is gone and finishes.
-        w.tx.send_replace(Observed::MaybeGone);
+        w.send(Observed::MaybeGone);
     }
     // Its OnePod hooks are posted now, before any worker acts, so that the first list makes the
     // candidates complete (from the plan as carried: its worker verifies it, and leaves the
     // board if it does not).
     let wake = Arc::new(Notify::new());
     post_one_pod_hooks(shared, &pod, &wake);
-    let (tx, rx) = watch::channel(Observed::Pod(pod));
+    let mailbox = Arc::new(Mailbox {
+        latest: Mutex::new(Some(Observed::Pod(pod))),
+        closed: AtomicBool::new(false),
+    });
     workers.insert(
         key.clone(),
         Handle {
             uid: uid.clone(),
-            tx,
+            mailbox: mailbox.clone(),
+            wake: wake.clone(),
         },
     );
-    let worker = PodWorker::new(
-        shared.clone(),
-        key.clone(),
-        uid.clone(),
-        rx,
-        term.clone(),
-        wake,
-    );
-    tasks.spawn(async move {
-        worker.run().await;
-        (key, uid)
-    });
+    let worker = PodWorker::new(shared.clone(), key, uid, mailbox, term.clone(), wake);
+    // The worker's own future is the task: an `async move` around it would hold a second copy
+    // of the worker's fields for the pod's whole wait.
+    tasks.spawn(worker.run());
 }
 
 /// An exec that ended, with what the worker needs to record it.
@@ -285,11 +317,10 @@ struct Finished {
 
 struct PodWorker {
     shared: Arc<Workers>,
-    api: Api<SlimPod>,
     namespace: String,
     name: String,
     uid: String,
-    rx: watch::Receiver<Observed>,
+    mailbox: Arc<Mailbox>,
     term: CancellationToken,
     backoff: ApiBackoff,
     /// The latest state of the pod, and the last plan/status this worker trusted.
@@ -321,8 +352,9 @@ struct PodWorker {
     noticed: Option<Timestamp>,
     /// The hook names the pod's pending hooks wait for (`after`), as registered in `hook_runs`.
     waiting_on: Vec<String>,
-    /// Woken when what the pod's hooks wait on elsewhere changes: the candidates of one of its
-    /// `runOn: OnePod` hooks, or the runs of a hook one of its hooks waits for (`after`).
+    /// Woken when the watch left news in the mailbox, and when what the pod's hooks wait on
+    /// elsewhere changes: the candidates of one of its `runOn: OnePod` hooks, or the runs of a
+    /// hook one of its hooks waits for (`after`).
     wake: Arc<Notify>,
 }
 
@@ -341,18 +373,16 @@ impl PodWorker {
         shared: Arc<Workers>,
         (namespace, name): Key,
         uid: String,
-        rx: watch::Receiver<Observed>,
+        mailbox: Arc<Mailbox>,
         term: CancellationToken,
         wake: Arc<Notify>,
     ) -> Self {
-        let api = Api::namespaced(shared.client.clone(), &namespace);
         Self {
             shared,
-            api,
             namespace,
             name,
             uid,
-            rx,
+            mailbox,
             term,
             // After an API error: 200 ms doubling to 10 s, jittered (§6.19).
             backoff: ApiBackoff::default(),
@@ -375,6 +405,11 @@ impl PodWorker {
         }
     }
 
+    /// Built per request rather than kept: a waiting worker holds as little as it can.
+    fn api(&self) -> Api<SlimPod> {
+        Api::namespaced(self.shared.client.clone(), &self.namespace)
+    }
+
     fn pod_ref(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
@@ -389,7 +424,7 @@ impl PodWorker {
         label: Option<&str>,
     ) -> Result<SlimPod, WriteError> {
         write_status(
-            &self.api,
+            &self.api(),
             &self.name,
             &self.uid,
             &pod.resource_version,
@@ -419,19 +454,27 @@ impl PodWorker {
         }
     }
 
-    async fn run(mut self) {
+    /// Returns the pod's key and uid, for the watch loop to forget the worker.
+    async fn run(mut self) -> (Key, String) {
         self.steps().await;
         // Whatever ended it, the pod is no candidate of a OnePod hook any more, and waits on
         // nothing.
         self.shared.one_pod.leave(&self.uid);
         self.shared.hook_runs.leave(&self.uid);
+        ((self.namespace, self.name), self.uid)
     }
 
     async fn steps(&mut self) {
-        let first = self.rx.borrow_and_update().clone();
-        self.observe(first);
         let mut stopping = false;
         loop {
+            // The watch's news, if any came since the last look (it wakes the worker).
+            if let Some(observed) = self.mailbox.take() {
+                self.observe(observed);
+            }
+            // The watch let go of this pod: finish what runs, start nothing.
+            if self.mailbox.closed.load(Ordering::SeqCst) {
+                stopping = true;
+            }
             let idle = |w: &Self| w.running.is_empty() && w.results.is_empty();
             // Boxed: a worker spends nearly all its life in the select below, and the future of
             // one step (API requests, an exec start) is several KiB; unboxed it would be part of
@@ -467,15 +510,8 @@ impl PodWorker {
                         self.granted.push((i, permit));
                     }
                 }
-                changed = self.rx.changed() => match changed {
-                    Ok(()) => {
-                        let observed = self.rx.borrow_and_update().clone();
-                        self.observe(observed);
-                    }
-                    // The watch loop stopped: finish what runs, start nothing.
-                    Err(_) => stopping = true,
-                },
                 _ = tokio::time::sleep(wake.unwrap_or_default()), if wake.is_some() => {}
+                // News from the watch, or a change of what the pod's hooks wait on elsewhere.
                 _ = self.wake.notified() => {}
                 _ = self.term.cancelled(), if !stopping => stopping = true,
             }
@@ -689,7 +725,7 @@ impl PodWorker {
     /// This worker's pod as the API server has it now; `None` when it is gone, or its name now
     /// belongs to another pod (another uid).
     async fn read_own_pod(&self) -> kube::Result<Option<Arc<PodState>>> {
-        let pod = self.api.get_opt(&self.name).await?;
+        let pod = self.api().get_opt(&self.name).await?;
         Ok(pod
             .filter(|p| p.metadata.uid.as_deref() == Some(self.uid.as_str()))
             .map(PodState::from_slim))
@@ -1251,7 +1287,7 @@ impl PodWorker {
                 )
                 .await
                 .map(|_| ()),
-            None => set_exec_label(&self.api, &self.name, &pod.resource_version, EXEC_FAILED)
+            None => set_exec_label(&self.api(), &self.name, &pod.resource_version, EXEC_FAILED)
                 .await
                 .map(|_| ()),
         };

@@ -231,7 +231,7 @@ impl PodState {
             ),
             None => ExecTargets::default(),
         };
-        let mut containers = BTreeMap::new();
+        let mut containers = Vec::new();
         let mut phase = None;
         if let Some(status) = status {
             phase = status.phase;
@@ -256,7 +256,7 @@ impl PodState {
                         code: t.exit_code,
                         reason: t.reason.clone(),
                     });
-                containers.insert(
+                containers.push((
                     cs.name,
                     ContainerState {
                         running,
@@ -265,9 +265,10 @@ impl PodState {
                         last_exit,
                         restarts: u32::try_from(cs.restart_count).unwrap_or_default(),
                     },
-                );
+                ));
             }
         }
+        containers.shrink_to_fit();
         Arc::new(PodState {
             namespace: metadata.namespace.unwrap_or_default(),
             name: metadata.name.unwrap_or_default(),
@@ -359,8 +360,9 @@ mod tests {
         assert_eq!(state.display(), "shop/db-0");
         assert_eq!(state.plan.as_deref(), Some("{}"));
         assert_eq!(state.view.targets.target_names(), ["db", "proxy"]);
-        assert!(state.view.containers["db"].running && state.view.containers["db"].ready);
-        assert!(!state.view.containers["proxy"].running);
+        let db = state.view.container("db").unwrap();
+        assert!(db.running && db.ready);
+        assert!(!state.view.container("proxy").unwrap().running);
         assert_eq!(state.view.phase.as_deref(), Some("Running"));
         assert_eq!(state.resource_version, "7");
     }

@@ -35,6 +35,12 @@ impl<'cp> Velero<'cp> {
     pub const NAMESPACE: &'static str = "velero";
 
     pub fn start(cp: &'cp ControlPlane) -> Result<Velero<'cp>> {
+        Self::start_with(cp, &[])
+    }
+
+    /// [`Velero::start`] with more `velero server` flags, e.g.
+    /// `--restore-resource-priorities=...`.
+    pub fn start_with(cp: &'cp ControlPlane, server_flags: &[String]) -> Result<Velero<'cp>> {
         cache::ensure_built(Group::Velero)?;
         let machine_lock = machine_lock()?;
         if let Err(e) = TcpListener::bind(("0.0.0.0", FIXED_PORT)) {
@@ -151,7 +157,7 @@ impl<'cp> Velero<'cp> {
             &creds,
             "[default]\naws_access_key_id=test\naws_secret_access_key=test\n",
         )?;
-        let server_args: Vec<String> = vec![
+        let mut server_args: Vec<String> = vec![
             "server".into(),
             format!("--kubeconfig={}", cp.kubeconfig().display()),
             format!("--namespace={}", Self::NAMESPACE),
@@ -159,6 +165,7 @@ impl<'cp> Velero<'cp> {
             format!("--metrics-address=127.0.0.1:{}", free_port()?),
             format!("--profiler-address=127.0.0.1:{}", free_port()?),
         ];
+        server_args.extend_from_slice(server_flags);
         v.spawn(
             "velero",
             &bin("velero"),

@@ -351,6 +351,19 @@ async fn restore_run_counts_survive_a_deleted_pod_and_a_controller_restart() {
             assert_eq!(log.lines().count(), 1, "{pod}");
         }
         assert_eq!(ctl.hooks("succeeded") + ctl.hooks("failed"), 0, "the new controller ran nothing");
+
+        // A leader change with nothing to correct rewrites no hook object: the next leader reads
+        // the RestoreHook and finds its status right.
+        stop(ctl).await;
+        let faults = bed.sim.faults();
+        let read = || faults.requests("get", "restorehooks");
+        let written = || faults.requests("patch", "restorehooks/status");
+        let (reads, writes) = (read(), written());
+        let ctl = leading(&bed, "ctl-3").await;
+        eventually!("the next controller to read RestoreHook all-web", (read() > reads).then_some(()));
+        // Its write, were there one, would follow the read at once.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(written(), writes, "status writes of an unchanged RestoreHook after a leader change");
         stop(ctl).await;
         bed.stop().await;
     })

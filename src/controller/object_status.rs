@@ -705,10 +705,12 @@ impl Writer {
             }
             Target::RestoreRun { .. } => unreachable!("written by write_run"),
         };
-        let (meta, status) = match self.written.remove(target) {
-            Some(last) => last,
+        // `read`: the object as the API server has it now, not as our last write left it (a
+        // write from that is how a change since, such as an edit of the spec, is noticed: 409).
+        let ((meta, status), read) = match self.written.remove(target) {
+            Some(last) => (last, false),
             None => match self.read_hook_object(target, kind, namespace, name).await? {
-                Some(read) => read,
+                Some(read) => (read, true),
                 None => return Ok(()),
             },
         };
@@ -756,21 +758,12 @@ impl Writer {
                 "conditions": conditions,
             }
         });
-        let params = PatchParams::default();
-        let written = match kind {
-            SourceKind::RestoreHook => {
-                let api: Api<RestoreHook> =
-                    Api::namespaced(self.client.clone(), namespace.unwrap_or_default());
-                api.patch_status(name, &params, &Patch::Merge(&body))
-                    .await
-                    .map(|o| (o.metadata, o.status))
-            }
-            _ => {
-                let api: Api<ClusterRestoreHook> = Api::all(self.client.clone());
-                api.patch_status(name, &params, &Patch::Merge(&body))
-                    .await
-                    .map(|o| (o.metadata, o.status))
-            }
+        // A status the object already has is not written again: a new leader recomputes every
+        // hook object's status, and after a leader change most are already right.
+        let written = if read && merged_is_unchanged(&status, &body["status"]) {
+            Ok((meta, Some(status)))
+        } else {
+            self.patch_hook_object(kind, namespace, name, &body).await
         };
         let (meta, status) = match written {
             Ok(o) => o,
@@ -790,6 +783,31 @@ impl Writer {
         }
         debug!(target = ?target, planned = sum.planned, succeeded = counts.succeeded, failed = counts.failed, pending = counts.pending, "hook object status updated");
         Ok(())
+    }
+
+    async fn patch_hook_object(
+        &self,
+        kind: SourceKind,
+        namespace: Option<&str>,
+        name: &str,
+        body: &Value,
+    ) -> kube::Result<(ObjectMeta, Option<HookObjectStatus>)> {
+        let params = PatchParams::default();
+        match kind {
+            SourceKind::RestoreHook => {
+                let api: Api<RestoreHook> =
+                    Api::namespaced(self.client.clone(), namespace.unwrap_or_default());
+                api.patch_status(name, &params, &Patch::Merge(body))
+                    .await
+                    .map(|o| (o.metadata, o.status))
+            }
+            _ => {
+                let api: Api<ClusterRestoreHook> = Api::all(self.client.clone());
+                api.patch_status(name, &params, &Patch::Merge(body))
+                    .await
+                    .map(|o| (o.metadata, o.status))
+            }
+        }
     }
 
     /// A hook object's metadata and status from the API server; `None` (and forgotten) when it
@@ -1099,6 +1117,16 @@ fn settle_refused(plan: &ExecPlan, status: Option<ExecStatus>) -> Option<ExecSta
 
 /// `LateHooks`: what the last scan for pods admitted before the object did. False when pods it
 /// selects were too old to get its hooks, or missed its init hooks.
+/// Whether merging `patch` (a merge patch of a hook object's status) into `current` leaves it
+/// as it is.
+fn merged_is_unchanged(current: &HookObjectStatus, patch: &Value) -> bool {
+    let Ok(mut merged) = serde_json::to_value(current) else {
+        return false;
+    };
+    json_patch::merge(&mut merged, patch);
+    serde_json::from_value::<HookObjectStatus>(merged).is_ok_and(|m| m == *current)
+}
+
 fn late_condition(
     late: &LateOutcome,
     generation: Option<i64>,

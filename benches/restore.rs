@@ -395,6 +395,7 @@ fn run(config: &Config) {
     let metrics_before = cp
         .kubectl_ok(["get", "--raw", "/metrics"])
         .expect("kube-apiserver /metrics");
+    let webhook_metrics_before = replica.webhook().metrics();
     let controller_cpu_before = cpu_seconds(replica.controller().pid(), false).unwrap_or(0.0);
     let webhook_cpu_before = cpu_seconds(replica.webhook().pid(), false).unwrap_or(0.0);
     let restore_from = file_len(&audit_log);
@@ -512,6 +513,7 @@ fn run(config: &Config) {
     let metrics_after = cp
         .kubectl_ok(["get", "--raw", "/metrics"])
         .expect("kube-apiserver /metrics");
+    let webhook_metrics_after = replica.webhook().metrics();
     let controller = ProcStats::of(replica.controller(), controller_cpu_before);
     let webhook = ProcStats::of(replica.webhook(), webhook_cpu_before);
     let (running, watch_restarts) = watch.stop();
@@ -707,6 +709,19 @@ fn run(config: &Config) {
             h.summary()
         );
     }
+    // The webhook's own share of that: decoded request to encoded response (the rest is the
+    // API server's call: connection, TLS, HTTP, and its own queueing).
+    let own = Histogram::delta(
+        &webhook_metrics_before,
+        &webhook_metrics_after,
+        "restore_hooks_admission_duration_seconds",
+        None,
+    );
+    println!(
+        "| admission: the webhook's own decision (`restore_hooks_admission_duration_seconds`), {} reviews | {} |",
+        own.count,
+        own.summary()
+    );
     // Where a hook's exec slot goes: the writes before its exec, and the exec itself.
     for (what, histogram) in [
         (

@@ -77,6 +77,7 @@
 //! | 5000 | after | 1081 s | 312.5 s | 3.46 | 153 s / 476 s | 16 ms / 99 ms | 5.5 | 180 MiB / 60 s | 35 MiB / 2.6 s | 1639 s |
 //! | 1000 | record in parts | 84–91 s | 62.5 s | 1.34–1.46 | 7.0 s / 28.5 s | 7 ms / 92 ms | 5.65 | 71 MiB / 5.1 s | 34 MiB / 0.5 s | 76 s |
 //! | 5000 | record in parts | 466 s | 312.5 s | 1.49 | 48 s / 168 s | 19 ms / 416 ms | 6.10 | 144 MiB / 31 s | 34 MiB / 1.9 s | 499 s |
+//! | 1000 | leaner controller | 84.6 s | 62.5 s | 1.35 | 6.9 s / 28.9 s | 10.7 ms / 92 ms (the webhook's own decision: 0.2 ms / 1.7 ms) | 5.68 | 44 MiB / 5.4 s | 23 MiB / 0.5 s | 83 s |
 //!
 //! Through Velero (`RESTORE_VELERO_PODS=500`, 2026-12-05; Velero's own defaults, 20 client
 //! requests/s; "requests per hook" includes late-hook work; makespan from `velero restore create`):
@@ -85,6 +86,11 @@
 //! |---|---|---|---|---|---|---|---|---|---|---|
 //! | 500 | default: RestoreHooks after pods, every hook added late | 108.9 s | 31.2 s | 3.48 | 47.2 s / 84.0 s | 2.5 ms / 5.0 ms | 7.47 | 60 MiB / 3.3 s | 34 MiB / 0.4 s | 53 s |
 //! | 500 | docs/hooks.md's `--restore-resource-priorities` (`RESTORE_VELERO_PRIORITIES=1`): no hook late | 56.6 s | 31.2 s | 1.81 | 41 ms / 226 ms | 2.8 ms / 82 ms | 6.49 | 54 MiB / 3.2 s | 34 MiB / 0.3 s | 47 s |
+//!
+//! "Leaner controller" (2026-12-05) is the memory cuts of `benches/scale.rs`'s header, mimalloc
+//! without transparent huge pages (`MIMALLOC_ALLOW_THP=0`, which the chart sets), and hook
+//! objects not rewritten when a new leader finds their status right: its leader change made 216
+//! requests instead of 294–310 (`patch restorehooks/status` 24 instead of about 200).
 //!
 //! "Record in parts" (2026-12-05) is the controller's record of started hooks moved from one
 //! RestoreRun's status into RestoreRecords of 200 pods each (docs/behaviour.md §9.5); its 1000-pod
@@ -474,20 +480,12 @@ fn run(config: &Config) {
     // The controller records each result after the hook's last instruction: wait for the last
     // pod's `done` label and for every RestoreRun's phase.
     let selector = format!("{BENCH_LABEL},{}=done", real::EXEC_LABEL);
-    wait_until(
-        format!("{n} pods labelled done"),
+    wait_pods(
+        cp,
+        "labelled done",
+        &["-l", &selector],
+        n,
         Duration::from_secs(600),
-        || -> Result<(), String> {
-            let out = cp
-                .kubectl_ok(["get", "pods", "-A", "-l", &selector, "-o", "name"])
-                .map_err(|e| format!("{e:#}"))?;
-            let done = out.lines().count();
-            if done >= n {
-                Ok(())
-            } else {
-                Err(format!("{done} of {n}"))
-            }
-        },
     );
     let all_done = created.elapsed();
     let restore_names: BTreeSet<String> = (0..config.namespaces)
@@ -799,6 +797,25 @@ fn run(config: &Config) {
     drop(replica);
 }
 
+/// Waits until `kubectl get pods -A` with `filters` lists at least `n` pods.
+fn wait_pods(cp: &real::ControlPlane, what: &str, filters: &[&str], n: usize, limit: Duration) {
+    wait_until(
+        format!("{n} pods {what}"),
+        limit,
+        || -> Result<(), String> {
+            let mut args = vec!["get", "pods", "-A", "-o", "name"];
+            args.extend_from_slice(filters);
+            let out = cp.kubectl_ok(args).map_err(|e| format!("{e:#}"))?;
+            let seen = out.lines().count();
+            if seen >= n {
+                Ok(())
+            } else {
+                Err(format!("{seen} of {n}"))
+            }
+        },
+    );
+}
+
 /// The Velero variant's preparation: the workloads run (not restored: neither Velero's label nor
 /// a labelled namespace, so the chart leaves them alone), Velero backs their namespaces up (the
 /// pods, the workloads and the RestoreHooks), and the namespaces are deleted, as before a restore
@@ -812,29 +829,12 @@ fn back_up_and_delete(
     let n = config.pods;
     cp.apply(&json!({"apiVersion": "v1", "kind": "List", "items": workloads}).to_string())
         .unwrap_or_else(|e| panic!("the workloads were refused: {e:#}"));
-    wait_until(
-        format!("{n} pods Running before the backup"),
+    wait_pods(
+        cp,
+        "Running before the backup",
+        &["-l", BENCH_LABEL, "--field-selector=status.phase=Running"],
+        n,
         Duration::from_secs(1200),
-        || -> Result<(), String> {
-            let out = cp
-                .kubectl_ok([
-                    "get",
-                    "pods",
-                    "-A",
-                    "-l",
-                    BENCH_LABEL,
-                    "--field-selector=status.phase=Running",
-                    "-o",
-                    "name",
-                ])
-                .map_err(|e| format!("{e:#}"))?;
-            let up = out.lines().count();
-            if up >= n {
-                Ok(())
-            } else {
-                Err(format!("{up} of {n}"))
-            }
-        },
     );
     let namespaces: Vec<String> = (0..config.namespaces)
         .map(|i| config.namespace(i))

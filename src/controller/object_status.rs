@@ -1115,8 +1115,6 @@ fn settle_refused(plan: &ExecPlan, status: Option<ExecStatus>) -> Option<ExecSta
     Some(settled)
 }
 
-/// `LateHooks`: what the last scan for pods admitted before the object did. False when pods it
-/// selects were too old to get its hooks, or missed its init hooks.
 /// Whether merging `patch` (a merge patch of a hook object's status) into `current` leaves it
 /// as it is.
 fn merged_is_unchanged(current: &HookObjectStatus, patch: &Value) -> bool {
@@ -1127,6 +1125,8 @@ fn merged_is_unchanged(current: &HookObjectStatus, patch: &Value) -> bool {
     serde_json::from_value::<HookObjectStatus>(merged).is_ok_and(|m| m == *current)
 }
 
+/// `LateHooks`: what the last scan for pods admitted before the object did. False when pods it
+/// selects were too old to get its hooks, or missed its init hooks.
 fn late_condition(
     late: &LateOutcome,
     generation: Option<i64>,

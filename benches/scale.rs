@@ -40,26 +40,29 @@
 //! within one run.
 //!
 //! Where a waiting pod's memory goes (2026-12-05, 2 vCPUs; `backlog`, 10,000 pods; heap profile
-//! with `heaptrack` on a build with the system allocator, peak heap 121 MB; per pod at the peak):
+//! with `heaptrack` on a build with the system allocator, peak heap 121 MB; per pod at the peak;
+//! the first row after the last cut below, from `-Zprint-type-sizes`):
 //!
 //! | what | bytes |
 //! |---|---|
-//! | its worker task: the worker (0.8 KB) and its wait on the mailbox, slots, execs, timers (1.1 KB); mailbox, wake, the watch loop's entry | 2,300 |
+//! | its worker task: the worker (0.6 KB) and its wait on the mailbox, slots, execs, timers (0.4 KB); mailbox, wake, the watch loop's entry | 1,400 |
 //! | the pod as the worker keeps it: labels, the plan and status annotations, container states | 1,800 |
 //! | the plan and status the worker verified and trusts | 2,000 |
 //! | object status: the pod's part of each target, the marked-pod entry for late hooks, its runs for `after` | 2,600 |
 //! | the controller's record (entries, and the patches being written) | 900 |
 //! | exec tasks and slot waits (64 running) | 700 |
 //!
-//! What was cut (peak RSS 232 → 164 MiB at 10,000 pending pods; 150 → 126 MiB with 10,000
-//! created live; 82 → 57 MiB with 2,000): the worker task held the worker's fields twice (an
-//! `async move` around the worker's own future) and an `Api` per worker (3.7 → 1.9 KB); each
-//! pod's part of each target was a `BTreeMap`, which allocates room for eleven entries (2 KB for
-//! two or three), as were its container states (1 KB); each worker had a `tokio::sync::watch`
+//! What was cut (peak RSS 232 → 154 MiB at 10,000 pending pods; 150 → 121 MiB with 10,000
+//! created live; 82 → 54 MiB with 2,000): the worker task held the worker's fields twice (a
+//! `run(self)` future moves its argument into its body, and an `async move` around it kept one
+//! more), an `Api` per worker and its backoff state (208 bytes) before any error (3.7 → 1.2 KB,
+//! from `-Zprint-type-sizes`); each pod's part of each target was a `BTreeMap`, which allocates
+//! room for eleven entries (2 KB for two or three), as were its container states (1 KB); each
+//! worker had a `tokio::sync::watch`
 //! channel (0.4 KB, now a mailbox and the worker's existing `Notify`); and mimalloc asked for
 //! transparent huge pages, so each 2 MiB page it touched counted whole (24 MiB; the chart now sets
 //! `MIMALLOC_ALLOW_THP=0`, which this bench and `benches/load.rs` copy: no change in admission
-//! throughput). The goal of 128 MiB at 10,000 pending pods would need about 3.5 KB less per pod:
+//! throughput). The goal of 128 MiB at 10,000 pending pods would need about 2.5 KB less per pod:
 //! one shared copy of each pod instead of the worker's text and verified plan, and interned
 //! restore, namespace and hook names in the object-status bookkeeping.
 

@@ -8,7 +8,7 @@ use restore_hooks::cli::{Cli, Command};
 // Admission allocates many small JSON values per request on every worker thread; mimalloc took
 // the webhook from 22.6k to 28.3k req/s on the load harness. The chart sets
 // MIMALLOC_PURGE_DELAY=0 and MIMALLOC_ALLOW_THP=0 so the controller's memory matches glibc's
-// (10,000 pods waiting: peak 164 MiB, glibc's 159 MiB; with mimalloc's defaults 188 MiB).
+// (10,000 pods waiting, same code: peak 164 MiB, glibc's 159 MiB; mimalloc's defaults 188 MiB).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

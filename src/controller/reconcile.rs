@@ -300,10 +300,10 @@ fn dispatch(
             wake: wake.clone(),
         },
     );
-    let worker = PodWorker::new(shared.clone(), key, uid, mailbox, term.clone(), wake);
-    // The worker's own future is the task: an `async move` around it would hold a second copy
-    // of the worker's fields for the pod's whole wait.
-    tasks.spawn(worker.run());
+    let mut worker = PodWorker::new(shared.clone(), key, uid, mailbox, term.clone(), wake);
+    // The task holds the worker once, and `run` borrows it: a `run(self)` future would hold a
+    // second copy of every field (its argument, moved into the body) for the pod's whole wait.
+    tasks.spawn(async move { worker.run().await });
 }
 
 /// An exec that ended, with what the worker needs to record it.
@@ -322,7 +322,9 @@ struct PodWorker {
     uid: String,
     mailbox: Arc<Mailbox>,
     term: CancellationToken,
-    backoff: ApiBackoff,
+    /// After API errors, until a request succeeds: boxed and only then, since most workers
+    /// never need one.
+    backoff: Option<Box<ApiBackoff>>,
     /// The latest state of the pod, and the last plan/status this worker trusted.
     pod: Option<Arc<PodState>>,
     trusted: Option<(ExecPlan, Option<ExecStatus>)>,
@@ -384,8 +386,7 @@ impl PodWorker {
             uid,
             mailbox,
             term,
-            // After an API error: 200 ms doubling to 10 s, jittered (§6.19).
-            backoff: ApiBackoff::default(),
+            backoff: None,
             pod: None,
             trusted: None,
             running: BTreeSet::new(),
@@ -408,6 +409,11 @@ impl PodWorker {
     /// Built per request rather than kept: a waiting worker holds as little as it can.
     fn api(&self) -> Api<SlimPod> {
         Api::namespaced(self.shared.client.clone(), &self.namespace)
+    }
+
+    /// After an API error: 200 ms doubling to 10 s, jittered (§6.19).
+    fn api_backoff(&mut self) -> &mut ApiBackoff {
+        self.backoff.get_or_insert_with(Box::default)
     }
 
     fn pod_ref(&self) -> String {
@@ -455,13 +461,17 @@ impl PodWorker {
     }
 
     /// Returns the pod's key and uid, for the watch loop to forget the worker.
-    async fn run(mut self) -> (Key, String) {
+    async fn run(&mut self) -> (Key, String) {
         self.steps().await;
         // Whatever ended it, the pod is no candidate of a OnePod hook any more, and waits on
         // nothing.
         self.shared.one_pod.leave(&self.uid);
         self.shared.hook_runs.leave(&self.uid);
-        ((self.namespace, self.name), self.uid)
+        let take = std::mem::take;
+        (
+            (take(&mut self.namespace), take(&mut self.name)),
+            take(&mut self.uid),
+        )
     }
 
     async fn steps(&mut self) {
@@ -652,7 +662,7 @@ impl PodWorker {
             .await;
         match written {
             Ok(updated) => {
-                self.backoff.reset();
+                self.backoff = None;
                 self.pod = Some(PodState::from_slim(updated));
                 let names = |which: &[usize]| {
                     which
@@ -737,7 +747,7 @@ impl PodWorker {
             Ok(Some(pod)) => {
                 self.maybe_gone = false;
                 self.fresh = true;
-                self.backoff.reset();
+                self.backoff = None;
                 let pending = pod.label(EXEC_LABEL) == Some(EXEC_PENDING);
                 let terminating = pod.view.presence == Presence::Terminating;
                 self.pod = Some(pod);
@@ -758,7 +768,7 @@ impl PodWorker {
     }
 
     async fn api_error(&mut self, what: &str, e: kube::Error) -> Flow {
-        let wait = self.backoff.after(Some(&e));
+        let wait = self.api_backoff().after(Some(&e));
         warn!(pod = %self.pod_ref(), error = %e, retry_in = ?wait, "{what} failed; retrying");
         tokio::time::sleep(wait).await;
         self.maybe_gone = true;
@@ -787,7 +797,7 @@ impl PodWorker {
             .await;
         match result {
             Ok(updated) => {
-                self.backoff.reset();
+                self.backoff = None;
                 let updated = PodState::from_slim(updated);
                 self.report_ended(&updated, plan, &decision.status, &[], &decision.ended)
                     .await;
@@ -880,7 +890,7 @@ impl PodWorker {
                 return self.write_failed(e).await;
             }
         };
-        self.backoff.reset();
+        self.backoff = None;
         self.pod = Some(updated);
         self.trusted = Some((plan.clone(), Some(status.clone())));
         self.running.insert(index);
@@ -1184,7 +1194,7 @@ impl PodWorker {
             .await;
         match written {
             Ok(updated) => {
-                self.backoff.reset();
+                self.backoff = None;
                 let done: Vec<usize> = self.results.drain(..).map(|(i, ..)| i).collect();
                 for i in &done {
                     self.running.remove(i);
@@ -1213,7 +1223,7 @@ impl PodWorker {
                 Flow::Stop
             }
             Err(WriteError::Api(e)) => {
-                let wait = self.backoff.after(Some(&e));
+                let wait = self.api_backoff().after(Some(&e));
                 warn!(pod = %self.pod_ref(), error = %e, retry_in = ?wait, "recording hook results failed; retrying");
                 tokio::time::sleep(wait).await;
                 self.refresh()

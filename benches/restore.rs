@@ -852,16 +852,8 @@ fn back_up_and_delete(
             "--wait",
         ])
         .unwrap_or_else(|e| panic!("{e:#}"));
-    let phase = cp
-        .kubectl_ok([
-            "get",
-            "backups.velero.io",
-            VELERO_BACKUP,
-            "-n",
-            Velero::NAMESPACE,
-            "-o",
-            "jsonpath={.status.phase}",
-        ])
+    let phase = velero
+        .phase("backups.velero.io", VELERO_BACKUP)
         .unwrap_or_default();
     assert_eq!(phase, "Completed", "Velero's backup {VELERO_BACKUP}");
     eprintln!(

@@ -12,25 +12,12 @@ use real::*;
 use realcp::Velero;
 use serde_json::{Value, json};
 
-fn velero_phase(cp: &ControlPlane, kind: &str, name: &str) -> String {
-    cp.kubectl_ok([
-        "get",
-        kind,
-        name,
-        "-n",
-        Velero::NAMESPACE,
-        "-o",
-        "jsonpath={.status.phase}",
-    ])
-    .unwrap()
-}
-
 /// `velero restore create NAME --from-backup b1 ARGS --wait`, which must end Completed.
 fn restore(cp: &ControlPlane, velero: &Velero, name: &str, args: &[&str]) -> Value {
     let mut full = vec!["restore", "create", name, "--from-backup", "b1", "--wait"];
     full.extend(args);
     velero.velero_ok(&full).unwrap_or_else(|e| panic!("{e:#}"));
-    let phase = velero_phase(cp, "restores.velero.io", name);
+    let phase = velero.phase("restores.velero.io", name).unwrap();
     if phase != "Completed" {
         let described = velero.velero(["restore", "describe", name, "--details"]);
         let logs = velero.velero(["restore", "logs", name]);
@@ -135,7 +122,10 @@ fn velero_backup_and_restores_run_every_hook_once() {
             "--wait",
         ])
         .unwrap_or_else(|e| panic!("{e:#}"));
-    assert_eq!(velero_phase(cp, "backups.velero.io", "b1"), "Completed");
+    assert_eq!(
+        velero.phase("backups.velero.io", "b1").unwrap(),
+        "Completed"
+    );
     assert!(mark_lines(&velero_mark).is_empty() && mark_lines(&rh_mark).is_empty());
 
     let long = "restore-of-shop-with-a-name-that-is-longer-than-sixty-three-characters";

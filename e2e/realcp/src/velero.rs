@@ -178,18 +178,23 @@ impl<'cp> Velero<'cp> {
             ],
         )?;
         v.wait_for("BackupStorageLocation default Available", "velero", || {
-            let phase = cp.kubectl_ok([
-                "get",
-                "backupstoragelocation",
-                "default",
-                "-n",
-                Self::NAMESPACE,
-                "-o",
-                "jsonpath={.status.phase}",
-            ])?;
+            let phase = v.phase("backupstoragelocation", "default")?;
             Ok((phase == "Available").then_some(()))
         })?;
         Ok(v)
+    }
+
+    /// `status.phase` of Velero's object `kind` (`backups.velero.io`, ...) named `name`.
+    pub fn phase(&self, kind: &str, name: &str) -> Result<String> {
+        self.cp.kubectl_ok([
+            "get",
+            kind,
+            name,
+            "-n",
+            Self::NAMESPACE,
+            "-o",
+            "jsonpath={.status.phase}",
+        ])
     }
 
     /// The velero CLI (`--kubeconfig` admin, `--namespace velero`), e.g.

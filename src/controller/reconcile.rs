@@ -120,8 +120,24 @@ struct Mailbox {
 }
 
 impl Mailbox {
+    fn new(first: Observed) -> Self {
+        Self {
+            latest: Mutex::new(Some(first)),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// The unread observation (a poisoned lock still holds a plain value).
+    fn latest(&self) -> std::sync::MutexGuard<'_, Option<Observed>> {
+        self.latest.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn take(&self) -> Option<Observed> {
-        self.latest.lock().unwrap_or_else(|e| e.into_inner()).take()
+        self.latest().take()
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
     }
 }
 
@@ -134,11 +150,7 @@ struct Handle {
 
 impl Handle {
     fn send(&self, observed: Observed) {
-        *self
-            .mailbox
-            .latest
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(observed);
+        *self.mailbox.latest() = Some(observed);
         self.wake.notify_one();
     }
 }
@@ -288,10 +300,7 @@ fn dispatch(
     // board if it does not).
     let wake = Arc::new(Notify::new());
     post_one_pod_hooks(shared, &pod, &wake);
-    let mailbox = Arc::new(Mailbox {
-        latest: Mutex::new(Some(Observed::Pod(pod))),
-        closed: AtomicBool::new(false),
-    });
+    let mailbox = Arc::new(Mailbox::new(Observed::Pod(pod)));
     workers.insert(
         key.clone(),
         Handle {
@@ -482,7 +491,7 @@ impl PodWorker {
                 self.observe(observed);
             }
             // The watch let go of this pod: finish what runs, start nothing.
-            if self.mailbox.closed.load(Ordering::SeqCst) {
+            if self.mailbox.is_closed() {
                 stopping = true;
             }
             let idle = |w: &Self| w.running.is_empty() && w.results.is_empty();

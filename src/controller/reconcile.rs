@@ -61,7 +61,7 @@ use super::ledger::Ledger;
 use super::object_status::Tally;
 use super::one_pod_board::OnePodBoard;
 use super::slim_pod::{PodState, SlimPod};
-use super::slots::{ExecSlots, SlotPermit};
+use super::slots::{ExecSlots, SlotPermit, SlotWait};
 use super::status::{WriteError, set_exec_label, write_status};
 
 /// Writes of a `Running` record taken back, through conflicts with the kubelet's updates.
@@ -344,11 +344,8 @@ struct PodWorker {
     /// With the `startedAt` of the `Running` record each result answers (a retried attempt's
     /// result is `Pending` again, without one).
     results: Vec<(usize, Option<String>, HookStatus)>,
-    awaiting_slot: BTreeSet<usize>,
-    /// One task per slot wait (a task, not a future here, so the worker stays `Sync`), aborted
-    /// when its hook stops waiting.
-    slot_waits: JoinSet<(usize, SlotPermit)>,
-    slot_wait_handles: std::collections::BTreeMap<usize, tokio::task::AbortHandle>,
+    /// Hooks waiting for an exec slot; dropping a wait gives up its place.
+    slot_waits: Vec<(usize, SlotWait)>,
     granted: Vec<(usize, SlotPermit)>,
     wake_at: Option<Timestamp>,
     /// The watch told us the pod may be gone: confirm before anything else.
@@ -367,6 +364,22 @@ struct PodWorker {
     /// elsewhere changes: the candidates of one of its `runOn: OnePod` hooks, or the runs of a
     /// hook one of its hooks waits for (`after`).
     wake: Arc<Notify>,
+}
+
+/// The first of `waits` granted a slot, taken out of the list, with its hook's index; pending
+/// while none is (each grant wakes the worker through its channel).
+async fn next_slot(waits: &mut Vec<(usize, SlotWait)>) -> (usize, SlotPermit) {
+    use std::future::Future;
+    std::future::poll_fn(|cx| {
+        for (at, (_, wait)) in waits.iter_mut().enumerate() {
+            if let std::task::Poll::Ready(permit) = Future::poll(std::pin::Pin::new(wait), cx) {
+                let (i, _) = waits.remove(at);
+                return std::task::Poll::Ready((i, permit));
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 /// How an action ended.
@@ -401,9 +414,7 @@ impl PodWorker {
             running: BTreeSet::new(),
             execs: JoinSet::new(),
             results: Vec::new(),
-            awaiting_slot: BTreeSet::new(),
-            slot_waits: JoinSet::new(),
-            slot_wait_handles: Default::default(),
+            slot_waits: Vec::new(),
             granted: Vec::new(),
             wake_at: None,
             maybe_gone: false,
@@ -413,6 +424,11 @@ impl PodWorker {
             waiting_on: Vec::new(),
             wake,
         }
+    }
+
+    /// The hooks waiting for a slot, as the state machine asks.
+    fn awaiting_slot(&self) -> BTreeSet<usize> {
+        self.slot_waits.iter().map(|(i, _)| *i).collect()
     }
 
     /// Built per request rather than kept: a waiting worker holds as little as it can.
@@ -518,11 +534,7 @@ impl PodWorker {
                         Err(e) => error!(pod = %self.pod_ref(), error = %e, "an exec task failed"),
                     }
                 }
-                Some(waited) = self.slot_waits.join_next(), if !self.slot_waits.is_empty() => {
-                    // An aborted wait is a hook that stopped waiting: nothing to do.
-                    let Ok((i, permit)) = waited else { continue };
-                    self.awaiting_slot.remove(&i);
-                    self.slot_wait_handles.remove(&i);
+                (i, permit) = next_slot(&mut self.slot_waits), if !self.slot_waits.is_empty() => {
                     if stopping {
                         drop(permit);
                     } else {
@@ -613,21 +625,15 @@ impl PodWorker {
             &Context {
                 now: Timestamp::now(),
                 running_here: &self.running,
-                awaiting_slot: &self.awaiting_slot,
+                awaiting_slot: &self.awaiting_slot(),
                 inherited_grace: self.shared.inherited_grace,
                 out_of_scope: out_of_scope.as_deref(),
                 one_pod: &one_pod,
                 after: &after,
             },
         );
-        let handles = &mut self.slot_wait_handles;
-        self.awaiting_slot.retain(|i| {
-            let waiting = decision.status.hooks[*i].phase == HookPhase::Pending;
-            if !waiting && let Some(h) = handles.remove(i) {
-                h.abort();
-            }
-            waiting
-        });
+        self.slot_waits
+            .retain(|(i, _)| decision.status.hooks[*i].phase == HookPhase::Pending);
         self.wake_at = decision.wake_at;
         let finishing = decision.finished;
         if decision.write || finishing.is_some() {
@@ -641,14 +647,9 @@ impl PodWorker {
             }
         }
         for &i in &decision.start {
-            if !self.awaiting_slot.contains(&i) && !self.running.contains(&i) {
-                self.awaiting_slot.insert(i);
-                let slots = self.shared.slots.clone();
-                let namespace = self.namespace.clone();
-                let handle = self
-                    .slot_waits
-                    .spawn(async move { (i, slots.acquire(namespace).await) });
-                self.slot_wait_handles.insert(i, handle);
+            if !self.slot_waits.iter().any(|(w, _)| *w == i) && !self.running.contains(&i) {
+                let wait = self.shared.slots.acquire(&self.namespace);
+                self.slot_waits.push((i, wait));
             }
         }
         Flow::Wait
@@ -1190,7 +1191,7 @@ impl PodWorker {
             &Context {
                 now: Timestamp::now(),
                 running_here: &still_running,
-                awaiting_slot: &self.awaiting_slot,
+                awaiting_slot: &self.awaiting_slot(),
                 inherited_grace: self.shared.inherited_grace,
                 out_of_scope: None,
                 one_pod: &self.unposted_turns(&plan, true),

@@ -8,7 +8,10 @@
 //! machine fails a starved hook with "no exec slot within waitTimeout").
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
 use prometheus::IntGauge;
 use tokio::sync::oneshot;
@@ -29,6 +32,33 @@ struct State {
     waiting: BTreeMap<String, VecDeque<oneshot::Sender<SlotPermit>>>,
     /// The namespace served last: the next grant goes to the next one in order.
     last: Option<String>,
+}
+
+/// A hook's wait for a slot: a future of the [`SlotPermit`].
+pub enum SlotWait {
+    /// Granted when asked; `None` once taken.
+    Granted(Option<SlotPermit>),
+    /// In the queue of its namespace.
+    Queued(oneshot::Receiver<SlotPermit>),
+}
+
+impl Future for SlotWait {
+    type Output = SlotPermit;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<SlotPermit> {
+        match self.get_mut() {
+            SlotWait::Granted(permit) => match permit.take() {
+                Some(permit) => Poll::Ready(permit),
+                None => Poll::Pending,
+            },
+            SlotWait::Queued(rx) => match Pin::new(rx).poll(cx) {
+                Poll::Ready(Ok(permit)) => Poll::Ready(permit),
+                // The sender is only dropped with the slots themselves, which outlive every
+                // worker.
+                Poll::Ready(Err(_)) | Poll::Pending => Poll::Pending,
+            },
+        }
+    }
 }
 
 /// One slot; released when dropped.
@@ -59,23 +89,27 @@ impl ExecSlots {
         })
     }
 
-    /// Waits for a slot for a hook of `namespace`. Dropping the future gives up the place.
-    pub async fn acquire(self: Arc<Self>, namespace: String) -> SlotPermit {
-        let rx = {
-            let mut state = self.lock();
-            let queued = state.waiting.get(&namespace).is_some_and(|q| !q.is_empty());
-            if !queued && self.can_grant(&state, &namespace) {
-                return self.grant(&mut state, namespace);
-            }
-            let (tx, rx) = oneshot::channel();
-            state.waiting.entry(namespace).or_default().push_back(tx);
-            rx
-        };
-        match rx.await {
-            Ok(permit) => permit,
-            // The sender is only dropped with the slots themselves, which outlive every worker.
-            Err(_) => std::future::pending().await,
+    /// A slot for a hook of `namespace`: granted at once when one is free and nobody of the
+    /// namespace queues before it, else a place in the queue. Dropping the [`SlotWait`] gives up
+    /// the place. Not an `async fn`: the place is taken now, and a waiting hook costs its pod's
+    /// worker one channel rather than a task of its own (a restore can have thousands of pods
+    /// waiting for slots).
+    pub fn acquire(self: &Arc<Self>, namespace: &str) -> SlotWait {
+        let mut state = self.lock();
+        let queued = state.waiting.get(namespace).is_some_and(|q| !q.is_empty());
+        if !queued && self.can_grant(&state, namespace) {
+            return SlotWait::Granted(Some(self.grant(&mut state, namespace.to_string())));
         }
+        let (tx, rx) = oneshot::channel();
+        match state.waiting.get_mut(namespace) {
+            Some(queue) => queue.push_back(tx),
+            None => {
+                state
+                    .waiting
+                    .insert(namespace.to_string(), VecDeque::from([tx]));
+            }
+        }
+        SlotWait::Queued(rx)
     }
 
     /// Slots held right now.
@@ -182,13 +216,13 @@ mod tests {
     #[tokio::test]
     async fn one_namespace_cannot_take_every_slot() {
         let s = slots(2, 1);
-        let a1 = s.clone().acquire("a".into()).await;
-        let mut a2 = Box::pin(s.clone().acquire("a".into()));
+        let a1 = s.acquire("a").await;
+        let mut a2 = s.acquire("a");
         assert!(
             granted(&mut a2).await.is_none(),
             "a already holds its share"
         );
-        let b1 = s.clone().acquire("b".into()).await;
+        let b1 = s.acquire("b").await;
         assert_eq!(s.in_use(), 2);
         drop(b1);
         assert!(granted(&mut a2).await.is_none(), "still a's share");
@@ -199,10 +233,10 @@ mod tests {
     #[tokio::test]
     async fn free_slots_go_round_robin_and_abandoned_waits_are_skipped() {
         let s = slots(1, 1);
-        let held = s.clone().acquire("a".into()).await;
-        let mut a = Box::pin(s.clone().acquire("a".into()));
-        let mut b = Box::pin(s.clone().acquire("b".into()));
-        let gone = Box::pin(s.clone().acquire("c".into()));
+        let held = s.acquire("a").await;
+        let mut a = s.acquire("a");
+        let mut b = s.acquire("b");
+        let gone = s.acquire("c");
         // Register all three waiters.
         assert!(granted(&mut a).await.is_none());
         assert!(granted(&mut b).await.is_none());

@@ -6,12 +6,12 @@
 //! it: what an awaited hook did is read from the pods, so it survives restarts and leader changes.
 //! A worker that waits registers for the names it waits on and is woken when their runs change.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use restore_hooks_core::after::AwaitedRun;
-use restore_hooks_core::hooks::plan::{ExecPlan, ExecStatus, HookPhase};
+use restore_hooks_core::hooks::plan::{ExecPlan, ExecStatus, HookPhase, OnError};
 use tokio::sync::Notify;
 
 /// A hook across the pods of a restore: (restore, hook name).
@@ -28,67 +28,112 @@ pub struct HookRuns {
 
 #[derive(Default)]
 struct Inner {
-    /// Runs by hook, then by pod uid.
-    runs: HashMap<HookKey, BTreeMap<String, Vec<AwaitedRun>>>,
-    /// The hooks each pod has runs of, to drop them when the pod changes or goes.
-    by_pod: HashMap<String, Vec<HookKey>>,
+    /// Each marked pod's runs, by uid.
+    pods: HashMap<Arc<str>, PodRuns>,
+    /// The pods with runs of each hook (their uids, shared with `pods`).
+    by_hook: HashMap<HookKey, HashSet<Arc<str>>>,
     /// Workers waiting on a hook, by worker uid, with the way to wake them.
     waiters: HashMap<HookKey, HashMap<String, Arc<Notify>>>,
+}
+
+/// One pod's planned runs. Every marked pod of a restore has one, waited on or not, so it is
+/// kept small: a few allocations, not a map entry per hook.
+#[derive(PartialEq)]
+struct PodRuns {
+    /// `namespace/name`.
+    pod: Box<str>,
+    restore: Box<str>,
+    /// Its hooks in plan order: name, phase, `onError`.
+    hooks: Box<[(Box<str>, HookPhase, OnError)]>,
+}
+
+impl PodRuns {
+    fn keys(&self) -> impl Iterator<Item = HookKey> + '_ {
+        self.hooks
+            .iter()
+            .map(|(name, ..)| (self.restore.to_string(), name.to_string()))
+    }
+
+    /// Its runs of hook `key`.
+    fn runs<'a>(&'a self, key: &'a HookKey) -> impl Iterator<Item = AwaitedRun> + 'a {
+        let ours = *self.restore == *key.0;
+        self.hooks
+            .iter()
+            .filter(move |(name, ..)| ours && **name == *key.1)
+            .map(|&(_, phase, on_error)| AwaitedRun {
+                pod: self.pod.to_string(),
+                phase,
+                on_error,
+            })
+    }
 }
 
 impl HookRuns {
     /// A pod's verified plan and status (or its worker's last word): replaces its runs and wakes
     /// the workers waiting on hooks whose runs changed.
     pub fn set(&self, uid: &str, pod: &str, plan: &ExecPlan, status: Option<&ExecStatus>) {
-        let mut runs: HashMap<HookKey, Vec<AwaitedRun>> = HashMap::new();
-        for (i, hook) in plan.hooks.iter().enumerate() {
-            let phase = status
-                .and_then(|s| s.hooks.get(i))
-                .filter(|s| s.name == hook.name && s.index == hook.index)
-                .map_or(HookPhase::Pending, |s| s.phase);
-            runs.entry((plan.restore.clone(), hook.name.clone()))
-                .or_default()
-                .push(AwaitedRun {
-                    pod: pod.to_string(),
-                    phase,
-                    on_error: hook.on_error,
-                });
-        }
-        let mut inner = self.lock();
-        let old = inner.take(uid);
-        let changed: HashSet<HookKey> = old
-            .keys()
-            .chain(runs.keys())
-            .filter(|k| old.get(*k) != runs.get(*k))
-            .cloned()
+        let hooks = plan
+            .hooks
+            .iter()
+            .enumerate()
+            .map(|(i, hook)| {
+                let phase = status
+                    .and_then(|s| s.hooks.get(i))
+                    .filter(|s| s.name == hook.name && s.index == hook.index)
+                    .map_or(HookPhase::Pending, |s| s.phase);
+                (hook.name.as_str().into(), phase, hook.on_error)
+            })
             .collect();
-        inner
-            .by_pod
-            .insert(uid.to_string(), runs.keys().cloned().collect());
-        for (key, pod_runs) in runs {
-            inner
-                .runs
-                .entry(key)
-                .or_default()
-                .insert(uid.to_string(), pod_runs);
+        let runs = PodRuns {
+            pod: pod.into(),
+            restore: plan.restore.as_str().into(),
+            hooks,
+        };
+        let mut inner = self.lock();
+        let (uid, old) = match inner.take(uid) {
+            Some((uid, old)) => (uid, Some(old)),
+            None => (Arc::from(uid), None),
+        };
+        let changed: HashSet<HookKey> = old
+            .iter()
+            .chain([&runs])
+            .flat_map(PodRuns::keys)
+            .filter(|key| {
+                let of = |p: Option<&PodRuns>| {
+                    p.into_iter().flat_map(|p| p.runs(key)).collect::<Vec<_>>()
+                };
+                of(old.as_ref()) != of(Some(&runs))
+            })
+            .collect();
+        for key in runs.keys() {
+            inner.by_hook.entry(key).or_default().insert(uid.clone());
         }
+        inner.pods.insert(uid, runs);
         inner.wake(&changed);
     }
 
     /// The pod is gone: its runs count no more.
     pub fn remove(&self, uid: &str) {
         let mut inner = self.lock();
-        let old = inner.take(uid);
-        inner.wake(&old.into_keys().collect());
+        if let Some((_, old)) = inner.take(uid) {
+            inner.wake(&old.keys().collect());
+        }
     }
 
-    /// The runs of hook `name` in `restore`, every pod's.
+    /// The runs of hook `name` in `restore`, every pod's, in the order of the pods' names.
     pub fn runs(&self, restore: &str, name: &str) -> Vec<AwaitedRun> {
-        self.lock()
-            .runs
-            .get(&(restore.to_string(), name.to_string()))
-            .map(|pods| pods.values().flatten().cloned().collect())
-            .unwrap_or_default()
+        let inner = self.lock();
+        let key = (restore.to_string(), name.to_string());
+        let mut runs: Vec<AwaitedRun> = inner
+            .by_hook
+            .get(&key)
+            .into_iter()
+            .flatten()
+            .filter_map(|uid| inner.pods.get(uid))
+            .flat_map(|p| p.runs(&key))
+            .collect();
+        runs.sort_by(|a, b| a.pod.cmp(&b.pod));
+        runs
     }
 
     /// Worker `uid` waits on `names` of `restore` (replacing what it waited on before): `wake`
@@ -131,20 +176,18 @@ impl HookRuns {
 }
 
 impl Inner {
-    /// Removes pod `uid`'s runs and returns them.
-    fn take(&mut self, uid: &str) -> HashMap<HookKey, Vec<AwaitedRun>> {
-        let mut old = HashMap::new();
-        for key in self.by_pod.remove(uid).unwrap_or_default() {
-            if let Some(pods) = self.runs.get_mut(&key) {
-                if let Some(runs) = pods.remove(uid) {
-                    old.insert(key.clone(), runs);
-                }
+    /// Removes pod `uid`'s runs and returns them, with the uid as the maps share it.
+    fn take(&mut self, uid: &str) -> Option<(Arc<str>, PodRuns)> {
+        let (uid, old) = self.pods.remove_entry(uid)?;
+        for key in old.keys() {
+            if let Some(pods) = self.by_hook.get_mut(&key) {
+                pods.remove(&uid);
                 if pods.is_empty() {
-                    self.runs.remove(&key);
+                    self.by_hook.remove(&key);
                 }
             }
         }
-        old
+        Some((uid, old))
     }
 
     fn forget_waiter(&mut self, uid: &str) {
@@ -168,7 +211,7 @@ mod tests {
     use std::time::Duration;
 
     use restore_hooks_core::exec_step::{align, pending};
-    use restore_hooks_core::hooks::plan::{OnError, PlannedHook};
+    use restore_hooks_core::hooks::plan::PlannedHook;
 
     use super::*;
 
@@ -248,6 +291,6 @@ mod tests {
         runs.remove("u0");
         assert!(runs.runs("r1", "db-restore").is_empty());
         assert!(!woken(&db).await);
-        assert!(runs.lock().runs.is_empty() && runs.lock().by_pod.is_empty());
+        assert!(runs.lock().by_hook.is_empty() && runs.lock().pods.is_empty());
     }
 }

@@ -260,6 +260,69 @@ fn get_one(sim: &Sim, t: &Target, q: &Query, shape: Shape) -> ApiResult<Response
     })
 }
 
+/// A chunked list's place (`limit`, `continue`), as kube-apiserver serves them: a page holds at
+/// most `limit` selected objects after the token's key, and every page reports the first page's
+/// resourceVersion (a watch from it replays what changed while the pages were read). Clients that
+/// page (kube-runtime's watcher asks for 500 at a time) then hold one page, not the whole list.
+struct Page {
+    limit: Option<usize>,
+    /// The first page's resourceVersion and the key of the last object served.
+    after: Option<(u64, String, String)>,
+}
+
+impl Page {
+    fn of(q: &Query) -> ApiResult<Self> {
+        let limit = match q.get("limit") {
+            None | Some("" | "0") => None,
+            Some(n) => Some(
+                n.parse()
+                    .map_err(|_| ApiError::bad_request(format!("limit {n:?} is not a number")))?,
+            ),
+        };
+        let after = match q.get("continue") {
+            None | Some("") => None,
+            Some(token) => {
+                let mut parts = token.splitn(3, '|');
+                match (parts.next().map(str::parse), parts.next(), parts.next()) {
+                    (Some(Ok(rv)), Some(ns), Some(name)) => {
+                        Some((rv, ns.to_string(), name.to_string()))
+                    }
+                    _ => return Err(ApiError::bad_request("invalid continue token")),
+                }
+            }
+        };
+        Ok(Self { limit, after })
+    }
+
+    /// This page of `selected` (in key order), the resourceVersion to report, and the token of
+    /// the next page when one follows.
+    fn cut<'a>(
+        &self,
+        selected: impl Iterator<Item = &'a Value>,
+        rv: u64,
+    ) -> (Vec<&'a Value>, u64, Option<String>) {
+        let key = |o: &'a Value| (meta_str(o, "namespace"), meta_str(o, "name"));
+        let mut rest = selected.skip_while(|o| {
+            self.after
+                .as_ref()
+                .is_some_and(|(_, ns, name)| key(o) <= (ns.as_str(), name.as_str()))
+        });
+        let rv = self.after.as_ref().map_or(rv, |(first, ..)| *first);
+        let page: Vec<&Value> = match self.limit {
+            Some(limit) => rest.by_ref().take(limit).collect(),
+            None => rest.by_ref().collect(),
+        };
+        let next = match (rest.next(), page.last()) {
+            (Some(_), Some(last)) => {
+                let (ns, name) = key(last);
+                Some(format!("{rv}|{ns}|{name}"))
+            }
+            _ => None,
+        };
+        (page, rv, next)
+    }
+}
+
 fn list(sim: &Sim, t: &Target, q: &Query, shape: Shape) -> ApiResult<Response> {
     let (ls, fs) = selectors(q)?;
     let (items, rv) = sim.store.list(&t.rt.id(), t.ns.as_deref());
@@ -269,6 +332,11 @@ fn list(sim: &Sim, t: &Target, q: &Query, shape: Shape) -> ApiResult<Response> {
             .map(|o| o.as_ref())
             .filter(|o| ls.matches_object(o) && fs.matches(o))
     };
+    let page = Page::of(q)?;
+    let list_meta = |rv: u64, next: Option<String>| match next {
+        Some(token) => json!({"resourceVersion": rv.to_string(), "continue": token}),
+        None => json!({"resourceVersion": rv.to_string()}),
+    };
     match shape {
         Shape::Full => {}
         Shape::Table => {
@@ -277,27 +345,27 @@ fn list(sim: &Sim, t: &Target, q: &Query, shape: Shape) -> ApiResult<Response> {
             return Ok(json_response(StatusCode::OK, tbl.to_string()));
         }
         Shape::Meta => {
+            let (items, rv, next) = page.cut(selected(), rv);
             let list = json!({
                 "kind": "PartialObjectMetadataList",
                 "apiVersion": "meta.k8s.io/v1",
-                "metadata": {"resourceVersion": rv.to_string()},
-                "items": selected().map(table::partial).collect::<Vec<_>>(),
+                "metadata": list_meta(rv, next),
+                "items": items.into_iter().map(table::partial).collect::<Vec<_>>(),
             });
             return Ok(json_response(StatusCode::OK, list.to_string()));
         }
     }
     // Built by hand so 2,000-pod lists are serialized once, without cloning every object.
+    let (items, rv, next) = page.cut(selected(), rv);
     let mut out = String::with_capacity(items.len() * 1024 + 128);
     out.push_str(&format!(
-        r#"{{"kind":"{}List","apiVersion":"{}","metadata":{{"resourceVersion":"{rv}"}},"items":["#,
+        r#"{{"kind":"{}List","apiVersion":"{}","metadata":{},"items":["#,
         t.rt.kind,
-        t.rt.api_version(&t.version)
+        t.rt.api_version(&t.version),
+        list_meta(rv, next)
     ));
     let mut first = true;
-    for item in items
-        .iter()
-        .filter(|o| ls.matches_object(o) && fs.matches(o))
-    {
+    for item in items {
         if !first {
             out.push(',');
         }

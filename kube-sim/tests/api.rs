@@ -83,6 +83,58 @@ async fn create_get_list_with_selectors() {
         all.list(&ListParams::default()).await.unwrap().items.len(),
         3
     );
+
+    // Chunked: pages of `limit` in key order, each with the first page's resourceVersion, and
+    // a token until the last; a selector applies before the cut.
+    let mut seen = Vec::new();
+    let mut token: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut params = ListParams::default().limit(2);
+        if let Some(t) = &token {
+            params = params.continue_token(t);
+        }
+        let page = pods.list(&params).await.unwrap();
+        pages += 1;
+        assert!(page.items.len() <= 2);
+        let rv: u64 = page
+            .metadata
+            .resource_version
+            .as_deref()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(
+            rv, list_rv,
+            "every page reports the first page's resourceVersion"
+        );
+        token = page.metadata.continue_.clone();
+        seen.extend(names(page));
+        if token.is_none() {
+            break;
+        }
+        // A change between pages does not move the list's resourceVersion.
+        pods.create(
+            &PostParams::default(),
+            &pod(&format!("z{pages}"), json!({})),
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(pages, 2);
+    assert_eq!(seen, ["a", "b", "c", "z1"]);
+    let page = pods
+        .list(&ListParams::default().labels("app").limit(1))
+        .await
+        .unwrap();
+    assert_eq!(names(page), ["a"]);
+    let e = api_err(
+        pods.list(&ListParams::default().continue_token("garbage"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 400);
+
     let missing: Api<Pod> = Api::namespaced(t.client.clone(), "nope");
     let e = api_err(
         missing

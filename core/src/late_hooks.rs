@@ -13,8 +13,6 @@
 //!   nothing, and the object reports it;
 //! - the merged plan must stay within [`MAX_PLAN_BYTES`].
 
-use std::collections::BTreeSet;
-
 use jiff::{SignedDuration, Timestamp};
 
 use crate::hooks::compiled::CompiledObject;
@@ -159,10 +157,11 @@ fn knows(plan: &ExecPlan, source: &str, index: usize) -> bool {
 /// their containers.
 pub fn applied_at_admission(
     object: &CompiledObject,
-    plan_sources: &BTreeSet<String>,
-    injected: &BTreeSet<String>,
+    plan_sources: &[Box<str>],
+    injected: &[Box<str>],
 ) -> bool {
-    if plan_sources.contains(&object.source()) {
+    let source = object.source();
+    if plan_sources.iter().any(|s| **s == *source) {
         return true;
     }
     let mut posts = object.entries.iter().flat_map(|e| &e.post_hooks);
@@ -171,7 +170,11 @@ pub fn applied_at_admission(
             && p.init
                 .as_ref()
                 .and_then(|init| init.as_ref().ok())
-                .is_none_or(|containers| containers.iter().all(|c| injected.contains(&c.name)))
+                .is_none_or(|containers| {
+                    containers
+                        .iter()
+                        .all(|c| injected.iter().any(|n| **n == *c.name))
+                })
     })
 }
 
@@ -184,7 +187,7 @@ mod tests {
     use crate::hooks::pod::AdmittedPod;
     use crate::hooks::resolve::{PodContext, resolve_late_hooks};
     use crate::hooks::scope::restore_scope;
-    use crate::hooks::types::RestoreHook;
+    use crate::hooks::types::{Labels, RestoreHook};
 
     const NOW: &str = "2026-12-04T10:00:00Z";
 
@@ -211,7 +214,7 @@ mod tests {
         .to_string();
         let view = AdmittedPod::from_json_str(&pod).unwrap();
         let config = EngineConfig::default();
-        let scope = restore_scope("shop", view.labels(), None, &config).unwrap();
+        let scope = restore_scope("shop", view.labels(), None::<&Labels>, &config).unwrap();
         let ctx = PodContext {
             pod: &view,
             namespace: "shop",
@@ -410,7 +413,12 @@ mod tests {
 
     #[test]
     fn applied_at_admission_rules() {
-        let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>();
+        let set = |names: &[&str]| {
+            names
+                .iter()
+                .map(|&n| Box::from(n))
+                .collect::<Vec<Box<str>>>()
+        };
         let init_only = object(serde_json::json!([init_hook("seed")]));
         let with_exec = object(serde_json::json!([init_hook("seed"), exec_hook()]));
         let cases = [

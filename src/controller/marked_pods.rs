@@ -2,10 +2,11 @@
 //! as the object-status watch sees them: what the late-hook scan compares hook objects with
 //! (docs/behaviour.md §7.2).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
+use restore_hooks_core::hooks::labels::CompactLabels;
 use tokio::sync::{broadcast, watch};
 
 /// A marked pod, as far as late hooks need to know it.
@@ -16,14 +17,15 @@ pub struct MarkedPod {
     /// The pod's name.
     pub name: String,
     /// The pod's labels, for the hook objects' selectors.
-    pub labels: BTreeMap<String, String>,
+    pub labels: CompactLabels,
     /// `metadata.creationTimestamp`; `None` when the API server sent none.
     pub created: Option<Timestamp>,
     /// Hook sources its plan annotation names (exec, missed init, not applicable), as written:
     /// a hook object already there needs no late look (unverified: only to skip work).
-    pub plan_sources: BTreeSet<String>,
+    /// Sorted and without duplicates; a slice rather than a set (each marked pod has one).
+    pub plan_sources: Box<[Box<str>]>,
     /// Init containers the webhook injected (`restore-hooks.dev/injected`).
-    pub injected: BTreeSet<String>,
+    pub injected: Box<[Box<str>]>,
 }
 
 /// The marked pods known now, by uid (shared with the late-hook scan), and whether the first

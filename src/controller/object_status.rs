@@ -29,6 +29,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher::{self, Event};
 use restore_hooks_core::hooks::compiled::SourceKind;
+use restore_hooks_core::hooks::labels::CompactLabels;
 use restore_hooks_core::hooks::plan::{ExecPlan, ExecStatus, RESTORE_RUN_LABEL};
 use restore_hooks_core::hooks::types::{
     ClusterRestoreHook, FailedPod, HookCounts, HookObjectStatus, OnePodRun, RestoreHook,
@@ -464,19 +465,23 @@ impl Writer {
                     .missed_init
                     .iter()
                     .chain(&plan.not_applicable)
-                    .map(|r| r.source.clone());
-                plan.hooks
+                    .map(|r| r.source.as_str().into());
+                let mut sources: Vec<Box<str>> = plan
+                    .hooks
                     .iter()
-                    .map(|h| h.source.clone())
+                    .map(|h| h.source.as_str().into())
                     .chain(refs)
-                    .collect()
+                    .collect();
+                sources.sort_unstable();
+                sources.dedup();
+                sources.into_boxed_slice()
             })
             .unwrap_or_default();
         let injected = get(restore_hooks_core::hooks::plan::INJECTED_ANNOTATION)
             .map(|v| {
                 v.split(',')
                     .filter(|n| !n.is_empty())
-                    .map(str::to_string)
+                    .map(Box::from)
                     .collect()
             })
             .unwrap_or_default();
@@ -485,7 +490,12 @@ impl Writer {
             MarkedPod {
                 namespace: namespace.clone(),
                 name: name.clone(),
-                labels: pod.metadata.labels.clone().unwrap_or_default(),
+                labels: pod
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .map(CompactLabels::from)
+                    .unwrap_or_default(),
                 created,
                 plan_sources,
                 injected,

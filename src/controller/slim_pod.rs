@@ -14,6 +14,7 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Resource;
 use restore_hooks_core::exec_step::{ContainerState, LastExit, PodView, Presence};
+use restore_hooks_core::hooks::labels::{CompactLabels, LabelLookup};
 use restore_hooks_core::hooks::plan::{PLAN_ANNOTATION, STATUS_ANNOTATION};
 use restore_hooks_core::hooks::signing::{PLAN_SIGNATURE_ANNOTATION, STATUS_SIGNATURE_ANNOTATION};
 use restore_hooks_core::hooks::targets::ExecTargets;
@@ -196,8 +197,9 @@ pub struct PodState {
     pub uid: String,
     /// The precondition of the next write: a write against an older one conflicts.
     pub resource_version: String,
-    /// All labels (the exec label, the restore label for the scope check).
-    pub labels: BTreeMap<String, String>,
+    /// All labels (the exec label, the restore label for the scope check, the selectors of
+    /// `runOn: OnePod`).
+    pub labels: CompactLabels,
     /// The raw `restore-hooks.dev/plan` annotation, as signed. Of the annotations, only
     /// restore-hooks' own four are kept.
     pub plan: Option<String>,
@@ -275,7 +277,11 @@ impl PodState {
             generate_name: metadata.generate_name,
             uid: metadata.uid.unwrap_or_default(),
             resource_version: metadata.resource_version.unwrap_or_default(),
-            labels: metadata.labels.unwrap_or_default(),
+            labels: metadata
+                .labels
+                .as_ref()
+                .map(CompactLabels::from)
+                .unwrap_or_default(),
             plan: annotations.remove(PLAN_ANNOTATION),
             plan_signature: annotations.remove(PLAN_SIGNATURE_ANNOTATION),
             status: annotations.remove(STATUS_ANNOTATION),
@@ -317,7 +323,7 @@ impl PodState {
 
     /// The value of label `key`, when set.
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels.get(key).map(String::as_str)
+        self.labels.label(key)
     }
 
     /// `namespace/name`, for logs and messages.

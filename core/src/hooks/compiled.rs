@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::duration::{DurationError, format_go_duration, parse_go_duration};
+use super::labels::LabelLookup;
 use super::parameters::VeleroFacts;
 use super::patterns::{IncludesExcludes, NamePattern};
 use super::plan::{DEFAULT_EXEC_TIMEOUT_MS, EphemeralPlan, OnError, RetryPlan, RunOn};
@@ -165,17 +166,20 @@ pub enum NamespaceFilter {
 impl EntryFilter {
     /// Whether the entry selects a pod with `labels`, in `namespace` (with `namespace_labels`),
     /// of restore `restore`.
-    pub fn matches(
+    pub fn matches<N: LabelLookup>(
         &self,
         namespace: &str,
-        namespace_labels: Option<&Labels>,
+        namespace_labels: Option<&N>,
         restore: &str,
-        labels: &Labels,
+        labels: &dyn LabelLookup,
     ) -> bool {
         let namespace_ok = match &self.namespaces {
             NamespaceFilter::Own => true,
             NamespaceFilter::Velero(ie) => ie.should_include(namespace),
-            NamespaceFilter::Labels(sel) => sel.matches(namespace_labels.unwrap_or(&Labels::new())),
+            NamespaceFilter::Labels(sel) => match namespace_labels {
+                Some(labels) => sel.matches(labels),
+                None => sel.matches(&Labels::new()),
+            },
         };
         namespace_ok
             && self.applies_to_pods

@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::compiled::{Definition, HookContainer, is_dns_label};
+use super::labels::LabelLookup;
 use super::pod::AdmittedPod;
-use super::types::Labels;
 
 /// The StatefulSet controller's label for a pod's ordinal (Kubernetes 1.28 and later).
 const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
@@ -177,17 +177,17 @@ fn is_dns_subdomain(s: &str) -> bool {
 
 /// A pod's StatefulSet ordinal: the `apps.kubernetes.io/pod-index` label, else the number after
 /// the last `-` of the name of a pod labelled `statefulset.kubernetes.io/pod-name`.
-pub fn pod_ordinal(labels: Option<&Labels>, name: Option<&str>) -> Option<u64> {
+pub fn pod_ordinal<L: LabelLookup>(labels: Option<&L>, name: Option<&str>) -> Option<u64> {
     let labels = labels?;
     let numeric = |s: &str| {
         (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
             .then(|| s.parse().ok())
             .flatten()
     };
-    if let Some(index) = labels.get(POD_INDEX_LABEL) {
+    if let Some(index) = labels.label(POD_INDEX_LABEL) {
         return numeric(index);
     }
-    labels.get(STATEFULSET_POD_NAME_LABEL)?;
+    labels.label(STATEFULSET_POD_NAME_LABEL)?;
     numeric(name?.rsplit_once('-')?.1)
 }
 

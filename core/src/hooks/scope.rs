@@ -1,6 +1,6 @@
 //! Which pods are restored pods (docs/behaviour.md §1).
 
-use super::types::Labels;
+use super::labels::LabelLookup;
 use crate::config::EngineConfig;
 
 /// How a pod came into scope.
@@ -25,28 +25,32 @@ pub struct RestoreScope {
 /// The restore a pod belongs to, if any. The pod label wins over the namespace label; an empty
 /// label value names no restore; a pod in an excluded namespace is never in scope, whatever its
 /// labels say.
-pub fn restore_scope(
+pub fn restore_scope<P: LabelLookup, N: LabelLookup>(
     namespace: &str,
-    pod_labels: Option<&Labels>,
-    namespace_labels: Option<&Labels>,
+    pod_labels: Option<&P>,
+    namespace_labels: Option<&N>,
     config: &EngineConfig,
 ) -> Option<RestoreScope> {
     if config.excluded_namespaces.iter().any(|n| n == namespace) {
         return None;
     }
-    let named = |labels: Option<&Labels>, key: &str| {
+    let named = |labels: Option<&dyn LabelLookup>, key: &str| {
         labels
-            .and_then(|l| l.get(key))
+            .and_then(|l| l.label(key))
             .filter(|v| !v.is_empty())
-            .cloned()
+            .map(str::to_string)
     };
-    if let Some(restore) = named(pod_labels, &config.restore_label) {
+    if let Some(restore) = named(pod_labels.map(|l| l as _), &config.restore_label) {
         return Some(RestoreScope {
             restore,
             via: ScopeVia::PodLabel,
         });
     }
-    named(namespace_labels, &config.restore_namespace_label).map(|restore| RestoreScope {
+    named(
+        namespace_labels.map(|l| l as _),
+        &config.restore_namespace_label,
+    )
+    .map(|restore| RestoreScope {
         restore,
         via: ScopeVia::NamespaceLabel,
     })
@@ -55,6 +59,7 @@ pub fn restore_scope(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hooks::types::Labels;
 
     fn l(pairs: &[(&str, &str)]) -> Labels {
         pairs
@@ -111,7 +116,7 @@ mod tests {
             excluded_namespaces: vec!["kube-system".into()],
             ..EngineConfig::default()
         };
-        assert!(restore_scope("shop", Some(&pod_r1), None, &excluding).is_some());
+        assert!(restore_scope("shop", Some(&pod_r1), None::<&Labels>, &excluding).is_some());
         assert_eq!(
             restore_scope("kube-system", Some(&pod_r1), Some(&ns_r2), &excluding),
             None

@@ -4,7 +4,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use super::types::Labels;
+use super::labels::LabelLookup;
 
 /// Why a `labelSelector` or `namespaceSelector` is invalid: the entry or hook object is invalid
 /// for every pod it could apply to, and the object reports `Ready=False` (docs/behaviour.md §3.4
@@ -128,14 +128,15 @@ impl Selector {
 
     /// Whether `labels` satisfy every requirement (matchLabels and matchExpressions ANDed;
     /// `NotIn` also matches an absent label, as in Kubernetes).
-    pub fn matches(&self, labels: &Labels) -> bool {
+    pub fn matches(&self, labels: &dyn LabelLookup) -> bool {
+        let listed = |vs: &[String], v: &str| vs.iter().any(|x| x == v);
         self.requirements.iter().all(|r| match r {
-            Requirement::Equals(k, v) => labels.get(k) == Some(v),
-            Requirement::In(k, vs) => labels.get(k).is_some_and(|v| vs.contains(v)),
+            Requirement::Equals(k, v) => labels.label(k) == Some(v.as_str()),
+            Requirement::In(k, vs) => labels.label(k).is_some_and(|v| listed(vs, v)),
             // As in Kubernetes: NotIn also matches when the label is absent.
-            Requirement::NotIn(k, vs) => labels.get(k).is_none_or(|v| !vs.contains(v)),
-            Requirement::Exists(k) => labels.contains_key(k),
-            Requirement::DoesNotExist(k) => !labels.contains_key(k),
+            Requirement::NotIn(k, vs) => labels.label(k).is_none_or(|v| !listed(vs, v)),
+            Requirement::Exists(k) => labels.label(k).is_some(),
+            Requirement::DoesNotExist(k) => labels.label(k).is_none(),
         })
     }
 }
@@ -207,6 +208,8 @@ pub fn validate_value(key: &str, value: &str) -> Result<(), SelectorError> {
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+
+    use crate::hooks::types::Labels;
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs

@@ -322,7 +322,9 @@ impl Writer {
         ))
         .boxed();
         let mut compiled = self.index.subscribe();
-        let mut relist: Option<Vec<PartialObjectMeta<Pod>>> = None;
+        // The uids of a (re)list so far: applied as they come (a restore's pods are not held
+        // twice), and the pods it did not show retire when it ends.
+        let mut relisted: Option<HashSet<String>> = None;
         let mut flush_at: Option<tokio::time::Instant> = None;
         let mut ready_retry = tokio::time::interval(READY_RETRY);
         let mut sweep = tokio::time::interval(RETENTION_SWEEP);
@@ -347,21 +349,19 @@ impl Writer {
                     return;
                 }
                 event = pods.next() => match event {
-                    Some(Ok(Event::Init)) => relist = Some(Vec::new()),
-                    Some(Ok(Event::InitApply(p))) => match relist.as_mut() {
-                        Some(buffer) => buffer.push(p),
-                        None => self.apply(p),
-                    },
+                    Some(Ok(Event::Init)) => relisted = Some(HashSet::new()),
+                    Some(Ok(Event::InitApply(p))) => {
+                        if let (Some(seen), Some(uid)) = (relisted.as_mut(), p.uid()) {
+                            seen.insert(uid);
+                        }
+                        self.apply(p);
+                    }
                     Some(Ok(Event::InitDone)) => {
-                        let listed = relist.take().unwrap_or_default();
-                        let seen: HashSet<String> = listed.iter().filter_map(|p| p.uid()).collect();
+                        let seen = relisted.take().unwrap_or_default();
                         // Pods gone while the watch was down: their last known part retires.
                         let missing: Vec<String> = self.pods.keys().filter(|u| !seen.contains(*u)).cloned().collect();
                         for uid in missing {
                             self.retire(&uid);
-                        }
-                        for p in listed {
-                            self.apply(p);
                         }
                         let first = !self.marked.is_listed();
                         self.marked.set_listed();

@@ -40,31 +40,44 @@
 //! within one run.
 //!
 //! Where a waiting pod's memory goes (2026-12-05, 2 vCPUs; `backlog`, 10,000 pods; heap profile
-//! with `heaptrack` on a build with the system allocator, peak heap 121 MB; per pod at the peak;
-//! the first row after the last cut below, from `-Zprint-type-sizes`):
+//! with `heaptrack` on a build with the system allocator, peak heap 79 MB; per pod at the peak,
+//! rounded):
 //!
 //! | what | bytes |
 //! |---|---|
-//! | its worker task: the worker (0.6 KB) and its wait on the mailbox, slots, execs, timers (0.4 KB); mailbox, wake, the watch loop's entry | 1,400 |
-//! | the pod as the worker keeps it: labels, the plan and status annotations, container states | 1,800 |
-//! | the plan and status the worker verified and trusts | 2,000 |
-//! | object status: the pod's part of each target, the marked-pod entry for late hooks, its runs for `after` | 2,600 |
-//! | the controller's record (entries, and the patches being written) | 900 |
-//! | exec tasks and slot waits (64 running) | 700 |
+//! | its worker task (the worker and its wait on mailbox, slots, execs, timers), mailbox, wake, the watch loop's entry | 1,400 |
+//! | the pod as the worker keeps it: names, labels, the plan and status annotations, container states | 1,300 |
+//! | the plan and status the worker verified and trusts | 850 |
+//! | object status: the pod's part of each target, the marked pod for late hooks, its runs for `after` | 2,400 |
+//! | the controller's record (entries, and the patches being written) | 500 |
+//! | its hooks' waits for a slot (64 running) | 350 |
 //!
-//! What was cut (peak RSS 232 → 154 MiB at 10,000 pending pods; 150 → 121 MiB with 10,000
-//! created live; 82 → 54 MiB with 2,000): the worker task held the worker's fields twice (a
-//! `run(self)` future moves its argument into its body, and an `async move` around it kept one
-//! more), an `Api` per worker and its backoff state (208 bytes) before any error (3.7 → 1.2 KB,
-//! from `-Zprint-type-sizes`); each pod's part of each target was a `BTreeMap`, which allocates
-//! room for eleven entries (2 KB for two or three), as were its container states (1 KB); each
-//! worker had a `tokio::sync::watch`
-//! channel (0.4 KB, now a mailbox and the worker's existing `Notify`); and mimalloc asked for
-//! transparent huge pages, so each 2 MiB page it touched counted whole (24 MiB; the chart now sets
-//! `MIMALLOC_ALLOW_THP=0`, which this bench and `benches/load.rs` copy: no change in admission
-//! throughput). The goal of 128 MiB at 10,000 pending pods would need about 2.5 KB less per pod:
-//! one shared copy of each pod instead of the worker's text and verified plan, and interned
-//! restore, namespace and hook names in the object-status bookkeeping.
+//! Measured peak RSS at 10,000 pending pods: 109–117 MiB over four runs (the goal was 128 MiB);
+//! 89–96 MiB with 10,000 created live, 52 / 50 MiB with 2,000 (`backlog` / `live`). What was cut,
+//! in two rounds:
+//!
+//! - 232 → 154 MiB: the worker task held the worker's fields twice (a `run(self)` future moves
+//!   its argument into its body, and an `async move` around it kept one more), an `Api` per
+//!   worker and its backoff state (208 bytes) before any error (3.7 → 1.2 KB, from
+//!   `-Zprint-type-sizes`); each pod's part of each target was a `BTreeMap`, which allocates
+//!   room for eleven entries (2 KB for two or three), as were its container states (1 KB); each
+//!   worker had a `tokio::sync::watch` channel (0.4 KB, now a mailbox and the worker's existing
+//!   `Notify`); and mimalloc asked for transparent huge pages, so each 2 MiB page it touched
+//!   counted whole (24 MiB; the chart now sets `MIMALLOC_ALLOW_THP=0`, which this bench and
+//!   `benches/load.rs` copy: no change in admission throughput).
+//! - 154 → 109–117 MiB (peak heap 114 → 79 MB, part of it the simulator's paging below): each hook waiting for an exec slot had a task
+//!   of its own, a `JoinSet` entry and an `AbortHandle` in a map (1.4 KB a pod; a wait is now a
+//!   channel the worker polls); the worker's pod and the marked pod each kept the labels in a
+//!   `BTreeMap` and the plan's sources in a `BTreeSet` (1.2 KB; now one buffer, `CompactLabels`,
+//!   and boxed slices); the runs for `after` copied uid, restore and hook name into a map entry
+//!   per hook (0.9 KB; now one small record per pod); and the marked-pod watch buffered its
+//!   whole first list before applying it (10 MB at start-up). The simulator now serves lists in
+//!   pages as kube-apiserver does (kube-runtime asks for 500 at a time); it answered with all
+//!   10,000 pods at once, which the controller then held whole.
+//!
+//! What is left is mostly one copy of each pod in the worker (its annotation text and the plan
+//! verified from it) and one in the object-status bookkeeping: sharing them would be the next
+//! cut.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

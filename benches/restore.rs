@@ -78,6 +78,8 @@
 //! | 1000 | record in parts | 84–91 s | 62.5 s | 1.34–1.46 | 7.0 s / 28.5 s | 7 ms / 92 ms | 5.65 | 71 MiB / 5.1 s | 34 MiB / 0.5 s | 76 s |
 //! | 5000 | record in parts | 466 s | 312.5 s | 1.49 | 48 s / 168 s | 19 ms / 416 ms | 6.10 | 144 MiB / 31 s | 34 MiB / 1.9 s | 499 s |
 //! | 1000 | leaner controller | 84.6 s | 62.5 s | 1.35 | 6.9 s / 28.9 s | 10.7 ms / 92 ms (the webhook's own decision: 0.2 ms / 1.7 ms) | 5.68 | 44 MiB / 5.4 s | 23 MiB / 0.5 s | 83 s |
+//! | 1000 | smaller waits, on a slower machine (below) | 111.7–122.0 s | 62.5 s | 1.79–1.95 | 12.7–15.0 s / 40.2–44.3 s | 35–46 ms / 99–397 ms (own: 0.2 ms / 2.2 ms) | 5.71–5.76 | 43 MiB / 7.5 s | 23 MiB / 0.7 s | 130–135 s |
+//! | 1000 | "leaner controller"'s code on that machine | 118.3 s | 62.5 s | 1.89 | 14.4 s / 44.1 s | 45 ms / 362 ms | 5.68 | 46 MiB / 7.7 s | 23 MiB / 0.7 s | 129 s |
 //!
 //! Through Velero (`RESTORE_VELERO_PODS=500`, 2026-12-05; Velero's own defaults, 20 client
 //! requests/s; "requests per hook" includes late-hook work; makespan from `velero restore create`):
@@ -86,6 +88,14 @@
 //! |---|---|---|---|---|---|---|---|---|---|---|
 //! | 500 | default: RestoreHooks after pods, every hook added late | 108.9 s | 31.2 s | 3.48 | 47.2 s / 84.0 s | 2.5 ms / 5.0 ms | 7.47 | 60 MiB / 3.3 s | 34 MiB / 0.4 s | 53 s |
 //! | 500 | docs/hooks.md's `--restore-resource-priorities` (`RESTORE_VELERO_PRIORITIES=1`): no hook late | 56.6 s | 31.2 s | 1.81 | 41 ms / 226 ms | 2.8 ms / 82 ms | 6.49 | 54 MiB / 3.2 s | 34 MiB / 0.3 s | 47 s |
+//!
+//! "Smaller waits" (2026-12-05) is the second round of memory cuts of `benches/scale.rs`'s header
+//! (a hook waiting for a slot is a channel, not a task; compact labels; one record per pod for
+//! `after`); two runs. That day's machine was slower: kube-apiserver spent 129–135 CPU-seconds on
+//! the same requests that took 83 the day before, and the previous code, run there for the row
+//! below it, made the same figures; so the difference to "leaner controller" is the machine's,
+//! and the pre-exec writes (exec slot → exec start p50 200–240 ms instead of 82–90) follow the
+//! busier API server.
 //!
 //! "Leaner controller" (2026-12-05) is the memory cuts of `benches/scale.rs`'s header, mimalloc
 //! without transparent huge pages (`MIMALLOC_ALLOW_THP=0`, which the chart sets), and hook

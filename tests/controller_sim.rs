@@ -868,6 +868,47 @@ async fn api_errors_and_dropped_watches_are_survived() {
     .await;
 }
 
+/// The `Running` record and the record of the start go out together (docs/behaviour.md §6.9):
+/// when only the record's write lands, the `Running` record is written again on the pod, and the
+/// exec starts once, as the same attempt (no retry counted, nothing ended `interrupted`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_record_that_fails_beside_a_recorded_start_is_written_again() {
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        let ctl = start(&bed, "a");
+        wait_for("the controller leads", async || ctl.is_leader()).await;
+        let records_before = bed.sim.faults().requests("patch", "restorerecords/status");
+        // The pod's first two writes (the `Running` record, then its first rewrite) fail.
+        bed.sim.faults().fail_next("patch", "pods", 2);
+        create(
+            &bed,
+            "p",
+            numbered(vec![hook("a", "db", "echo a >> a.txt")]),
+            json!({}),
+        )
+        .await;
+        let (label, st) = finished(&bed, "p").await;
+        assert_eq!(label, "done", "{st:?}");
+        assert_eq!(file(&bed, "p", "a.txt"), "a\n", "the hook ran exactly once");
+        assert_eq!(st.hooks[0].phase, HookPhase::Succeeded, "{st:?}");
+        assert_eq!(
+            st.hooks[0].retries, 0,
+            "the same attempt, not a retry: {st:?}"
+        );
+        assert!(
+            bed.sim.faults().requests("patch", "pods") >= 4,
+            "the Running record was written three times, then the result"
+        );
+        assert!(
+            bed.sim.faults().requests("patch", "restorerecords/status") > records_before,
+            "the start was recorded"
+        );
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_pods_with_two_hooks_each() {
     bounded(Duration::from_secs(300), async {

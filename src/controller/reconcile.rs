@@ -45,7 +45,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
-use crate::backoff::{ApiBackoff, watch_backoff};
+use crate::backoff::{ApiBackoff, is_transient, watch_backoff};
 use crate::catalog::SharedIndex;
 use crate::hooks::duration::format_go_duration;
 use crate::metrics::Metrics;
@@ -66,6 +66,11 @@ use super::status::{WriteError, set_exec_label, write_status};
 
 /// Writes of a `Running` record taken back, through conflicts with the kubelet's updates.
 const UNSTART_ATTEMPTS: u32 = 5;
+/// Conflicts a `Running` record whose start is recorded is written again through.
+const REWRITE_CONFLICTS: u32 = 5;
+/// How long such a write keeps trying while the API server throttles it or is unavailable (the
+/// exec slot is held meanwhile), as the record's own writes do.
+const REWRITE_BUSY_FOR: Duration = Duration::from_secs(120);
 
 /// What every pod worker shares.
 pub struct Workers {
@@ -889,13 +894,42 @@ impl PodWorker {
         status.hooks[index].started_at = Some(started_at);
         status.hooks[index].retries = attempt - 1;
         status.hooks[index].retry_at = None;
-        let written = self.write_signed(&keys, pod, &status, None).await;
+        // The `Running` record on the pod and the start in the controller's record go out
+        // together, and the exec starts only once both are written: the pod's is won against
+        // every other change of the pod, the record's is what a rolled-back status or a new
+        // leader cannot undo (docs/behaviour.md §6.9, §9.5). Together, the slot waits for one
+        // round trip to the API server before its exec, not two.
+        let (written, recorded) = tokio::join!(
+            self.write_signed(&keys, pod, &status, None),
+            self.shared.ledger.started(
+                &plan.restore,
+                &self.uid,
+                &plan.id,
+                index,
+                attempt,
+                one_pod.clone(),
+            ),
+        );
+        let written = match written {
+            Err(e) if recorded.is_ok() => self.rewrite_running(&keys, pod, &status, e).await,
+            written => written,
+        };
         let updated = match written {
             Ok(p) => PodState::from_slim(p),
             Err(e) => {
                 drop(permit);
-                if let Some(start) = &one_pod {
-                    self.shared.ledger.release_one_pod(&start.key, &self.uid);
+                match &one_pod {
+                    // Recorded: the hook started here as far as the record goes (and so the
+                    // other pods learn); it is not started again, and ends `interrupted`.
+                    Some(start) if recorded.is_ok() => {
+                        self.shared.one_pod.wake(&start.key, &self.uid);
+                    }
+                    Some(start) => self.shared.ledger.release_one_pod(&start.key, &self.uid),
+                    None => {}
+                }
+                if recorded.is_ok() {
+                    warn!(pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index, error = %e,
+                          "hook not started: its start is recorded but its Running record could not be written on the pod; it ends interrupted, never run");
                 }
                 return self.write_failed(e).await;
             }
@@ -905,20 +939,6 @@ impl PodWorker {
         self.trusted = Some((plan.clone(), Some(status.clone())));
         self.running.insert(index);
         self.started.insert(index, status.hooks[index].clone());
-        // The exec starts only once the record says it started: a status rolled back later, or
-        // a new leader, never starts it again (docs/behaviour.md §9.5).
-        let recorded = self
-            .shared
-            .ledger
-            .started(
-                &plan.restore,
-                &self.uid,
-                &plan.id,
-                index,
-                attempt,
-                one_pod.clone(),
-            )
-            .await;
         if let Some(start) = &one_pod {
             // Recorded or not, it never starts elsewhere now: the others learn so.
             self.shared.one_pod.wake(&start.key, &self.uid);
@@ -982,6 +1002,61 @@ impl PodWorker {
             }
         });
         Flow::Again
+    }
+
+    /// The start is in the controller's record, but the `Running` record written with it did not
+    /// land on the pod (`first`): writes it again on the pod as it is now, as long as the pod
+    /// still carries the plan and status the start was decided on (a conflict with the
+    /// kubelet's status updates; an API error that may pass) and this replica still leads.
+    /// Otherwise the exec never starts: the record holds the start, so the hook is not started
+    /// again and ends `interrupted` (docs/behaviour.md §6.9).
+    async fn rewrite_running(
+        &mut self,
+        keys: &PlanKeys,
+        pod: &Arc<PodState>,
+        status: &ExecStatus,
+        first: WriteError,
+    ) -> Result<SlimPod, WriteError> {
+        let mut pod = pod.clone();
+        let mut error = first;
+        let mut conflicts = 0;
+        // The pod must be read again before the next write (after a conflict, or a failed read).
+        let mut stale = false;
+        let since = Instant::now();
+        loop {
+            if self.term.is_cancelled() {
+                return Err(error);
+            }
+            match &error {
+                WriteError::Conflict if conflicts < REWRITE_CONFLICTS => {
+                    conflicts += 1;
+                    stale = true;
+                }
+                WriteError::Api(e) if is_transient(e) && since.elapsed() < REWRITE_BUSY_FOR => {
+                    let wait = self.api_backoff().after(Some(e));
+                    tokio::time::sleep(wait).await;
+                }
+                _ => return Err(error),
+            }
+            if stale {
+                match self.read_own_pod().await {
+                    Ok(Some(fresh)) if fresh.plan == pod.plan && fresh.status == pod.status => {
+                        pod = fresh;
+                        stale = false;
+                    }
+                    Ok(Some(_)) => return Err(WriteError::Conflict),
+                    Ok(None) => return Err(WriteError::Gone),
+                    Err(e) => {
+                        error = WriteError::Api(e);
+                        continue;
+                    }
+                }
+            }
+            match self.write_signed(keys, &pod, status, None).await {
+                Ok(updated) => return Ok(updated),
+                Err(e) => error = e,
+            }
+        }
     }
 
     /// Takes back the `Running` record of hook `index`, whose exec did not start because this

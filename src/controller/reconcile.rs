@@ -1034,7 +1034,11 @@ impl PodWorker {
                 }
                 WriteError::Api(e) if is_transient(e) && since.elapsed() < REWRITE_BUSY_FOR => {
                     let wait = self.api_backoff().after(Some(e));
-                    tokio::time::sleep(wait).await;
+                    // The replica may stop leading meanwhile: it lets go without waiting.
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = self.term.cancelled() => continue,
+                    }
                 }
                 _ => return Err(error),
             }

@@ -470,6 +470,64 @@ async fn restore_hook_ready_condition_follows_what_the_webhook_compiled() {
     .await;
 }
 
+/// Hook objects' counts are progress, written at one object per 0.5 s on average while hooks
+/// keep ending (docs/behaviour.md §6.19). Each status write comes back to the controller through
+/// its watch of the object: that is no reason to write the object again sooner. The bound is
+/// taken from the time the restore took, so a slow machine only loosens it; and the last counts
+/// are written all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hook_object_counts_are_paced_while_hooks_keep_ending() {
+    const GROUPS: usize = 4;
+    const PODS: usize = 32;
+    bounded(LIMIT, async {
+        let bed = testbed().await;
+        // One slot: the hooks end one after another, so every object's counts keep changing.
+        let mut args = bed.controller_args();
+        args.max_concurrent_execs = 1;
+        let ctl = bed.start_controller("ctl", args, None);
+        eventually!("the controller to take the Lease", ctl.is_leader().then_some(()));
+        for g in 0..GROUPS {
+            let name = format!("group-{g}");
+            create_restore_hook(&bed, NS, &name, json!({
+                "labelSelector": {"matchLabels": {"group": format!("g{g}")}},
+                "postHooks": [{"exec": {"container": "app", "command": ["/bin/sh", "-c", "sleep 0.2"]}}],
+            }))
+            .await;
+            eventually!(format!("RestoreHook {name} to be Ready"), {
+                let status = restore_hook(&bed, NS, &name).await.status.unwrap_or_default();
+                condition(&status.conditions, "Ready").filter(|c| c.status == "True").map(|_| ())
+            });
+        }
+        let faults = bed.sim.faults();
+        let writes = || faults.requests("patch", "restorehooks/status");
+        let (before, started) = (writes(), std::time::Instant::now());
+        for i in 0..PODS {
+            restore_pod(&bed, &format!("web-{i}"), json!({"group": format!("g{}", i % GROUPS)})).await;
+        }
+        for i in 0..PODS {
+            assert_eq!(finished(&bed, NS, &format!("web-{i}")).await, "done");
+        }
+        let (written, took) = (writes() - before, started.elapsed());
+        // A round that wrote n objects is followed by n × 0.5 s without one; plus one write of
+        // each object for a conflict with the webhook replica's entry.
+        let bound = 2 * GROUPS + (took.as_secs_f64() / 0.5).ceil() as usize;
+        assert!(
+            written <= bound,
+            "{written} hook object status writes in {took:?} for {GROUPS} objects (at most {bound})"
+        );
+        for g in 0..GROUPS {
+            let name = format!("group-{g}");
+            eventually!(format!("RestoreHook {name} to count its pods' hooks"), {
+                let s = restore_hook(&bed, NS, &name).await.status.unwrap_or_default();
+                (s.hooks == counts((PODS / GROUPS) as i64, 0)).then_some(())
+            });
+        }
+        stop(ctl).await;
+        bed.stop().await;
+    })
+    .await;
+}
+
 fn kubectl_available() -> bool {
     std::process::Command::new("kubectl")
         .args(["version", "--client"])

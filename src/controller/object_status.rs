@@ -389,7 +389,11 @@ impl Writer {
                     }
                     None => return,
                 },
-                object = compiled.recv() => if let Ok(c) = object {
+                // Only a new object or generation is urgent (its `Ready` is what a script waits
+                // for). Every write of a hook object's status comes back through the watch and
+                // is compiled again: that echo of the counts' own write must not bypass their
+                // pacing, and a webhook replica catching up is looked at by `ready_retry`.
+                object = compiled.recv() => if let Ok(c) = object && c.changed {
                     match c.object.kind {
                         SourceKind::RestoreHook => { self.urgent.insert(Target::RestoreHook {
                             namespace: c.object.namespace.clone().unwrap_or_default(),

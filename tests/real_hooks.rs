@@ -197,6 +197,32 @@ fn statefulset_and_deployment_pods_in_a_restore_namespace_get_their_hooks_once()
     assert_eq!(mark_lines(&marks[1]).len(), 4, "api hook executions");
     let run = wait_restore_run(cp, "r-workloads", &["Completed"], Duration::from_secs(60));
     assert_eq!(run["status"]["hooks"]["failed"], 0, "{}", run["status"]);
+
+    // The record's entries are one field to the API server's field manager (docs/behaviour.md
+    // §9.5): its `managedFields` name `status.executions`, not each pod in it.
+    let record = get_json(
+        cp,
+        &[
+            "get",
+            "restorerecord",
+            "r-workloads-0",
+            "--show-managed-fields",
+        ],
+    )
+    .expect("the restore's RestoreRecord");
+    let entries = record["status"]["executions"].as_object().unwrap();
+    assert_eq!(entries.len(), 8, "every pod's entry: {entries:?}");
+    let managed = record["metadata"]["managedFields"].as_array().unwrap();
+    let status_fields: Vec<&serde_json::Value> = managed
+        .iter()
+        .filter(|m| m["subresource"] == "status")
+        .map(|m| &m["fieldsV1"]["f:status"])
+        .collect();
+    assert_eq!(
+        status_fields,
+        [&json!({".": {}, "f:executions": {}})],
+        "{managed:#?}"
+    );
     serve.assert_no_forbidden();
 }
 

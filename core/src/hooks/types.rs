@@ -550,8 +550,11 @@ pub struct RestoreRecordSpec {
 #[serde(rename_all = "camelCase")]
 pub struct RestoreRecordStatus {
     /// By pod uid: the plan each pod carried when the controller first saw it and the hooks that
-    /// started. A hook recorded here never starts again, whatever the pod's status says.
+    /// started. A hook recorded here never starts again, whatever the pod's status says. Each
+    /// entry is `{plan, hooks: {"<position>": R|S|F}, attempts, onePod}` (docs/behaviour.md §9.5);
+    /// the controller alone writes and checks them, the API server stores them as they are.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "crate::hooks::types::record_entries_schema")]
     pub executions: BTreeMap<String, crate::ledger::Execution>,
 }
 
@@ -595,6 +598,20 @@ pub type Labels = BTreeMap<String, String>;
 
 /// Annotations of a pod (same shape as labels; a separate name so signatures say which).
 pub type Annotations = BTreeMap<String, String>;
+
+/// A RestoreRecord's `status.executions`: one opaque, atomic field to the API server
+/// (docs/behaviour.md §9.5). A part holds up to 200 pods' entries and is written several times a
+/// second during a restore; with their schema, the API server validated, pruned and tracked the
+/// `managedFields` of every entry at every write, which made these writes the largest share of
+/// its CPU during a restore. Only the controller writes them (no other role is granted
+/// RestoreRecords), from `ledger::Execution`, and reads them back into it.
+pub(crate) fn record_entries_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "x-kubernetes-map-type": "atomic"
+    })
+}
 
 pub(crate) fn init_containers_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({

@@ -188,7 +188,12 @@ impl ControlPlane {
             // kwok's node status has only an InternalIP (127.0.0.1); exec and logs go there.
             "--kubelet-preferred-address-types=InternalIP".into(),
             format!("--cert-dir={}", cp.work.join("pki").display()),
-            "--profiling=false".into(),
+            // `REALCP_PROFILING=1`: Go's pprof at `/debug/pprof/` (as admin), to see where the
+            // API server's CPU goes under a benchmark.
+            format!(
+                "--profiling={}",
+                std::env::var_os("REALCP_PROFILING").is_some_and(|v| v == "1")
+            ),
         ];
         if opts.service_proxy {
             let proxy = EgressProxy::start(&cp.work)?;

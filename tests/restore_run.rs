@@ -402,8 +402,45 @@ async fn restore_hook_ready_condition_follows_what_the_webhook_compiled() {
             ready(&restore_hook(&bed, NS, "warm").await, 1)
         );
         assert_eq!(cond.reason, "Compiled", "{cond:?}");
-
         let api: Api<RestoreHook> = Api::namespaced(bed.client.clone(), NS);
+
+        // A second webhook replica (its pod runs) reports a problem with the same generation:
+        // `Ready` turns False at once, although no generation and no count changed. Once its
+        // pod is gone, its entry is dropped and `Ready` is True again.
+        let replicas = bed.controller_args().lease_namespace;
+        let pods: Api<Pod> = Api::namespaced(bed.client.clone(), &replicas);
+        let replica: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "other-webhook", "namespace": replicas},
+            "spec": {"containers": [{"name": "webhook", "image": "restore-hooks:next"}]}
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &replica).await.unwrap();
+        api.patch_status(
+            "warm",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"webhooks": {"other-webhook": {
+                "observedGeneration": 1, "problem": "postHooks[0]: cannot compile"}}}})),
+        )
+        .await
+        .unwrap();
+        let cond = eventually!("RestoreHook warm to wait for the other replica", {
+            let status = restore_hook(&bed, NS, "warm").await.status.unwrap_or_default();
+            condition(&status.conditions, "Ready").filter(|c| c.status == "False").cloned()
+        });
+        assert_eq!(cond.reason, "WaitingForWebhooks", "{cond:?}");
+        assert!(
+            cond.message.contains("other-webhook: postHooks[0]: cannot compile"),
+            "{cond:?}"
+        );
+        pods.delete("other-webhook", &DeleteParams::default())
+            .await
+            .unwrap();
+        eventually!(
+            "RestoreHook warm to be Ready without the other replica",
+            ready(&restore_hook(&bed, NS, "warm").await, 1)
+        );
+
         api.patch(
             "warm",
             &PatchParams::default(),

@@ -183,10 +183,11 @@ impl Watch {
             match item {
                 Ok(Event::Init) => relist = Some(Vec::new()),
                 Ok(Event::InitApply(object)) => {
+                    let version = object.meta().resource_version.clone();
                     let converted = convert(object);
                     match relist.as_mut() {
                         Some(buffer) => buffer.push(converted),
-                        None => self.apply(converted),
+                        None => self.apply(converted, version),
                     }
                 }
                 Ok(Event::InitDone) => {
@@ -206,7 +207,8 @@ impl Watch {
                         .set(1);
                 }
                 Ok(Event::Apply(object)) => {
-                    self.apply(convert(object));
+                    let version = object.meta().resource_version.clone();
+                    self.apply(convert(object), version);
                     self.index.watch_ok(resource);
                     self.metrics
                         .watch_healthy
@@ -256,10 +258,10 @@ impl Watch {
         }
     }
 
-    fn apply(&self, object: IndexObject) {
+    fn apply(&self, object: IndexObject, resource_version: Option<String>) {
         let compiled = self.index.write().apply(Origin::Cluster, object);
         if let Some(compiled) = compiled {
-            self.index.announce(compiled);
+            self.index.announce(compiled, resource_version);
         }
     }
 
@@ -274,7 +276,7 @@ impl Watch {
             }
         };
         for object in objects {
-            self.index.announce(object);
+            self.index.announce(object, None);
         }
     }
 }

@@ -25,6 +25,9 @@ pub struct Compiled {
     pub object: Arc<CompiledObject>,
     /// True when this is a new object or a new generation (not a relist of a known one).
     pub changed: bool,
+    /// The `metadata.resourceVersion` the watch delivered it at; `None` after a relist. The
+    /// controller tells the echo of its own status write from someone else's write by it.
+    pub resource_version: Option<String>,
 }
 
 /// The index and who watches it.
@@ -74,7 +77,7 @@ impl SharedIndex {
         self.events.subscribe()
     }
 
-    pub(crate) fn announce(&self, object: Arc<CompiledObject>) {
+    pub(crate) fn announce(&self, object: Arc<CompiledObject>, resource_version: Option<String>) {
         let kind = match object.kind {
             restore_hooks_core::hooks::compiled::SourceKind::RestoreHook => IndexKind::RestoreHook,
             restore_hooks_core::hooks::compiled::SourceKind::ClusterRestoreHook => {
@@ -94,7 +97,11 @@ impl SharedIndex {
             seen.insert(key, object.generation) != Some(object.generation)
         };
         // No receiver is not an error: nobody needs to react.
-        let _ = self.events.send(Compiled { object, changed });
+        let _ = self.events.send(Compiled {
+            object,
+            changed,
+            resource_version,
+        });
     }
 
     pub(crate) fn forget(&self, kind: IndexKind, namespace: &str, name: &str) {

@@ -389,18 +389,23 @@ impl Writer {
                     }
                     None => return,
                 },
-                // Only a new object or generation is urgent (its `Ready` is what a script waits
-                // for). Every write of a hook object's status comes back through the watch and
-                // is compiled again: that echo of the counts' own write must not bypass their
-                // pacing, and a webhook replica catching up is looked at by `ready_retry`.
-                object = compiled.recv() => if let Ok(c) = object && c.changed {
-                    match c.object.kind {
-                        SourceKind::RestoreHook => { self.urgent.insert(Target::RestoreHook {
+                object = compiled.recv() => if let Ok(c) = object {
+                    let target = match c.object.kind {
+                        SourceKind::RestoreHook => Some(Target::RestoreHook {
                             namespace: c.object.namespace.clone().unwrap_or_default(),
                             name: c.object.name.clone(),
-                        }); }
-                        SourceKind::ClusterRestoreHook => { self.urgent.insert(Target::ClusterRestoreHook { name: c.object.name.clone() }); }
-                        SourceKind::VeleroRestore => {}
+                        }),
+                        SourceKind::ClusterRestoreHook => Some(Target::ClusterRestoreHook { name: c.object.name.clone() }),
+                        SourceKind::VeleroRestore => None,
+                    };
+                    // A new generation, or a write by someone else (a webhook replica's entry),
+                    // may change `Ready`, which a script waits for: not paced. The echo of this
+                    // task's own write (every write comes back through the watch) is no change,
+                    // and must not turn the counts' paced writes into urgent ones.
+                    if let Some(target) = target
+                        && (c.changed || !self.is_own_write(&target, c.resource_version.as_deref()))
+                    {
+                        self.urgent.insert(target);
                     }
                 },
                 _ = ready_retry.tick() => {
@@ -595,6 +600,15 @@ impl Writer {
                 });
             self.dirty.insert(target);
         }
+    }
+
+    /// True when `target` at `resource_version` is what this task's last write of it left.
+    fn is_own_write(&self, target: &Target, resource_version: Option<&str>) -> bool {
+        resource_version.is_some_and(|version| {
+            self.written
+                .get(target)
+                .is_some_and(|(meta, _)| meta.resource_version.as_deref() == Some(version))
+        })
     }
 
     /// When the next flush is due: [`COALESCE`] after the first change, later where the target

@@ -425,12 +425,18 @@ async fn restore_hook_ready_condition_follows_what_the_webhook_compiled() {
         .await
         .unwrap();
         let cond = eventually!("RestoreHook warm to wait for the other replica", {
-            let status = restore_hook(&bed, NS, "warm").await.status.unwrap_or_default();
-            condition(&status.conditions, "Ready").filter(|c| c.status == "False").cloned()
+            let status = restore_hook(&bed, NS, "warm")
+                .await
+                .status
+                .unwrap_or_default();
+            condition(&status.conditions, "Ready")
+                .filter(|c| c.status == "False")
+                .cloned()
         });
         assert_eq!(cond.reason, "WaitingForWebhooks", "{cond:?}");
         assert!(
-            cond.message.contains("other-webhook: postHooks[0]: cannot compile"),
+            cond.message
+                .contains("other-webhook: postHooks[0]: cannot compile"),
             "{cond:?}"
         );
         pods.delete("other-webhook", &DeleteParams::default())

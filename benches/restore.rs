@@ -83,7 +83,9 @@
 //! | 1000 | start writes together (below), same machine, later hour | 93.9–101.3 s | 62.5 s | 1.50–1.62 | 8.2–9.8 s / 33.5–38.5 s | 17–21 ms / 97–136 ms | 5.52–5.55 | 41–42 MiB / 5.8–6.6 s | 23 MiB / 0.5–0.6 s | 96–109 s |
 //! | 1000 | "smaller waits" again, between those two runs | 107.2 s | 62.5 s | 1.72 | 10.7 s / 41.4 s | 22 ms / 99 ms | 5.68 | 42 MiB / 7.4 s | 23 MiB / 0.6 s | 126 s |
 //! | 1000 | "start writes together" again, in the hour of the row below (2 runs) | 99.3–101.4 s | 62.5 s | 1.59–1.62 | 9.0–10.4 s / 36.8–36.9 s | 21–24 ms / 98–100 ms | 5.55–5.62 | 42 MiB / 6.2–6.7 s | 23 MiB / 0.6 s | 107–112 s |
-//! | 1000 | the record opaque to the API server, hook objects paced (below; 3 runs) | 79.2–92.5 s | 62.5 s | 1.27–1.48 | 6.0–9.6 s / 26.3–32.1 s | 6–32 ms / 92–100 ms | 5.44–5.50 | 41 MiB / 5.9–7.0 s | 23 MiB / 0.4–0.6 s | 65–79 s |
+//! | 1000 | the record opaque to the API server, hook objects paced (below; 4 runs) | 79.2–92.5 s | 62.5 s | 1.27–1.48 | 6.0–9.6 s / 25.8–32.1 s | 6–32 ms / 92–100 ms | 5.44–5.55 | 40–41 MiB / 5.9–7.0 s | 23 MiB / 0.4–0.6 s | 65–79 s |
+//! | 5000 | the same | 424.9 s | 312.5 s | 1.36 | 38.4 s / 149.9 s | 17 ms / 100 ms | 5.80 | 78 MiB / 31 s | 23 MiB / 2.2 s | 359 s |
+//! | 200 | the same | 16.8 s | 12.5 s | 1.34 | 0.8 s / 3.0 s | 6.7 ms / 88 ms | 5.63 | 31 MiB / 1.3 s | 23 MiB / 0.1 s | 16 s |
 //!
 //! Through Velero (`RESTORE_VELERO_PODS=500`, 2026-12-05; Velero's own defaults, 20 client
 //! requests/s; "requests per hook" includes late-hook work; makespan from `velero restore create`):
@@ -119,10 +121,13 @@
 //! Against the previous code in the same hour, kube-apiserver spent 65–79 CPU-seconds instead of
 //! 107–112, exec slot → exec start fell from p50 145–155 ms / p99 493–615 ms to 55–81 ms /
 //! 237–421 ms, and the makespan from ×1.59–1.62 to ×1.27–1.48 of the bound. Record writes rose
-//! from 0.55–0.58 to 0.69–0.75 per hook: each is answered sooner, so fewer starts wait to share
+//! from 0.55–0.58 to 0.69–0.79 per hook: each is answered sooner, so fewer starts wait to share
 //! one. What is left over the bound is the exec itself: a 0 s hook's exec through kube-apiserver
 //! and kwok took p50 about 50–250 ms depending on how busy the machine was, and the bound counts
-//! it as 0 s.
+//! it as 0 s. Running → first hook is still the wait for a slot, at 200 pods too (p50 0.8 s,
+//! p99 3.0 s): the controller-manager brought about 17 pods a second up, each needs about 1.3
+//! slot-seconds (its two hooks and their overhead), and 16 slots serve about 12 pods a second,
+//! so a pod's first hook waits for a slot to free even though first hooks go first.
 //!
 //! "Start writes together" (2026-12-05): a hook's `Running` record on the pod and its start in
 //! the controller's record are sent at once, and the exec starts when both landed

@@ -28,7 +28,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher::{self, Event};
-use restore_hooks_core::hooks::compiled::SourceKind;
+use restore_hooks_core::hooks::compiled::{CompiledObject, SourceKind};
 use restore_hooks_core::hooks::labels::CompactLabels;
 use restore_hooks_core::hooks::plan::{ExecPlan, ExecStatus, RESTORE_RUN_LABEL};
 use restore_hooks_core::hooks::types::{
@@ -129,22 +129,25 @@ impl Tally {
 
     /// What a late-hook scan of `object` did, for its `LateHooks` condition; added to what
     /// earlier scans reported. Ignored for a Velero Restore.
-    pub fn late_outcome(
-        &self,
-        object: &restore_hooks_core::hooks::compiled::CompiledObject,
-        outcome: LateOutcome,
-    ) {
-        let target = match object.kind {
-            SourceKind::RestoreHook => Target::RestoreHook {
-                namespace: object.namespace.clone().unwrap_or_default(),
-                name: object.name.clone(),
-            },
-            SourceKind::ClusterRestoreHook => Target::ClusterRestoreHook {
-                name: object.name.clone(),
-            },
-            SourceKind::VeleroRestore => return,
-        };
-        let _ = self.tx.send(Msg::Late { target, outcome });
+    pub fn late_outcome(&self, object: &CompiledObject, outcome: LateOutcome) {
+        if let Some(target) = hook_object_target(object) {
+            let _ = self.tx.send(Msg::Late { target, outcome });
+        }
+    }
+}
+
+/// The status target of a RestoreHook or ClusterRestoreHook; `None` for a Velero Restore, which
+/// has no status of ours.
+fn hook_object_target(object: &CompiledObject) -> Option<Target> {
+    match object.kind {
+        SourceKind::RestoreHook => Some(Target::RestoreHook {
+            namespace: object.namespace.clone().unwrap_or_default(),
+            name: object.name.clone(),
+        }),
+        SourceKind::ClusterRestoreHook => Some(Target::ClusterRestoreHook {
+            name: object.name.clone(),
+        }),
+        SourceKind::VeleroRestore => None,
     }
 }
 
@@ -390,19 +393,11 @@ impl Writer {
                     None => return,
                 },
                 object = compiled.recv() => if let Ok(c) = object {
-                    let target = match c.object.kind {
-                        SourceKind::RestoreHook => Some(Target::RestoreHook {
-                            namespace: c.object.namespace.clone().unwrap_or_default(),
-                            name: c.object.name.clone(),
-                        }),
-                        SourceKind::ClusterRestoreHook => Some(Target::ClusterRestoreHook { name: c.object.name.clone() }),
-                        SourceKind::VeleroRestore => None,
-                    };
                     // A new generation, or a write by someone else (a webhook replica's entry),
                     // may change `Ready`, which a script waits for: not paced. The echo of this
                     // task's own write (every write comes back through the watch) is no change,
                     // and must not turn the counts' paced writes into urgent ones.
-                    if let Some(target) = target
+                    if let Some(target) = hook_object_target(&c.object)
                         && (c.changed || !self.is_own_write(&target, c.resource_version.as_deref()))
                     {
                         self.urgent.insert(target);

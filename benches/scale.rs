@@ -65,8 +65,8 @@
 //!   `Notify`); and mimalloc asked for transparent huge pages, so each 2 MiB page it touched
 //!   counted whole (24 MiB; the chart now sets `MIMALLOC_ALLOW_THP=0`, which this bench and
 //!   `benches/load.rs` copy: no change in admission throughput).
-//! - 154 → 109–117 MiB (peak heap 114 → 79 MB, part of it the simulator's paging below): each hook waiting for an exec slot had a task
-//!   of its own, a `JoinSet` entry and an `AbortHandle` in a map (1.4 KB a pod; a wait is now a
+//! - 154 → 109–117 MiB (peak heap 114 → 79 MB, part of it the simulator's paging below): each
+//!   hook waiting for an exec slot had a task of its own, a `JoinSet` entry and an `AbortHandle` in a map (1.4 KB a pod; a wait is now a
 //!   channel the worker polls); the worker's pod and the marked pod each kept the labels in a
 //!   `BTreeMap` and the plan's sources in a `BTreeSet` (1.2 KB; now one buffer, `CompactLabels`,
 //!   and boxed slices); the runs for `after` copied uid, restore and hook name into a map entry

@@ -275,7 +275,8 @@ pub struct WebhookArgs {
 #[derive(Clone, Debug, Args)]
 pub struct ControllerArgs {
     /// Hooks that run at the same time, over all pods (hooks of one container always run one
-    /// at a time).
+    /// at a time). A pod's first hook gets a free slot before the later hooks of other pods;
+    /// restore_hooks_exec_slot_waiting shows who waits.
     #[arg(
         long,
         alias = "max-concurrent-pods",

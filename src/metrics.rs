@@ -56,6 +56,7 @@ pub const LABEL_VALUES: &[(&str, &[&str])] = &[
         "restore_hooks_annotation_hooks_refused_total",
         &["creator_may_not_exec", "exec_check_failed"],
     ),
+    ("restore_hooks_exec_slot_waiting", &["first", "later"]),
 ];
 
 /// The metrics of one process.
@@ -99,6 +100,8 @@ pub struct Metrics {
     pub late_hooks: IntCounter,
     /// Hooks currently holding an exec slot.
     pub exec_slots_in_use: IntGauge,
+    /// `turn` (`first`, `later`): hooks waiting for an exec slot.
+    pub exec_slot_waiting: IntGaugeVec,
     /// `result`: namespaces the admission path had to read from the API server because the
     /// watch cache did not know them yet (`found`, `not_found`, `error`).
     pub namespace_lookups: IntCounterVec,
@@ -240,6 +243,15 @@ impl Metrics {
             "Hooks holding one of the --max-concurrent-execs slots",
         )
         .expect("valid metric");
+        let exec_slot_waiting = IntGaugeVec::new(
+            Opts::new(
+                "restore_hooks_exec_slot_waiting",
+                "Hooks waiting for one of the --max-concurrent-execs slots, by turn: a pod's first \
+                 hook (served first) or a later one",
+            ),
+            &["turn"],
+        )
+        .expect("valid metric");
         let namespace_lookups = IntCounterVec::new(
             Opts::new(
                 "restore_hooks_namespace_lookups_total",
@@ -309,6 +321,7 @@ impl Metrics {
             Box::new(plans_rejected.clone()),
             Box::new(late_hooks.clone()),
             Box::new(exec_slots_in_use.clone()),
+            Box::new(exec_slot_waiting.clone()),
             Box::new(namespace_lookups.clone()),
             Box::new(unmutated_pods.clone()),
             Box::new(api_forbidden.clone()),
@@ -337,6 +350,9 @@ impl Metrics {
                 counter.with_label_values(&[*value]);
             }
         }
+        for turn in ["first", "later"] {
+            exec_slot_waiting.with_label_values(&[turn]);
+        }
         Self {
             registry,
             names: names.into(),
@@ -356,6 +372,7 @@ impl Metrics {
             plans_rejected,
             late_hooks,
             exec_slots_in_use,
+            exec_slot_waiting,
             namespace_lookups,
             unmutated_pods,
             api_forbidden,

@@ -1,6 +1,6 @@
 //! Exec slots (docs/behaviour.md §6.11) on the shared testbed: `--max-concurrent-execs` is shared
-//! fairly across namespaces, and a hook that cannot get a slot within its waitTimeout fails at its
-//! deadline instead of waiting forever.
+//! fairly across namespaces, a pod's first hook goes ahead of other pods' later hooks, and a hook
+//! that cannot get a slot within its waitTimeout fails at its deadline instead of waiting forever.
 //!
 //! The long hooks of namespace A run until the test releases them (a file in their pod's
 //! directory), so which hooks hold slots at any moment is decided by the test, not by timing.
@@ -201,6 +201,88 @@ async fn a_hook_that_gets_no_slot_fails_at_its_wait_deadline() {
             ctl.metrics.exec_slots_in_use.get() == 0
         })
         .await;
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// Two slots, both A's to take. `p`'s first hook and `x`'s hold them; `w` waits, and takes the slot
+/// `p`'s first hook frees, so `p`'s second hook queues behind a full house. Then `q` comes up and
+/// queues after it. When `x` frees its slot, `q`'s first hook gets it ahead of `p`'s second, which
+/// waited longer: a pod's first hook goes before later hooks of pods that already had one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pods_first_hook_goes_before_later_hooks_that_waited_longer() {
+    bounded(Duration::from_secs(90), async {
+        let bed = bed().await;
+        let ctl = controller(&bed, Some(2));
+        let stamp = |name: &str, file: &str| sh_hook(name, "db", &format!("date +%s%N > {file}"));
+        bed.create_pod(&bed.planned_pod(
+            A,
+            "p",
+            vec![long_hook(), stamp("later", "later")],
+            json!({}),
+        ))
+        .await
+        .unwrap();
+        bed.create_pod(&bed.planned_pod(A, "x", vec![long_hook()], json!({})))
+            .await
+            .unwrap();
+        wait_for("p's first hook and x's hold both slots", async || {
+            started(&bed, A, "p") && started(&bed, A, "x")
+        })
+        .await;
+
+        let waiting = |turn: &str| {
+            ctl.metrics
+                .exec_slot_waiting
+                .with_label_values(&[turn])
+                .get()
+        };
+        bed.create_pod(&bed.planned_pod(A, "w", vec![long_hook()], json!({})))
+            .await
+            .unwrap();
+        wait_for("w's first hook waits for a slot", async || {
+            waiting("first") == 1
+        })
+        .await;
+        release(&bed, A, "p");
+        wait_for("w took the slot p's first hook freed", async || {
+            started(&bed, A, "w")
+        })
+        .await;
+        wait_for("p's second hook waits for a slot", async || {
+            waiting("first") == 0 && waiting("later") == 1
+        })
+        .await;
+
+        bed.create_pod(&bed.planned_pod(A, "q", vec![stamp("first", "first")], json!({})))
+            .await
+            .unwrap();
+        wait_for("q's first hook waits for a slot", async || {
+            waiting("first") == 1
+        })
+        .await;
+        assert!(
+            !bed.pod_dir(A, "p").join("later").exists(),
+            "p's second hook got no slot while x and w hold both"
+        );
+        release(&bed, A, "x");
+        let (label, st) = finished(&bed, A, "q").await;
+        assert_eq!(label, "done", "q: {st:?}");
+        let (label, st) = finished(&bed, A, "p").await;
+        assert_eq!(label, "done", "p: {st:?}");
+        let ran_at = |pod: &str, file: &str| -> u128 {
+            let text = std::fs::read_to_string(bed.pod_dir(A, pod).join(file)).expect("stamp");
+            text.trim().parse().expect("nanoseconds")
+        };
+        assert!(
+            ran_at("q", "first") < ran_at("p", "later"),
+            "q's first hook ran after p's second hook, which had waited longer"
+        );
+        release(&bed, A, "w");
+        let (label, st) = finished(&bed, A, "w").await;
+        assert_eq!(label, "done", "w: {st:?}");
         ctl.stop().await.expect("controller stops cleanly");
         bed.stop().await;
     })

@@ -121,6 +121,7 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
         args.max_concurrent_execs,
         args.per_namespace_execs(),
         metrics.exec_slots_in_use.clone(),
+        &metrics.exec_slot_waiting,
     );
     let events = EventSink::new(client.clone(), identity.clone());
     let inherited_grace = jiff::SignedDuration::try_from(args.inherited_exec_grace)

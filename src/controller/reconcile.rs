@@ -61,7 +61,7 @@ use super::ledger::Ledger;
 use super::object_status::Tally;
 use super::one_pod_board::OnePodBoard;
 use super::slim_pod::{PodState, SlimPod};
-use super::slots::{ExecSlots, SlotPermit, SlotWait};
+use super::slots::{ExecSlots, SlotPermit, SlotWait, Turn};
 use super::status::{WriteError, set_exec_label, write_status};
 
 /// Writes of a `Running` record taken back, through conflicts with the kubelet's updates.
@@ -436,6 +436,17 @@ impl PodWorker {
         self.slot_waits.iter().map(|(i, _)| *i).collect()
     }
 
+    /// The slot queue the pod's hooks wait in: the first, until one of its hooks has started
+    /// (docs/behaviour.md §6.11).
+    fn turn(&self, status: &ExecStatus) -> Turn {
+        let untouched = self.running.is_empty()
+            && status
+                .hooks
+                .iter()
+                .all(|h| h.started_at.is_none() && h.retries == 0);
+        if untouched { Turn::First } else { Turn::Later }
+    }
+
     /// Built per request rather than kept: a waiting worker holds as little as it can.
     fn api(&self) -> Api<SlimPod> {
         Api::namespaced(self.shared.client.clone(), &self.namespace)
@@ -651,9 +662,10 @@ impl PodWorker {
                 return self.start(&pod, &plan, decision.status, i, permit).await;
             }
         }
+        let turn = self.turn(&decision.status);
         for &i in &decision.start {
             if !self.slot_waits.iter().any(|(w, _)| *w == i) && !self.running.contains(&i) {
-                let wait = self.shared.slots.acquire(&self.namespace);
+                let wait = self.shared.slots.acquire(&self.namespace, turn);
                 self.slot_waits.push((i, wait));
             }
         }

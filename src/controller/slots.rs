@@ -6,6 +6,11 @@
 //! word. So: one namespace holds at most `per_namespace` slots, free slots go round-robin to the
 //! namespaces that wait, and the wait for a slot counts against the hook's waitTimeout (the state
 //! machine fails a starved hook with "no exec slot within waitTimeout").
+//!
+//! A pod's first hook goes ahead of the later hooks of pods that already had one: while pods
+//! come up faster than the slots serve them, one plain queue made each new pod wait behind every
+//! earlier pod's remaining hooks before anything started on it. The order changes who waits, not
+//! how long the restore takes; namespaces still take turns within each of the two queues.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
@@ -13,7 +18,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use prometheus::IntGauge;
+use prometheus::{IntGauge, IntGaugeVec};
 use tokio::sync::oneshot;
 
 /// The controller's exec slots: a semaphore that is fair across namespaces.
@@ -21,15 +26,44 @@ pub struct ExecSlots {
     total: usize,
     per_namespace: usize,
     gauge: IntGauge,
+    /// Hooks waiting, by [`Turn`].
+    waiting: [IntGauge; 2],
     state: Mutex<State>,
 }
+
+/// Which queue a hook waits in (docs/behaviour.md §6.11).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// No hook of the pod has started yet: served first.
+    First,
+    /// The pod already had a hook start (here or under an earlier leader).
+    Later,
+}
+
+impl Turn {
+    const ALL: [Turn; 2] = [Turn::First, Turn::Later];
+
+    fn queue(self) -> usize {
+        self as usize
+    }
+
+    /// The value of label `turn` of `restore_hooks_exec_slot_waiting`.
+    fn label(self) -> &'static str {
+        match self {
+            Turn::First => "first",
+            Turn::Later => "later",
+        }
+    }
+}
+
+type Queues = BTreeMap<String, VecDeque<oneshot::Sender<SlotPermit>>>;
 
 #[derive(Default)]
 struct State {
     in_use: usize,
     held: HashMap<String, usize>,
-    /// Waiters by namespace, in arrival order.
-    waiting: BTreeMap<String, VecDeque<oneshot::Sender<SlotPermit>>>,
+    /// Waiters by turn, then by namespace, in arrival order.
+    waiting: [Queues; 2],
     /// The namespace served last: the next grant goes to the next one in order.
     last: Option<String>,
 }
@@ -38,21 +72,34 @@ struct State {
 pub enum SlotWait {
     /// Granted when asked; `None` once taken.
     Granted(Option<SlotPermit>),
-    /// In the queue of its namespace.
-    Queued(oneshot::Receiver<SlotPermit>),
+    /// In the queue of its namespace; counted as waiting until granted or dropped.
+    Queued(oneshot::Receiver<SlotPermit>, Waiting),
+}
+
+/// One hook counted in `restore_hooks_exec_slot_waiting` while it waits.
+pub struct Waiting(IntGauge);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 impl Future for SlotWait {
     type Output = SlotPermit;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<SlotPermit> {
-        match self.get_mut() {
+        let this = self.get_mut();
+        match this {
             SlotWait::Granted(permit) => match permit.take() {
                 Some(permit) => Poll::Ready(permit),
                 None => Poll::Pending,
             },
-            SlotWait::Queued(rx) => match Pin::new(rx).poll(cx) {
-                Poll::Ready(Ok(permit)) => Poll::Ready(permit),
+            SlotWait::Queued(rx, _) => match Pin::new(rx).poll(cx) {
+                Poll::Ready(Ok(permit)) => {
+                    *this = SlotWait::Granted(None);
+                    Poll::Ready(permit)
+                }
                 // The sender is only dropped with the slots themselves, which outlive every
                 // worker.
                 Poll::Ready(Err(_)) | Poll::Pending => Poll::Pending,
@@ -80,36 +127,46 @@ impl Drop for SlotPermit {
 impl ExecSlots {
     /// `total` slots (`--max-concurrent-execs`), at most `per_namespace` of them held by one
     /// namespace; both are at least 1. `gauge` follows the slots in use.
-    pub fn new(total: usize, per_namespace: usize, gauge: IntGauge) -> Arc<Self> {
+    /// `gauge` counts the slots in use, `waiting` (by label `turn`) the hooks waiting for one.
+    pub fn new(
+        total: usize,
+        per_namespace: usize,
+        gauge: IntGauge,
+        waiting: &IntGaugeVec,
+    ) -> Arc<Self> {
         Arc::new(Self {
             total: total.max(1),
             per_namespace: per_namespace.clamp(1, total.max(1)),
             gauge,
+            waiting: Turn::ALL.map(|t| waiting.with_label_values(&[t.label()])),
             state: Mutex::new(State::default()),
         })
     }
 
-    /// A slot for a hook of `namespace`: granted at once when one is free and nobody of the
-    /// namespace queues before it, else a place in the queue. Dropping the [`SlotWait`] gives up
-    /// the place. Not an `async fn`: the place is taken now, and a waiting hook costs its pod's
-    /// worker one channel rather than a task of its own (a restore can have thousands of pods
-    /// waiting for slots).
-    pub fn acquire(self: &Arc<Self>, namespace: &str) -> SlotWait {
+    /// A slot for a hook of `namespace`, in queue `turn`: granted at once when one is free and
+    /// nobody of the namespace queues before it, else a place in the queue. Dropping the
+    /// [`SlotWait`] gives up the place. Not an `async fn`: the place is taken now, and a waiting
+    /// hook costs its pod's worker one channel rather than a task of its own (a restore can have
+    /// thousands of pods waiting for slots).
+    pub fn acquire(self: &Arc<Self>, namespace: &str, turn: Turn) -> SlotWait {
         let mut state = self.lock();
-        let queued = state.waiting.get(namespace).is_some_and(|q| !q.is_empty());
+        // A first hook passes the namespace's later ones.
+        let queued = Turn::ALL[..=turn.queue()].iter().any(|t| {
+            state.waiting[t.queue()]
+                .get(namespace)
+                .is_some_and(|q| !q.is_empty())
+        });
         if !queued && self.can_grant(&state, namespace) {
             return SlotWait::Granted(Some(self.grant(&mut state, namespace.to_string())));
         }
         let (tx, rx) = oneshot::channel();
-        match state.waiting.get_mut(namespace) {
-            Some(queue) => queue.push_back(tx),
-            None => {
-                state
-                    .waiting
-                    .insert(namespace.to_string(), VecDeque::from([tx]));
-            }
-        }
-        SlotWait::Queued(rx)
+        state.waiting[turn.queue()]
+            .entry(namespace.to_string())
+            .or_default()
+            .push_back(tx);
+        let gauge = self.waiting[turn.queue()].clone();
+        gauge.inc();
+        SlotWait::Queued(rx, Waiting(gauge))
     }
 
     /// Slots held right now.
@@ -155,35 +212,23 @@ impl ExecSlots {
         self.dispatch(&mut state);
     }
 
-    /// Hands free slots to waiting namespaces, round-robin, within their per-namespace share.
+    /// Hands free slots to waiting namespaces, round-robin, within their per-namespace share:
+    /// first hooks first, then later ones.
     fn dispatch(self: &Arc<Self>, state: &mut State) {
-        loop {
-            if state.in_use >= self.total {
-                return;
-            }
-            let after = state.last.clone();
-            let eligible = |s: &State, ns: &String| {
-                s.waiting.get(ns).is_some_and(|q| !q.is_empty()) && self.can_grant(s, ns)
-            };
-            let names: Vec<String> = state.waiting.keys().cloned().collect();
-            let next = names
+        while state.in_use < self.total {
+            let Some((turn, namespace)) = Turn::ALL
                 .iter()
-                .filter(|ns| after.as_ref().is_none_or(|a| *ns > a))
-                .chain(names.iter())
-                .find(|ns| eligible(state, ns))
-                .cloned();
-            let Some(namespace) = next else { return };
-            let tx = state
-                .waiting
+                .find_map(|&t| self.next_in(state, t).map(|ns| (t.queue(), ns)))
+            else {
+                return;
+            };
+            let queues = &mut state.waiting[turn];
+            let tx = queues
                 .get_mut(&namespace)
                 .and_then(VecDeque::pop_front)
                 .expect("eligible namespaces have a waiter");
-            if state
-                .waiting
-                .get(&namespace)
-                .is_some_and(VecDeque::is_empty)
-            {
-                state.waiting.remove(&namespace);
+            if queues.get(&namespace).is_some_and(VecDeque::is_empty) {
+                queues.remove(&namespace);
             }
             let permit = self.grant(state, namespace.clone());
             if let Err(mut permit) = tx.send(permit) {
@@ -192,6 +237,19 @@ impl ExecSlots {
                 self.ungrant(state, &namespace);
             }
         }
+    }
+
+    /// The namespace whose waiter of `turn` is served next: the first after the one served
+    /// last, in name order, that has one and is below its share.
+    fn next_in(&self, state: &State, turn: Turn) -> Option<String> {
+        let queues = &state.waiting[turn.queue()];
+        let after = state.last.as_ref();
+        queues
+            .keys()
+            .filter(|ns| after.is_none_or(|a| *ns > a))
+            .chain(queues.keys())
+            .find(|ns| !queues[*ns].is_empty() && self.can_grant(state, ns))
+            .cloned()
     }
 }
 
@@ -202,7 +260,17 @@ mod tests {
     use super::*;
 
     fn slots(total: usize, per_namespace: usize) -> Arc<ExecSlots> {
-        ExecSlots::new(total, per_namespace, IntGauge::new("g", "g").unwrap())
+        let waiting = IntGaugeVec::new(prometheus::Opts::new("w", "w"), &["turn"]).unwrap();
+        ExecSlots::new(
+            total,
+            per_namespace,
+            IntGauge::new("g", "g").unwrap(),
+            &waiting,
+        )
+    }
+
+    fn waiting(s: &ExecSlots) -> [i64; 2] {
+        s.waiting.clone().map(|g| g.get())
     }
 
     async fn granted(
@@ -216,13 +284,13 @@ mod tests {
     #[tokio::test]
     async fn one_namespace_cannot_take_every_slot() {
         let s = slots(2, 1);
-        let a1 = s.acquire("a").await;
-        let mut a2 = s.acquire("a");
+        let a1 = s.acquire("a", Turn::First).await;
+        let mut a2 = s.acquire("a", Turn::First);
         assert!(
             granted(&mut a2).await.is_none(),
             "a already holds its share"
         );
-        let b1 = s.acquire("b").await;
+        let b1 = s.acquire("b", Turn::First).await;
         assert_eq!(s.in_use(), 2);
         drop(b1);
         assert!(granted(&mut a2).await.is_none(), "still a's share");
@@ -233,14 +301,15 @@ mod tests {
     #[tokio::test]
     async fn free_slots_go_round_robin_and_abandoned_waits_are_skipped() {
         let s = slots(1, 1);
-        let held = s.acquire("a").await;
-        let mut a = s.acquire("a");
-        let mut b = s.acquire("b");
-        let gone = s.acquire("c");
+        let held = s.acquire("a", Turn::First).await;
+        let mut a = s.acquire("a", Turn::First);
+        let mut b = s.acquire("b", Turn::First);
+        let gone = s.acquire("c", Turn::First);
         // Register all three waiters.
         assert!(granted(&mut a).await.is_none());
         assert!(granted(&mut b).await.is_none());
         drop(gone);
+        assert_eq!(waiting(&s), [2, 0], "a wait given up is no longer counted");
         drop(held);
         // "a" was served last: the slot goes to "b" although "a" waited first.
         let pb = granted(&mut b).await.expect("b next");
@@ -252,5 +321,51 @@ mod tests {
         assert_eq!(s.in_use(), 1);
         drop(pa);
         assert_eq!(s.in_use(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_pods_first_hook_goes_before_later_hooks_of_other_pods() {
+        let s = slots(1, 1);
+        let held = s.acquire("a", Turn::Later).await;
+        let mut later_b = s.acquire("b", Turn::Later);
+        let mut later_a = s.acquire("a", Turn::Later);
+        let mut first_c = s.acquire("c", Turn::First);
+        let mut first_a = s.acquire("a", Turn::First);
+        for wait in [&mut later_b, &mut later_a, &mut first_c, &mut first_a] {
+            assert!(granted(wait).await.is_none());
+        }
+        assert_eq!(
+            waiting(&s),
+            [2, 2],
+            "two first hooks and two later ones wait"
+        );
+        // First hooks go first, round-robin after "a" (served last): "c", then "a".
+        drop(held);
+        let c = granted(&mut first_c).await.expect("c's first hook");
+        assert!(granted(&mut first_a).await.is_none());
+        assert!(granted(&mut later_b).await.is_none());
+        drop(c);
+        let a = granted(&mut first_a).await.expect("a's first hook");
+        assert_eq!(waiting(&s), [0, 2]);
+        drop(a);
+        // Then the later hooks, round-robin again: "b" comes after "a".
+        let b = granted(&mut later_b).await.expect("b's later hook");
+        assert!(granted(&mut later_a).await.is_none());
+        drop(b);
+        assert!(granted(&mut later_a).await.is_some());
+        assert_eq!(waiting(&s), [0, 0]);
+    }
+
+    #[tokio::test]
+    async fn a_first_hook_over_its_namespace_share_lets_later_hooks_of_others_through() {
+        let s = slots(2, 1);
+        let _a = s.acquire("a", Turn::Later).await;
+        let mut first_a = s.acquire("a", Turn::First);
+        assert!(granted(&mut first_a).await.is_none(), "a holds its share");
+        let mut later_b = s.acquire("b", Turn::Later);
+        assert!(
+            granted(&mut later_b).await.is_some(),
+            "the free slot is not kept for a's first hook"
+        );
     }
 }

@@ -1114,7 +1114,8 @@ ALERTS = {"RestoreHooksWebhookDown", "RestoreHooksNoLeader", "RestoreHooksAdmiss
           "RestoreHooksAdmissionDenied", "RestoreHooksExecHookFailures", "RestoreHooksTLSReloadFailures",
           "RestoreHooksAdmissionSlow", "RestoreHooksWebhookFailOpen", "RestoreHooksCertificateExpiringSoon",
           "RestoreHooksCertificateExpiringCritical", "RestoreHooksWatchUnhealthy", "RestoreHooksPlansRejected",
-          "RestoreHooksApiForbidden", "RestoreHooksStatusRolledBack", "RestoreHooksMemoryNearLimit"}
+          "RestoreHooksApiForbidden", "RestoreHooksStatusRolledBack", "RestoreHooksMemoryNearLimit",
+          "RestoreHooksExecSlotsSaturated"}
 # metric -> the alert that uses it, and which pods export it (job selector): webhook, controller or any.
 METRICS = {
     "restore_hooks_admission_requests_total": ("RestoreHooksAdmissionDenied", "webhook"),
@@ -1128,6 +1129,7 @@ METRICS = {
     "restore_hooks_api_forbidden_total": ("RestoreHooksApiForbidden", "any"),
     "restore_hooks_status_rollbacks_total": ("RestoreHooksStatusRolledBack", "controller"),
     "process_resident_memory_bytes": ("RestoreHooksMemoryNearLimit", "any"),
+    "restore_hooks_exec_slot_waiting": ("RestoreHooksExecSlotsSaturated", "controller"),
 }
 # Quantity suffixes of resources.limits.memory, in bytes (the alert's threshold is 90% of it).
 MEMORY_UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
@@ -1188,6 +1190,10 @@ def check_optional(ctx: Ctx) -> None:
             unit = str(limit)[len(num):]
             ctx.c(str(r["expr"]).endswith(f"> 0.9 * {int(num) * MEMORY_UNITS[unit]}"),
                   f"RestoreHooksMemoryNearLimit: 90% of resources.limits.memory {limit}: {r['expr']}")
+        r = by_name.get("RestoreHooksExecSlotsSaturated")
+        if r:
+            ctx.c(r.get("for") == "15m" and 'turn="first"' in str(r["expr"]) and str(r["expr"]).endswith("> 0"),
+                  f"RestoreHooksExecSlotsSaturated: first hooks waiting for 15m: {r['expr']}")
         r = by_name.get("RestoreHooksPlansRejected")
         if r:
             ctx.c("increase(" in str(r["expr"]) and str(r["expr"]).endswith("> 0"), "RestoreHooksPlansRejected: on any increase")

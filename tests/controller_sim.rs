@@ -1520,8 +1520,14 @@ async fn a_broken_stream_is_retried_only_for_an_idempotent_hook() {
     use restore_hooks::hooks::plan::RetryPlan;
     bounded(Duration::from_secs(60), async {
         let bed = bed().await;
+        // The first attempt runs until the stream breaks, however slow the machine is; a second
+        // one ends at once.
         let slow = |idempotent: bool| {
-            let mut h = hook("reindex", "db", "echo run >> runs; sleep 2");
+            let mut h = hook(
+                "reindex",
+                "db",
+                "echo run >> runs; [ \"$(wc -l < runs)\" -gt 1 ] || sleep 30",
+            );
             h.retry = Some(RetryPlan {
                 attempts: 2,
                 backoff_ms: 100,

@@ -126,8 +126,8 @@ impl Drop for SlotPermit {
 
 impl ExecSlots {
     /// `total` slots (`--max-concurrent-execs`), at most `per_namespace` of them held by one
-    /// namespace; both are at least 1. `gauge` follows the slots in use.
-    /// `gauge` counts the slots in use, `waiting` (by label `turn`) the hooks waiting for one.
+    /// namespace; both are at least 1. `gauge` counts the slots in use, `waiting` (by label
+    /// `turn`) the hooks waiting for one.
     pub fn new(
         total: usize,
         per_namespace: usize,

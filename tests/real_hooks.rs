@@ -1151,3 +1151,118 @@ fn a_start_not_recorded_before_the_lease_is_lost_runs_once_under_the_next_leader
     wait_restore_run(cp, "r-unstart", &["Completed"], Duration::from_secs(60));
     serve.assert_no_forbidden();
 }
+
+/// Exec slots (docs/behaviour.md §6.11) on the real API server, with 2 slots both free to one
+/// namespace: `p`'s first hook and `x`'s hold them; `w` waits and takes the slot `p`'s first hook
+/// frees, so `p`'s second hook queues behind a full house; then `q` comes up and queues after it.
+/// When `x` lets go, `q`'s first hook gets the slot ahead of `p`'s second, which waited longer.
+/// The controller's `restore_hooks_exec_slot_waiting` says who waits at each step.
+#[test]
+fn a_pods_first_hook_gets_a_free_exec_slot_before_later_hooks_that_waited_longer() {
+    use serde_json::json;
+    use std::time::Duration;
+
+    let install = Install::new(InstallOptions {
+        helm_args: [
+            "config.maxConcurrentExecs=2",
+            "config.maxConcurrentExecsPerNamespace=2",
+        ]
+        .iter()
+        .flat_map(|v| ["--set".to_string(), v.to_string()])
+        .collect(),
+        ..InstallOptions::default()
+    });
+    let serve = install.start(0);
+    let cp = &install.cp;
+    let ns = "slots";
+    namespace(cp, ns, json!({NAMESPACE_LABEL: "r-slots"}));
+    let mark = install.mark("slots");
+    let release = |pod: &str| std::fs::write(install.mark(&format!("release-{pod}")), b"").unwrap();
+    // Holds its slot until the test releases its pod (its execTimeout, 3 minutes, at most).
+    let hold = json!([
+        "sh",
+        "-c",
+        format!(
+            "echo $(POD_NAME) holds >> '{mark}'; until [ -e '{dir}/release-$(POD_NAME)' ]; do sleep 0.1; done",
+            mark = mark.display(),
+            dir = install.marks.display()
+        )
+    ]);
+    let stamp = json!([
+        "sh",
+        "-c",
+        format!("echo $(POD_NAME) stamps >> '{}'", mark.display())
+    ]);
+    let object = |name: &str, app: &str, command: &serde_json::Value| {
+        json!({
+            "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"labelSelector": {"matchLabels": {"app": app}},
+                     "postHooks": [{"exec": {"container": "c", "execTimeout": "3m", "command": command}}]},
+        })
+    };
+    // RestoreHooks apply in name order: p's plan is [p1-hold, p2-stamp].
+    scenarios::apply_hooks(
+        cp,
+        &[
+            object("p1-hold", "p", &hold),
+            object("p2-stamp", "p", &stamp),
+            object("q-stamp", "q", &stamp),
+            object("w-hold", "w", &hold),
+            object("x-hold", "x", &hold),
+        ],
+    );
+    let start = |name: &str| create(cp, &pod(ns, name, &["c"], json!({"app": name}), json!({})));
+    let marked = |line: &str| mark_lines(&mark).iter().any(|l| l == line);
+    let waiting = |turn: &str| {
+        metric(
+            &serve.controller().metrics(),
+            &format!("restore_hooks_exec_slot_waiting{{turn=\"{turn}\"}}"),
+        )
+    };
+    let wait = |what: &str, check: &dyn Fn() -> bool| {
+        wait_until(what.to_string(), Duration::from_secs(90), || {
+            check()
+                .then_some(())
+                .ok_or_else(|| format!("{:?}", mark_lines(&mark)))
+        })
+    };
+
+    start("p");
+    start("x");
+    wait("p's first hook and x's hold both slots", &|| {
+        marked("p holds") && marked("x holds")
+    });
+    start("w");
+    wait("w's first hook waits for a slot", &|| {
+        waiting("first") == 1.0
+    });
+    release("p");
+    wait("w took the slot p's first hook freed", &|| {
+        marked("w holds")
+    });
+    wait("p's second hook waits for a slot", &|| {
+        waiting("first") == 0.0 && waiting("later") == 1.0
+    });
+    start("q");
+    wait("q's first hook waits for a slot", &|| {
+        waiting("first") == 1.0
+    });
+    assert!(!marked("p stamps"), "p's second hook ran with no free slot");
+
+    release("x");
+    for pod in ["q", "p", "x"] {
+        wait_hooks_ended(cp, ns, pod, Duration::from_secs(90));
+    }
+    let lines = mark_lines(&mark);
+    let at = |line: &str| lines.iter().position(|l| l == line);
+    assert!(
+        at("q stamps") < at("p stamps") && at("q stamps").is_some(),
+        "q's first hook must run before p's second, which waited longer: {lines:?}"
+    );
+    release("w");
+    wait_hooks_ended(cp, ns, "w", Duration::from_secs(90));
+    let run = wait_restore_run(cp, "r-slots", &["Completed"], Duration::from_secs(60));
+    assert_eq!(run["status"]["hooks"]["succeeded"], 5, "{}", run["status"]);
+    serve.assert_no_forbidden();
+}

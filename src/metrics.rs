@@ -59,6 +59,14 @@ pub const LABEL_VALUES: &[(&str, &[&str])] = &[
     ("restore_hooks_exec_slot_waiting", &["first", "later"]),
 ];
 
+/// The fixed label values of metric `name` in [`LABEL_VALUES`] (none if it has none).
+fn label_values(name: &str) -> &'static [&'static str] {
+    LABEL_VALUES
+        .iter()
+        .find(|(metric, _)| *metric == name)
+        .map_or(&[], |(_, values)| *values)
+}
+
 /// The metrics of one process.
 #[derive(Clone)]
 pub struct Metrics {
@@ -341,17 +349,12 @@ impl Metrics {
             &plans_rejected,
             &annotation_hooks_refused,
         ] {
-            let name = counter.desc()[0].fq_name.clone();
-            let values = LABEL_VALUES
-                .iter()
-                .find(|(metric, _)| *metric == name)
-                .map_or(&[][..], |(_, values)| *values);
-            for value in values {
+            for value in label_values(&counter.desc()[0].fq_name) {
                 counter.with_label_values(&[*value]);
             }
         }
-        for turn in ["first", "later"] {
-            exec_slot_waiting.with_label_values(&[turn]);
+        for turn in label_values("restore_hooks_exec_slot_waiting") {
+            exec_slot_waiting.with_label_values(&[*turn]);
         }
         Self {
             registry,

@@ -1520,14 +1520,15 @@ async fn a_broken_stream_is_retried_only_for_an_idempotent_hook() {
     use restore_hooks::hooks::plan::RetryPlan;
     bounded(Duration::from_secs(60), async {
         let bed = bed().await;
-        // The first attempt runs until the stream breaks, however slow the machine is; a second
-        // one ends at once.
+        // The first attempt runs until the stream breaks, however slow the machine is (its exec
+        // timeout cannot end it first); a second one ends at once.
         let slow = |idempotent: bool| {
             let mut h = hook(
                 "reindex",
                 "db",
                 "echo run >> runs; [ \"$(wc -l < runs)\" -gt 1 ] || sleep 30",
             );
+            h.exec_timeout_ms = 45_000;
             h.retry = Some(RetryPlan {
                 attempts: 2,
                 backoff_ms: 100,

@@ -297,6 +297,9 @@ async fn session(sim: Arc<Sim>, er: ExecRequest, socket: WebSocket) {
     });
     let dir = sim.pod_dir(&ns, &pod_name);
     let _ = std::fs::create_dir_all(&dir);
+    // Subscribed before the process starts: a break injected once it may have run reaches this
+    // session (a receiver sees only changes made after it subscribed).
+    let mut breaks = sim.faults.exec_breaks();
     let spawned = tokio::process::Command::new(&er.command[0])
         .args(&er.command[1..])
         .current_dir(&dir)
@@ -320,8 +323,6 @@ async fn session(sim: Arc<Sim>, er: ExecRequest, socket: WebSocket) {
         // Its own process group, so that killing it also kills what a shell started.
         .process_group(0)
         .spawn();
-    // Subscribed before the process starts: a break injected from then on reaches this session.
-    let mut breaks = sim.faults.exec_breaks();
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {

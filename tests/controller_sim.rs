@@ -1217,6 +1217,19 @@ async fn a_dead_exec_stream_fails_the_hook_when_it_breaks() {
 /// names the pod that ran it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_pod_hook_runs_in_one_pod_and_passes_on_if_the_chosen_one_goes_first() {
+    one_pod_hook_passes_on(false).await;
+}
+
+/// The same, when the chosen pod is deleted with no grace period left and the controller's write
+/// that passes the hook on lands between the two steps of that delete: the write becomes the
+/// deletion, seen by watches only as the DELETED event. The RestoreRun still completes
+/// (docs/behaviour.md §8.3): the pod's last status is read from its deletion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_pod_hook_passes_on_when_the_write_that_says_so_deletes_the_chosen_pod() {
+    one_pod_hook_passes_on(true).await;
+}
+
+async fn one_pod_hook_passes_on(write_deletes: bool) {
     use restore_hooks::hooks::plan::RunOn;
     use restore_hooks::hooks::types::RestoreRun;
     bounded(Duration::from_secs(60), async {
@@ -1277,9 +1290,40 @@ async fn a_one_pod_hook_runs_in_one_pod_and_passes_on_if_the_chosen_one_goes_fir
             );
         }
 
+        let deleted = if write_deletes {
+            bed.sim.faults().hold_delete(NS, "db-0");
+            let mut events = pods
+                .watch(
+                    &kube::api::WatchParams::default().fields("metadata.name=db-0"),
+                    "0",
+                )
+                .await
+                .expect("db-0 watched")
+                .boxed();
+            Some(tokio::spawn(async move {
+                while let Some(event) = events.try_next().await.expect("watch event") {
+                    if let kube::api::WatchEvent::Deleted(pod) = event {
+                        return pod;
+                    }
+                }
+                panic!("the watch of db-0 ended before it was deleted");
+            }))
+        } else {
+            None
+        };
         pods.delete("db-0", &Default::default())
             .await
             .expect("db-0 deleted");
+        if let Some(deleted) = deleted {
+            let pod = deleted.await.expect("db-0's deletion seen");
+            assert_eq!(
+                exec_label(&pod),
+                "done",
+                "the controller's write was the deletion"
+            );
+            let st = exec_status(&pod).expect("db-0's last status");
+            assert_eq!(phases(&st), vec![HookPhase::OtherPod]);
+        }
         let (label, st) = finished(&bed, "db-1").await;
         assert_eq!((label.as_str(), phases(&st)), ("done", vec![OK]));
         let (label, st) = finished(&bed, "db-2").await;

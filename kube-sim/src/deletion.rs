@@ -36,8 +36,13 @@ pub(crate) fn on_deleted(sim: &Sim, rt: &ResourceType, obj: &Value) {
 /// Deletes a pod as an outside actor would (used by fault injection).
 pub(crate) fn delete_pod(sim: &Sim, ns: &str, name: &str) -> ApiResult<()> {
     let obj = sim.store.delete("pods", ns, name, |_| Ok(()))?;
-    if let Some(rt) = sim.registry.lookup("", "v1", "pods") {
-        on_deleted(sim, &rt, &obj);
-    }
+    pod_removed(sim, &obj);
     Ok(())
+}
+
+/// Cascades a pod the store removed (a delete, or an update that deleted it).
+pub(crate) fn pod_removed(sim: &Sim, obj: &Value) {
+    if let Some(rt) = sim.registry.lookup("", "v1", "pods") {
+        on_deleted(sim, &rt, obj);
+    }
 }

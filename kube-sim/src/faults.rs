@@ -16,6 +16,7 @@ pub struct Faults {
     exec_break_gen: watch::Sender<u64>,
     orphans_survive: AtomicBool,
     delete_on_exec: Mutex<HashSet<(String, String)>>,
+    held_deletes: Mutex<HashSet<(String, String)>>,
     compact: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
     /// Requests served, by verb and resource (as [`Faults::fail_next`] names them).
     requests: Mutex<HashMap<(String, String), usize>>,
@@ -29,6 +30,7 @@ impl std::fmt::Debug for Faults {
             .field("fail", &self.fail)
             .field("delay", &self.delay)
             .field("delete_on_exec", &self.delete_on_exec)
+            .field("held_deletes", &self.held_deletes)
             .finish_non_exhaustive()
     }
 }
@@ -42,6 +44,7 @@ impl Default for Faults {
             exec_break_gen: watch::channel(0).0,
             orphans_survive: AtomicBool::new(false),
             delete_on_exec: Mutex::default(),
+            held_deletes: Mutex::default(),
             compact: Mutex::default(),
             requests: Mutex::default(),
             stalled: watch::channel(HashSet::new()).0,
@@ -163,6 +166,25 @@ impl Faults {
 
     pub(crate) fn delay(&self) -> Duration {
         *self.delay.lock().unwrap()
+    }
+
+    /// The next DELETE of the pod stops after the apiserver's first step: the pod gets a
+    /// `deletionTimestamp` with no grace period left (a force delete, or a pod never scheduled)
+    /// and stays until the next write to it, which deletes it with that write's content. That is
+    /// what a client sees when its write lands between the two steps of such a delete: the write
+    /// succeeds, and is seen by watches only in the DELETED event.
+    pub fn hold_delete(&self, ns: &str, name: &str) {
+        self.held_deletes
+            .lock()
+            .unwrap()
+            .insert((ns.to_string(), name.to_string()));
+    }
+
+    pub(crate) fn take_held_delete(&self, ns: &str, name: &str) -> bool {
+        self.held_deletes
+            .lock()
+            .unwrap()
+            .remove(&(ns.to_string(), name.to_string()))
     }
 
     /// Deletes the pod as soon as an exec into it starts; the exec stream then breaks

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, ApiResult};
-use crate::store::{ChangeType, meta_str};
+use crate::store::{ChangeType, Written, meta_str};
 use crate::{
     ANNOTATION_NEVER_READY, ANNOTATION_PHASE_AFTER, ANNOTATION_READY_AFTER, ANNOTATION_START_DELAY,
     Sim, SimEventKind, util,
@@ -143,7 +143,7 @@ fn update_status(
     uid: Option<&str>,
     f: impl FnOnce(&mut Map<String, Value>),
 ) -> ApiResult<()> {
-    sim.store.update("pods", ns, name, |cur| {
+    let written = sim.store.update("pods", ns, name, |cur| {
         if uid.is_some_and(|u| u != meta_str(cur, "uid")) {
             return Err(ApiError::not_found("pods", name));
         }
@@ -154,6 +154,9 @@ fn update_status(
         f(pod["status"].as_object_mut().expect("status object"));
         Ok(pod)
     })?;
+    if let Written::Deleted(gone) = written {
+        crate::deletion::pod_removed(sim, &gone);
+    }
     Ok(())
 }
 

@@ -20,7 +20,8 @@
 //! see in `userInfo`; a SubjectAccessReview allows everything but what [`SimHandle::deny_exec`]
 //! denies); no protobuf;
 //! no pagination (`limit` is ignored, lists are complete); no field validation; pod spec
-//! immutability is not enforced; deletions are immediate (no finalizers or grace periods);
+//! immutability is not enforced; deletions are immediate (no finalizers or grace periods), except
+//! that `Faults::hold_delete` keeps a pod between the two steps of a delete without grace period;
 //! admission webhooks are called for CREATE only, by `clientConfig.url` only (no `service`),
 //! and `matchConditions` (CEL) are not evaluated; strategic merge patch is merge patch plus
 //! merging lists of named objects by `name`.

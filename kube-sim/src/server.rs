@@ -14,7 +14,7 @@ use crate::deletion::on_deleted;
 use crate::error::{ApiError, ApiResult};
 use crate::registry::ResourceType;
 use crate::request::{Target, json_response, object_json, present, selectors};
-use crate::store::meta_str;
+use crate::store::{Written, meta_str};
 use crate::table::Shape;
 use crate::util::{self, Query};
 use crate::{Sim, SimEventKind, admission, discovery, exec, table, watch};
@@ -736,11 +736,25 @@ fn update(sim: &Sim, t: &Target, obj: Value, dry_run: bool) -> ApiResult<Respons
         let new = finish_update(t, &cur, obj)?;
         return Ok(ok_object(&t.rt, &t.version, StatusCode::OK, &new));
     }
-    let stored = sim
+    let written = sim
         .store
         .update(&id, ns_of(t), name, |cur| finish_update(t, cur, obj))?;
-    after_write(sim, &t.rt, &stored);
-    Ok(ok_object(&t.rt, &t.version, StatusCode::OK, &stored))
+    Ok(written_response(sim, t, written))
+}
+
+/// The answer to an update: the object as stored, or as it was deleted by the update.
+fn written_response(sim: &Sim, t: &Target, written: Written) -> Response {
+    let object = match written {
+        Written::Stored(stored) => {
+            after_write(sim, &t.rt, &stored);
+            stored
+        }
+        Written::Deleted(gone) => {
+            on_deleted(sim, &t.rt, &gone);
+            gone
+        }
+    };
+    ok_object(&t.rt, &t.version, StatusCode::OK, &object)
 }
 
 /// Strategic merge patch, approximated: `$`-directives are dropped and lists of objects that
@@ -851,12 +865,11 @@ async fn patch(sim: &Sim, t: &Target, body: &Bytes, ctype: &str, q: &Query) -> A
     }
     // A resourceVersion in the patched result (e.g. from a merge patch body) that differs from
     // the stored one is a precondition failure: finish_update answers 409 Conflict.
-    let stored = sim.store.update(&id, ns_of(t), name, |cur| {
+    let written = sim.store.update(&id, ns_of(t), name, |cur| {
         let patched = apply_patch(cur, body, ctype)?;
         finish_update(t, cur, patched)
     })?;
-    after_write(sim, &t.rt, &stored);
-    Ok(ok_object(&t.rt, &t.version, StatusCode::OK, &stored))
+    Ok(written_response(sim, t, written))
 }
 
 fn delete(sim: &Sim, t: &Target, body: &Bytes, dry_run: bool) -> ApiResult<Response> {
@@ -889,6 +902,16 @@ fn delete(sim: &Sim, t: &Target, body: &Bytes, dry_run: bool) -> ApiResult<Respo
             .ok_or_else(|| ApiError::not_found(&id, name))?;
         check(&cur)?;
         return Ok(ok_object(&t.rt, &t.version, StatusCode::OK, &cur));
+    }
+    if id == "pods" && sim.faults.take_held_delete(ns_of(t), name) {
+        let written = sim.store.update(&id, ns_of(t), name, |cur| {
+            check(cur)?;
+            let mut terminating = (**cur).clone();
+            terminating["metadata"]["deletionTimestamp"] = json!(util::now_rfc3339());
+            terminating["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            Ok(terminating)
+        })?;
+        return Ok(written_response(sim, t, written));
     }
     let gone = sim.store.delete(&id, ns_of(t), name, check)?;
     on_deleted(sim, &t.rt, &gone);

@@ -53,6 +53,14 @@ pub enum WatchStart {
     Replay(Vec<Arc<Change>>),
 }
 
+/// What an update left.
+pub enum Written {
+    /// The object as stored (unchanged when the update changed nothing).
+    Stored(Arc<Value>),
+    /// The update deleted it ([`Store::update`]); its final content, as the DELETED event has it.
+    Deleted(Arc<Value>),
+}
+
 pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
     obj.get("metadata")
         .and_then(|m| m.get(field))
@@ -185,14 +193,17 @@ impl Store {
     }
 
     /// Atomic read-modify-write. A result equal to the current object is a no-op (no new RV,
-    /// no event), exactly like an apiserver update that changes nothing.
+    /// no event), exactly like an apiserver update that changes nothing. An update of an object
+    /// that is being deleted with no grace period left, and that leaves it without finalizers,
+    /// deletes it, as the apiserver does (`ShouldDeleteDuringUpdate`): the update is seen only
+    /// in the DELETED event, never as a change of its own.
     pub fn update(
         &self,
         res: &str,
         ns: &str,
         name: &str,
         f: impl FnOnce(&Arc<Value>) -> ApiResult<Value>,
-    ) -> ApiResult<Arc<Value>> {
+    ) -> ApiResult<Written> {
         let mut st = self.state.lock().unwrap();
         let key = (ns.to_string(), name.to_string());
         let cur = current(&st, res, &key)?;
@@ -200,9 +211,18 @@ impl Store {
         let cur_rv: u64 = meta_str(&cur, "resourceVersion").parse().unwrap_or(0);
         set_rv(&mut new, cur_rv);
         if new == *cur {
-            return Ok(cur);
+            return Ok(Written::Stored(cur));
         }
-        Ok(self.store(&mut st, res, key, new, Some(cur)))
+        if deleted_by_update(&cur, &new) {
+            return Ok(Written::Deleted(self.remove(&mut st, res, key, new, cur)));
+        }
+        Ok(Written::Stored(self.store(
+            &mut st,
+            res,
+            key,
+            new,
+            Some(cur),
+        )))
     }
 
     /// Deletes after `check` (preconditions) passes; returns the object as last stored,
@@ -218,24 +238,37 @@ impl Store {
         let key = (ns.to_string(), name.to_string());
         let cur = current(&st, res, &key)?;
         check(&cur)?;
+        let last = (*cur).clone();
+        Ok(self.remove(&mut st, res, key, last, cur))
+    }
+
+    /// Removes the object at `key`, announcing `last` (its final content) under a new
+    /// resourceVersion.
+    fn remove(
+        &self,
+        st: &mut State,
+        res: &str,
+        key: Key,
+        mut last: Value,
+        old: Arc<Value>,
+    ) -> Arc<Value> {
         st.objects.get_mut(res).map(|m| m.remove(&key));
         st.rv += 1;
         let rv = st.rv;
-        let mut gone = (*cur).clone();
-        set_rv(&mut gone, rv);
-        let gone = Arc::new(gone);
+        set_rv(&mut last, rv);
+        let gone = Arc::new(last);
         self.commit(
-            &mut st,
+            st,
             Change {
                 res: res.into(),
                 kind: ChangeType::Deleted,
                 rv,
                 namespace: key.0,
                 object: gone.clone(),
-                old: Some(cur),
+                old: Some(old),
             },
         );
-        Ok(gone)
+        gone
     }
 
     /// Deletes every object of `res` (in `ns` if given), e.g. namespace or CRD removal.
@@ -292,4 +325,21 @@ fn current(st: &State, res: &str, key: &Key) -> ApiResult<Arc<Value>> {
         .and_then(|m| m.get(key))
         .cloned()
         .ok_or_else(|| ApiError::not_found(res, &key.1))
+}
+
+/// The apiserver's `ShouldDeleteDuringUpdate`: `cur` is being deleted with no grace period left,
+/// and `new` keeps no finalizer that would hold it.
+fn deleted_by_update(cur: &Value, new: &Value) -> bool {
+    let Some(meta) = cur.get("metadata") else {
+        return false;
+    };
+    let no_grace_left = meta
+        .get("deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .is_none_or(|g| g == 0);
+    let finalizers = new
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty());
+    meta.get("deletionTimestamp").is_some_and(|t| !t.is_null()) && no_grace_left && !finalizers
 }

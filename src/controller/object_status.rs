@@ -377,6 +377,10 @@ impl Writer {
                     Some(Ok(Event::Apply(p))) => self.apply(p),
                     Some(Ok(Event::Delete(p))) => {
                         if let Some(uid) = p.uid() {
+                            // The deleted pod as it was last: a write that landed while the
+                            // API server deleted it with no grace period left became that
+                            // deletion, and is seen here only (docs/behaviour.md §8.3).
+                            self.apply(p);
                             self.retire(&uid);
                         }
                     }

@@ -1291,6 +1291,20 @@ async fn one_pod_hook_passes_on(write_deletes: bool) {
         }
 
         let deleted = if write_deletes {
+            // Any write to db-0 once its delete is held deletes it: the kubelet's and the
+            // worker's writes so far must be done, so that the pass-on is the one.
+            wait_for("db-0 Running, with its Pending status", async || {
+                let running = pods
+                    .get("db-0")
+                    .await
+                    .is_ok_and(|p| p.status.and_then(|s| s.phase).as_deref() == Some("Running"));
+                running
+                    && bed
+                        .status_of(NS, "db-0")
+                        .await
+                        .is_some_and(|s| phases(&s) == vec![P])
+            })
+            .await;
             bed.sim.faults().hold_delete(NS, "db-0");
             let mut events = pods
                 .watch(

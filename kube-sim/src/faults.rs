@@ -15,13 +15,33 @@ pub struct Faults {
     drop_gen: watch::Sender<u64>,
     exec_break_gen: watch::Sender<u64>,
     orphans_survive: AtomicBool,
-    delete_on_exec: Mutex<HashSet<(String, String)>>,
-    held_deletes: Mutex<HashSet<(String, String)>>,
+    delete_on_exec: PodMarks,
+    held_deletes: PodMarks,
     compact: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
     /// Requests served, by verb and resource (as [`Faults::fail_next`] names them).
     requests: Mutex<HashMap<(String, String), usize>>,
     /// Resources whose watch events are held back ([`Faults::stall_watches`]).
     stalled: watch::Sender<HashSet<String>>,
+}
+
+/// Pods marked for a one-shot fault: marked by a test, taken (once) by the simulator.
+#[derive(Debug, Default)]
+struct PodMarks(Mutex<HashSet<(String, String)>>);
+
+impl PodMarks {
+    fn set(&self, ns: &str, name: &str) {
+        self.0
+            .lock()
+            .unwrap()
+            .insert((ns.to_string(), name.to_string()));
+    }
+
+    fn take(&self, ns: &str, name: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap()
+            .remove(&(ns.to_string(), name.to_string()))
+    }
 }
 
 impl std::fmt::Debug for Faults {
@@ -43,8 +63,8 @@ impl Default for Faults {
             drop_gen: watch::channel(0).0,
             exec_break_gen: watch::channel(0).0,
             orphans_survive: AtomicBool::new(false),
-            delete_on_exec: Mutex::default(),
-            held_deletes: Mutex::default(),
+            delete_on_exec: PodMarks::default(),
+            held_deletes: PodMarks::default(),
             compact: Mutex::default(),
             requests: Mutex::default(),
             stalled: watch::channel(HashSet::new()).0,
@@ -174,33 +194,21 @@ impl Faults {
     /// what a client sees when its write lands between the two steps of such a delete: the write
     /// succeeds, and is seen by watches only in the DELETED event.
     pub fn hold_delete(&self, ns: &str, name: &str) {
-        self.held_deletes
-            .lock()
-            .unwrap()
-            .insert((ns.to_string(), name.to_string()));
+        self.held_deletes.set(ns, name);
     }
 
     pub(crate) fn take_held_delete(&self, ns: &str, name: &str) -> bool {
-        self.held_deletes
-            .lock()
-            .unwrap()
-            .remove(&(ns.to_string(), name.to_string()))
+        self.held_deletes.take(ns, name)
     }
 
     /// Deletes the pod as soon as an exec into it starts; the exec stream then breaks
     /// without an exit status, as when a pod is killed under a running hook.
     pub fn delete_pod_on_exec(&self, ns: &str, name: &str) {
-        self.delete_on_exec
-            .lock()
-            .unwrap()
-            .insert((ns.to_string(), name.to_string()));
+        self.delete_on_exec.set(ns, name);
     }
 
     pub(crate) fn take_delete_on_exec(&self, ns: &str, name: &str) -> bool {
-        self.delete_on_exec
-            .lock()
-            .unwrap()
-            .remove(&(ns.to_string(), name.to_string()))
+        self.delete_on_exec.take(ns, name)
     }
 
     /// Forgets the watch history: any watch resuming from an older resourceVersion gets

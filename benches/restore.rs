@@ -90,6 +90,7 @@
 //! | 1000 | first hooks first (below; 2 runs) | 76.1–84.0 s | 62.5 s | 1.22–1.34 | 105–148 ms / 633–734 ms | 4.7–17.2 ms / 91–136 ms | 5.50–5.51 | 44–45 MiB / 4.8–5.5 s | 25 MiB / 0.4–0.5 s | 55–62 s |
 //! | 200 | the same (2 runs) | 16.5–16.7 s | 12.5 s | 1.32–1.33 | 119–152 ms / 795–873 ms | 3.6 ms / 85–86 ms | 5.33–5.34 | 35 MiB / 0.8–0.9 s | 25 MiB / 0.1 s | 10–11 s |
 //! | 5000 | the same | 423.6 s | 312.5 s | 1.36 | 161 ms / 1.22 s | 16 ms / 98 ms | 5.67 | 90 MiB / 31 s | 25 MiB / 2.0 s | 350 s |
+//! | 1000 | the same, again, hours later (2 runs, no CPU steal) | 78.8–86.8 s | 62.5 s | 1.26–1.39 | 110–165 ms / 786–915 ms | 9.1–15.6 ms / 93–98 ms | 5.45–5.49 | 42–43 MiB / 5.2–6.0 s | 23 MiB / 0.4–0.5 s | 59–68 s |
 //!
 //! Through Velero (`RESTORE_VELERO_PODS=500`, 2026-12-05; Velero's own defaults, 20 client
 //! requests/s; "requests per hook" includes late-hook work; makespan from `velero restore create`):

@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use restore_hooks::controller::exec_step::INTERRUPTED;
 use restore_hooks::hooks::plan::{ExecStatus, HookPhase, OnError, PlannedHook};
 use restore_hooks::hooks::types::RestoreHook;
@@ -671,6 +671,114 @@ async fn pods_deleted_or_terminal_before_their_hooks_fail_them() {
         // Both of gone's hooks (the one whose exec broke, too) and job's: also when the pod could
         // no longer be written.
         assert_eq!(ctl.hooks_reaching("failed", 3).await, 3);
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// A pod created and deleted while the controller's pod watches are behind: both events come
+/// in one read (a watch flushes only when no further event waits), so the watch loop hands the
+/// new worker "may be gone" before the worker has run at all. The worker must still say how the
+/// pod's hooks ended, or its RestoreRun counts them pending and never completes.
+/// (Single-threaded: a new task runs only once the watch loop waits, as on a busy controller.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_pod_deleted_before_its_worker_first_looks_still_ends_its_hooks() {
+    use restore_hooks::hooks::types::RestoreRun;
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        let ctl = start(&bed, "a");
+        // The controller watches pods once it has run a hook.
+        create(
+            &bed,
+            "first",
+            vec![hook("one", "db", "touch ran")],
+            json!({}),
+        )
+        .await;
+        assert_eq!(finished(&bed, "first").await.0, "done");
+
+        bed.sim.faults().stall_watches("pods");
+        // One container: the pod's four events (added, running, deleting, deleted) fit in one
+        // read of the client's 8 KiB buffer.
+        let small = json!({"spec": {"containers": [{"name": "db", "image": "postgres:16"}]}});
+        create(&bed, "brief", vec![hook("one", "db", "touch ran")], small).await;
+        let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NS);
+        pods.delete("brief", &DeleteParams::default().grace_period(0))
+            .await
+            .expect("brief deleted");
+        wait_for("brief gone", async || {
+            pods.get_opt("brief").await.is_ok_and(|p| p.is_none())
+        })
+        .await;
+        bed.sim.faults().resume_watches("pods");
+
+        let runs: Api<RestoreRun> = Api::all(bed.client.clone());
+        wait_for("the RestoreRun to count brief's hook failed", async || {
+            let Ok(Some(run)) = runs.get_opt(restore_hooks::testbed::RESTORE).await else {
+                return false;
+            };
+            let status = run.status.unwrap_or_default();
+            let counts = &status.hooks;
+            (counts.succeeded, counts.failed, counts.pending) == (1, 1, 0)
+                && status.phase == "PartiallyFailed"
+        })
+        .await;
+        assert!(!exists(&bed, "brief", "ran"));
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// A pod whose exec label is not `pending` (changed by hand, docs/behaviour.md §5.5): nothing
+/// starts on it, and its hooks count as failed, saying why, so its restore does not wait for them
+/// forever; set back to `pending`, they run and count as they end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_of_a_pod_relabelled_by_hand_count_as_not_run_until_it_is_set_back() {
+    use restore_hooks::hooks::types::{RestoreRun, RestoreRunStatus};
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        let ctl = start(&bed, "a");
+        let done = json!({"metadata": {"labels": {"restore-hooks.dev/exec": "done"}}});
+        create(&bed, "db", vec![hook("one", "db", "touch ran")], done).await;
+        let runs: Api<RestoreRun> = Api::all(bed.client.clone());
+        let run = async || -> Option<RestoreRunStatus> {
+            runs.get_opt(restore_hooks::testbed::RESTORE)
+                .await
+                .ok()
+                .flatten()?
+                .status
+        };
+        wait_for("the RestoreRun to count db's hook as not run", async || {
+            run().await.is_some_and(|s| {
+                s.phase == "PartiallyFailed"
+                    && (s.hooks.failed, s.hooks.pending) == (1, 0)
+                    && s.failed_pods.iter().any(|f| {
+                        f.pod == "db"
+                            && f.message.contains(
+                                "label is \"done\", not \"pending\", so no hook starts on it",
+                            )
+                    })
+            })
+        })
+        .await;
+        assert!(!exists(&bed, "db", "ran"));
+
+        let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NS);
+        let pending = json!({"metadata": {"labels": {"restore-hooks.dev/exec": "pending"}}});
+        pods.patch("db", &PatchParams::default(), &Patch::Merge(&pending))
+            .await
+            .expect("db labelled pending again");
+        let (label, st) = finished(&bed, "db").await;
+        assert_eq!((label.as_str(), phases(&st)), ("done", vec![OK]));
+        assert!(exists(&bed, "db", "ran"));
+        wait_for("the RestoreRun to complete", async || {
+            run().await.is_some_and(|s| {
+                s.phase == "Completed" && (s.hooks.succeeded, s.hooks.failed) == (1, 0)
+            })
+        })
+        .await;
         ctl.stop().await.expect("controller stops cleanly");
         bed.stop().await;
     })

@@ -318,6 +318,118 @@ fn parameters_expand_and_an_unset_wait_timeout_ends_the_restore_with_the_reason(
     serve.assert_no_forbidden();
 }
 
+/// A pod whose `restore-hooks.dev/exec` label is changed by hand (docs/behaviour.md §5.5) on the
+/// real API server: the chart's pod-hook-state policy refuses it; where that policy is not in
+/// force, nothing starts on the pod, and its restore completes with the hook counted as not run,
+/// saying why; with the label set back to `pending` (and the pod let onto a node), the hook runs,
+/// once, and the restore completes again.
+#[test]
+fn a_pod_relabelled_by_hand_runs_no_hook_until_the_label_is_set_back() {
+    use serde_json::json;
+    use std::time::Duration;
+
+    let install = Install::default_chart();
+    let serve = install.start(0);
+    let cp = &install.cp;
+    let ns = "relabel";
+    namespace(cp, ns, json!({NAMESPACE_LABEL: "r-relabel"}));
+    let mark = install.mark("relabel");
+    let hook = json!({
+        "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+        "metadata": {"name": "warm", "namespace": ns},
+        "spec": {
+            "labelSelector": {"matchLabels": {"app": "db"}},
+            "postHooks": [{"exec": {"container": "db", "command": ["sh", "-c", mark_cmd(&mark, "warm")]}}],
+        },
+    });
+    scenarios::apply_hooks(cp, &[hook]);
+    // Held off every node by a scheduling gate until the test removes it: its hook waits.
+    let mut db = pod(ns, "db", &["db"], json!({"app": "db"}), json!({}));
+    db["spec"]["schedulingGates"] = json!([{"name": "restore-hooks.dev/test"}]);
+    create(cp, &db);
+    wait_until(
+        "RestoreRun r-relabel counting db's hook pending",
+        Duration::from_secs(60),
+        || {
+            let run = get_json(cp, &["get", "restoreruns.restore-hooks.dev", "r-relabel"])
+                .ok_or("no RestoreRun")?;
+            (run["status"]["hooks"]["pending"] == 1)
+                .then_some(())
+                .ok_or_else(|| format!("{}", run["status"]))
+        },
+    );
+
+    let relabel = |value: &str| {
+        cp.kubectl_ok([
+            "label",
+            "pod",
+            "db",
+            "-n",
+            ns,
+            &format!("{EXEC_LABEL}={value}"),
+            "--overwrite",
+        ])
+    };
+    let refused = relabel("done").expect_err("the policy refuses the relabel");
+    assert!(
+        format!("{refused:#}").contains("restore-hooks-pod-hook-state"),
+        "{refused:#}"
+    );
+    // A cluster where the policy is not in force (not installed, or no admission policies).
+    cp.kubectl_ok([
+        "delete",
+        "validatingadmissionpolicybinding",
+        "restore-hooks-pod-hook-state",
+    ])
+    .expect("the policy's binding deleted");
+    // The API server applies the deletion once its informer sees it.
+    wait_until("the relabel to be allowed", Duration::from_secs(30), || {
+        relabel("done").map_err(|e| format!("{e:#}"))
+    });
+    let run = wait_restore_run(
+        cp,
+        "r-relabel",
+        &["PartiallyFailed"],
+        Duration::from_secs(60),
+    );
+    let why = "not run: the pod's restore-hooks.dev/exec label is \"done\", not \"pending\", so \
+               no hook starts on it (set it back to \"pending\" to run the rest)";
+    assert_eq!(
+        run["status"]["failedPods"],
+        json!([{"namespace": ns, "pod": "db", "hook": "warm", "message": why}]),
+        "{}",
+        run["status"]
+    );
+
+    relabel("pending").expect("the pod labelled pending again");
+    cp.kubectl_ok([
+        "patch",
+        "pod",
+        "db",
+        "-n",
+        ns,
+        "--type=json",
+        "-p",
+        r#"[{"op": "remove", "path": "/spec/schedulingGates"}]"#,
+    ])
+    .expect("the scheduling gate removed");
+    let db = wait_hooks_ended(cp, ns, "db", Duration::from_secs(120));
+    assert_eq!(db["metadata"]["labels"][EXEC_LABEL], "done");
+    assert_eq!(hook_status(&db).unwrap()["hooks"][0]["phase"], "Succeeded");
+    assert_eq!(mark_lines(&mark).len(), 1, "the hook ran once");
+    let run = wait_restore_run(cp, "r-relabel", &["Completed"], Duration::from_secs(60));
+    assert_eq!(
+        (
+            &run["status"]["hooks"]["succeeded"],
+            &run["status"]["hooks"]["failed"]
+        ),
+        (&json!(1), &json!(0)),
+        "{}",
+        run["status"]
+    );
+    serve.assert_no_forbidden();
+}
+
 /// `runOn: OnePod` (docs/behaviour.md §6.15) on the real API server: a 3-replica StatefulSet's
 /// migration hook runs exactly once, in pod 0, and the others record that it ran there; then,
 /// in a second restore, the chosen pod (ordinal 0, never scheduled) is deleted before the hook

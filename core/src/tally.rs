@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::exec_step::align;
 use crate::hooks::compiled::SourceKind;
-use crate::hooks::plan::{ExecPlan, ExecStatus, HookPhase, RunOn};
+use crate::hooks::plan::{EXEC_LABEL, EXEC_PENDING, ExecPlan, ExecStatus, HookPhase, RunOn};
 use crate::hooks::types::HookCounts;
 
 /// An object whose status sums pods' contributions.
@@ -46,6 +46,47 @@ pub struct Contribution {
     /// The target's `runOn: OnePod` hooks that started in this pod (it is the one that runs
     /// them, docs/behaviour.md §6.15): each hook's name and position, and its phase.
     pub one_pod: Vec<(String, usize, HookPhase)>,
+}
+
+/// The status a pod's hooks are counted by (docs/behaviour.md §8.3): hooks that can never start
+/// count as failed, with the reason, not as pending, or their restore would stay `InProgress`
+/// forever. They are the hooks not ended
+///
+/// - when the controller refused the pod's plan or status (a status with a top-level message,
+///   §5.3, §9.3): the refusal is the reason;
+/// - when the pod's exec label is not `pending` (`exec_label`, changed or removed by hand,
+///   §5.5): the controller watches only pending pods, so nothing starts on it unless the label
+///   is set back (then they count as pending again).
+pub fn settled_status(
+    plan: &ExecPlan,
+    status: Option<ExecStatus>,
+    exec_label: Option<&str>,
+) -> Option<ExecStatus> {
+    let refusal = status
+        .as_ref()
+        .map(|s| s.message.clone())
+        .filter(|m| !m.is_empty());
+    let reason = match (refusal, exec_label) {
+        (Some(refusal), _) => refusal,
+        (None, Some(EXEC_PENDING)) => return status,
+        (None, Some(other)) => format!(
+            "not run: the pod's {EXEC_LABEL} label is \"{other}\", not \"{EXEC_PENDING}\", so no \
+             hook starts on it (set it back to \"{EXEC_PENDING}\" to run the rest)"
+        ),
+        (None, None) => format!(
+            "not run: the pod's {EXEC_LABEL} label was removed, so no hook starts on it (set it \
+             to \"{EXEC_PENDING}\" to run the rest)"
+        ),
+    };
+    let mut settled = align(plan, status.as_ref());
+    if settled.hooks.iter().all(|h| h.phase.is_terminal()) {
+        return status;
+    }
+    for hook in settled.hooks.iter_mut().filter(|h| !h.phase.is_terminal()) {
+        hook.phase = HookPhase::Failed;
+        hook.message = reason.clone();
+    }
+    Some(settled)
 }
 
 /// Every target a pod contributes to, and how.
@@ -245,6 +286,111 @@ mod tests {
         );
         assert_eq!(run.first_failure, Some(("x".into(), "exit 1".into())));
         assert_eq!(t.len(), 4, "no target for the Velero Restore");
+    }
+
+    /// Which hooks count as failed because they can never start, and with what message.
+    #[test]
+    fn hooks_that_can_never_start_count_as_failed() {
+        use HookPhase::{Failed as F, OtherPod as O, Pending as P, Running as R, Succeeded as S};
+        let plan = ExecPlan {
+            restore: "nightly".into(),
+            hooks: vec![hook("a", "restorehook/a"), hook("b", "restorehook/a")],
+            ..Default::default()
+        };
+        let status = |phases: [HookPhase; 2], message: &str| {
+            let mut s = align(&plan, None);
+            for (h, p) in s.hooks.iter_mut().zip(phases) {
+                h.phase = p;
+            }
+            s.message = message.into();
+            Some(s)
+        };
+        let relabelled = "not run: the pod's restore-hooks.dev/exec label is \"done\", not \"pending\", so no hook starts on it (set it back to \"pending\" to run the rest)";
+        let removed = "not run: the pod's restore-hooks.dev/exec label was removed, so no hook starts on it (set it to \"pending\" to run the rest)";
+        struct Case {
+            name: &'static str,
+            status: Option<ExecStatus>,
+            label: Option<&'static str>,
+            phases: [HookPhase; 2],
+            messages: [&'static str; 2],
+        }
+        let case = |name, status, label, phases, messages| Case {
+            name,
+            status,
+            label,
+            phases,
+            messages,
+        };
+        let cases = [
+            case(
+                "pending: counted as they are",
+                status([S, R], ""),
+                Some("pending"),
+                [S, R],
+                ["", ""],
+            ),
+            case(
+                "pending, no status yet",
+                None,
+                Some("pending"),
+                [P, P],
+                ["", ""],
+            ),
+            case(
+                "refused: the refusal is the reason",
+                status([S, P], "plan refused"),
+                Some("failed"),
+                [S, F],
+                ["", "plan refused"],
+            ),
+            case(
+                "refused, even while still labelled pending",
+                status([P, P], "status refused"),
+                Some("pending"),
+                [F, F],
+                ["status refused", "status refused"],
+            ),
+            case(
+                "relabelled by hand",
+                status([S, P], ""),
+                Some("done"),
+                [S, F],
+                ["", relabelled],
+            ),
+            case(
+                "relabelled before any status",
+                None,
+                Some("done"),
+                [F, F],
+                [relabelled, relabelled],
+            ),
+            case(
+                "label removed, a hook running",
+                status([R, P], ""),
+                None,
+                [F, F],
+                [removed, removed],
+            ),
+            case(
+                "ended: nothing to settle",
+                status([S, O], ""),
+                Some("done"),
+                [S, O],
+                ["", ""],
+            ),
+        ];
+        for c in cases {
+            let settled = settled_status(&plan, c.status, c.label);
+            let got = align(&plan, settled.as_ref());
+            let phases: Vec<HookPhase> = got.hooks.iter().map(|h| h.phase).collect();
+            let messages: Vec<&str> = got.hooks.iter().map(|h| h.message.as_str()).collect();
+            assert_eq!(
+                (phases, messages),
+                (c.phases.to_vec(), c.messages.to_vec()),
+                "{}",
+                c.name
+            );
+        }
     }
 
     #[test]

@@ -201,8 +201,15 @@ pub(crate) fn serve(sim: Arc<Sim>, t: Target, q: &Query, shape: Shape) -> ApiRes
             ));
         }
     }
+    // What is queued goes out in one write, as kube-apiserver flushes a watch response only when
+    // no further event is waiting: a client that fell behind reads its backlog in one go.
     let stream = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+        let first = rx.recv().await?;
+        let mut chunk = Vec::from(first);
+        while let Ok(more) = rx.try_recv() {
+            chunk.extend_from_slice(&more);
+        }
+        Some((Ok::<_, Infallible>(Bytes::from(chunk)), rx))
     });
     Ok((
         StatusCode::OK,

@@ -35,7 +35,9 @@ use restore_hooks_core::hooks::types::{
     ClusterRestoreHook, FailedPod, HookCounts, HookObjectStatus, OnePodRun, RestoreHook,
     RestoreRecord, RestoreRun, RestoreRunStatus,
 };
-use restore_hooks_core::tally::{Contribution, Target, restore_run_name, run_phase, tally_pod};
+use restore_hooks_core::tally::{
+    Contribution, Target, restore_run_name, run_phase, settled_status, tally_pod,
+};
 use restore_hooks_core::trust::{PodFacts, verify};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -457,7 +459,12 @@ impl Writer {
                 tally_pod(&namespace, plan, Some(status))
             }
             (None, Ok(t)) => {
-                let status = settle_refused(&t.plan, t.status);
+                let exec_label = pod
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(restore_hooks_core::hooks::plan::EXEC_LABEL));
+                let status = settled_status(&t.plan, t.status, exec_label.map(String::as_str));
                 self.hook_runs.set(&uid, &pod_ref, &t.plan, status.as_ref());
                 tally_pod(&namespace, &t.plan, status.as_ref())
             }
@@ -1123,23 +1130,6 @@ impl Writer {
             }
         }
     }
-}
-
-/// A status with a top-level message is the controller's refusal of the pod's plan or status
-/// (docs/behaviour.md §5.3, §9.3): the pod is labelled `failed` and none of its hooks that had
-/// not ended will ever run. They count as failed, with the refusal as the reason, not as
-/// pending: otherwise the restore would stay `InProgress` forever.
-fn settle_refused(plan: &ExecPlan, status: Option<ExecStatus>) -> Option<ExecStatus> {
-    let status = status?;
-    if status.message.is_empty() {
-        return Some(status);
-    }
-    let mut settled = restore_hooks_core::exec_step::align(plan, Some(&status));
-    for hook in settled.hooks.iter_mut().filter(|h| !h.phase.is_terminal()) {
-        hook.phase = restore_hooks_core::hooks::plan::HookPhase::Failed;
-        hook.message = status.message.clone();
-    }
-    Some(settled)
 }
 
 /// Whether merging `patch` (a merge patch of a hook object's status) into `current` leaves it

@@ -125,9 +125,9 @@ struct Mailbox {
 }
 
 impl Mailbox {
-    fn new(first: Observed) -> Self {
+    fn new() -> Self {
         Self {
-            latest: Mutex::new(Some(first)),
+            latest: Mutex::new(None),
             closed: AtomicBool::new(false),
         }
     }
@@ -305,7 +305,10 @@ fn dispatch(
     // board if it does not).
     let wake = Arc::new(Notify::new());
     post_one_pod_hooks(shared, &pod, &wake);
-    let mailbox = Arc::new(Mailbox::new(Observed::Pod(pod)));
+    // The worker starts with its pod, not with it in the mailbox: the watch may put "may be
+    // gone" there before the new task first runs (both events in one read), and a worker that
+    // never saw its pod could not say how its hooks ended.
+    let mailbox = Arc::new(Mailbox::new());
     workers.insert(
         key.clone(),
         Handle {
@@ -314,7 +317,7 @@ fn dispatch(
             wake: wake.clone(),
         },
     );
-    let mut worker = PodWorker::new(shared.clone(), key, uid, mailbox, term.clone(), wake);
+    let mut worker = PodWorker::new(shared.clone(), key, pod, mailbox, term.clone(), wake);
     // The task holds the worker once, and `run` borrows it: a `run(self)` future would hold a
     // second copy of every field (its argument, moved into the body) for the pod's whole wait.
     tasks.spawn(async move { worker.run().await });
@@ -339,8 +342,9 @@ struct PodWorker {
     /// After API errors, until a request succeeds: boxed and only then, since most workers
     /// never need one.
     backoff: Option<Box<ApiBackoff>>,
-    /// The latest state of the pod, and the last plan/status this worker trusted.
-    pod: Option<Arc<PodState>>,
+    /// The latest state of the pod (from the watch event that started the worker on), and the
+    /// last plan/status this worker trusted.
+    pod: Arc<PodState>,
     trusted: Option<(ExecPlan, Option<ExecStatus>)>,
     /// Hooks whose exec runs in this worker, and their `Running` records.
     running: BTreeSet<usize>,
@@ -401,7 +405,7 @@ impl PodWorker {
     fn new(
         shared: Arc<Workers>,
         (namespace, name): Key,
-        uid: String,
+        pod: Arc<PodState>,
         mailbox: Arc<Mailbox>,
         term: CancellationToken,
         wake: Arc<Notify>,
@@ -410,11 +414,11 @@ impl PodWorker {
             shared,
             namespace,
             name,
-            uid,
+            uid: pod.uid.clone(),
             mailbox,
             term,
             backoff: None,
-            pod: None,
+            pod,
             trusted: None,
             running: BTreeSet::new(),
             execs: JoinSet::new(),
@@ -488,12 +492,8 @@ impl PodWorker {
             // write (e.g. a kubelet update) would bring back a status without our latest
             // `Running` record or result, so an older view never replaces a newer one.
             Observed::Pod(pod) if pod.uid == self.uid => {
-                if !self
-                    .pod
-                    .as_ref()
-                    .is_some_and(|current| is_older(&pod, current))
-                {
-                    self.pod = Some(pod);
+                if !is_older(&pod, &self.pod) {
+                    self.pod = pod;
                     self.fresh = false;
                 }
             }
@@ -573,9 +573,7 @@ impl PodWorker {
         if !self.results.is_empty() {
             return self.record().await;
         }
-        let Some(pod) = self.pod.clone() else {
-            return Flow::Wait;
-        };
+        let pod = self.pod.clone();
         if self.shared.keys.current().is_none() {
             // The controller starts workers only once the key is loaded; a Secret gone bad later
             // keeps the keys loaded before. Look again shortly rather than reject the pod.
@@ -588,7 +586,18 @@ impl PodWorker {
             return Flow::Wait;
         }
         if pod.label(EXEC_LABEL) != Some(EXEC_PENDING) && pod.view.presence == Presence::Present {
-            // Finished (by us, from a stale event, or by another replica): nothing to do.
+            // Finished (by us, from a stale event, or by another replica): nothing to do. Or
+            // relabelled by hand with hooks still to run: they do not start (§5.5).
+            let unended = verify(&pod.facts(), self.shared.keys.current().as_deref())
+                .ok()
+                .map(|t| align(&t.plan, t.status.as_ref()))
+                .is_some_and(|s| {
+                    s.message.is_empty() && s.hooks.iter().any(|h| !h.phase.is_terminal())
+                });
+            if unended {
+                warn!(pod = %self.pod_ref(), label = pod.label(EXEC_LABEL).unwrap_or_default(),
+                      "the pod's restore-hooks.dev/exec label is not pending any more: its hooks that have not started do not run (set it back to pending to run them)");
+            }
             return if self.running.is_empty() {
                 Flow::Stop
             } else {
@@ -690,7 +699,7 @@ impl PodWorker {
         match written {
             Ok(updated) => {
                 self.backoff = None;
-                self.pod = Some(PodState::from_slim(updated));
+                self.pod = PodState::from_slim(updated);
                 let names = |which: &[usize]| {
                     which
                         .iter()
@@ -777,7 +786,7 @@ impl PodWorker {
                 self.backoff = None;
                 let pending = pod.label(EXEC_LABEL) == Some(EXEC_PENDING);
                 let terminating = pod.view.presence == Presence::Terminating;
-                self.pod = Some(pod);
+                self.pod = pod;
                 if pending || terminating || !self.running.is_empty() || !self.results.is_empty() {
                     Flow::Again
                 } else {
@@ -828,7 +837,7 @@ impl PodWorker {
                 let updated = PodState::from_slim(updated);
                 self.report_ended(&updated, plan, &decision.status, &[], &decision.ended)
                     .await;
-                self.pod = Some(updated.clone());
+                self.pod = updated.clone();
                 if let Some(label) = finishing {
                     self.completed(&updated, plan, &decision.status, label)
                         .await;
@@ -947,7 +956,7 @@ impl PodWorker {
             }
         };
         self.backoff = None;
-        self.pod = Some(updated);
+        self.pod = updated;
         self.trusted = Some((plan.clone(), Some(status.clone())));
         self.running.insert(index);
         self.started.insert(index, status.hooks[index].clone());
@@ -1091,9 +1100,8 @@ impl PodWorker {
         let Some(hook) = self.started.remove(&index) else {
             return Flow::Stop;
         };
-        let (Some(mut pod), Some((plan, Some(mut status)))) =
-            (self.pod.clone(), self.trusted.clone())
-        else {
+        let mut pod = self.pod.clone();
+        let Some((plan, Some(mut status))) = self.trusted.clone() else {
             return Flow::Stop;
         };
         // What this leader wrote: the annotation the pod must still carry.
@@ -1106,7 +1114,7 @@ impl PodWorker {
                 Ok(updated) => {
                     info!(pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index, reason = %why,
                           "hook not started: no longer leading before its start was recorded; it is Pending for the next leader");
-                    self.pod = Some(PodState::from_slim(updated));
+                    self.pod = PodState::from_slim(updated);
                     self.trusted = Some((plan, Some(status)));
                     return Flow::Stop;
                 }
@@ -1247,8 +1255,8 @@ impl PodWorker {
     /// it ran (a new leader after we lost the Lease already reported it interrupted) is only
     /// logged.
     async fn record(&mut self) -> Flow {
-        let (Some(pod), Some((plan, last_trusted))) = (self.pod.clone(), self.trusted.clone())
-        else {
+        let pod = self.pod.clone();
+        let Some((plan, last_trusted)) = self.trusted.clone() else {
             return Flow::Wait;
         };
         let Some(keys) = self.shared.keys.current() else {
@@ -1310,7 +1318,7 @@ impl PodWorker {
                 )
                 .await;
                 self.trusted = Some((plan.clone(), Some(decision.status.clone())));
-                self.pod = Some(updated.clone());
+                self.pod = updated.clone();
                 if let Some(label) = finishing {
                     self.completed(&updated, &plan, &decision.status, label)
                         .await;
@@ -1335,8 +1343,20 @@ impl PodWorker {
     /// The pod is gone: every hook that did not end fails (Event, log, metric, counts); nothing
     /// can be written on the pod any more.
     async fn gone(&mut self) {
-        let (Some(pod), Some((plan, status))) = (self.pod.clone(), self.trusted.clone()) else {
-            return;
+        let pod = self.pod.clone();
+        let (plan, status) = match self.trusted.clone() {
+            Some(trusted) => trusted,
+            // Gone before this worker trusted anything (the watch said so before its first
+            // look, or its first look was a read): the counts hold the pod by the plan it
+            // carries, so its end is reported by that plan. One that does not verify counts for
+            // nothing (docs/behaviour.md §8.3).
+            None => match verify(&pod.facts(), self.shared.keys.current().as_deref()) {
+                Ok(t) => (
+                    capped(t.plan, self.shared.engine.max_exec_timeout_ms),
+                    t.status,
+                ),
+                Err(_) => return,
+            },
         };
         let mut status = align(&plan, status.as_ref());
         // Exec results that could not be written any more are reported like the rest.

@@ -460,10 +460,8 @@ impl Writer {
             }
             (None, Ok(t)) => {
                 let exec_label = pod
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(restore_hooks_core::hooks::plan::EXEC_LABEL));
+                    .labels()
+                    .get(restore_hooks_core::hooks::plan::EXEC_LABEL);
                 let status = settled_status(&t.plan, t.status, exec_label.map(String::as_str));
                 self.hook_runs.set(&uid, &pod_ref, &t.plan, status.as_ref());
                 tally_pod(&namespace, &t.plan, status.as_ref())

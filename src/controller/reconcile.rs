@@ -451,6 +451,16 @@ impl PodWorker {
         if untouched { Turn::First } else { Turn::Later }
     }
 
+    /// The pod's plan (its exec timeouts capped by `--max-exec-timeout`) and status, if they
+    /// verify against the loaded keys (docs/behaviour.md §9.3).
+    fn verified(&self, pod: &PodState) -> Result<(ExecPlan, Option<ExecStatus>), Rejection> {
+        let trusted = verify(&pod.facts(), self.shared.keys.current().as_deref())?;
+        Ok((
+            capped(trusted.plan, self.shared.engine.max_exec_timeout_ms),
+            trusted.status,
+        ))
+    }
+
     /// Built per request rather than kept: a waiting worker holds as little as it can.
     fn api(&self) -> Api<SlimPod> {
         Api::namespaced(self.shared.client.clone(), &self.namespace)
@@ -588,9 +598,10 @@ impl PodWorker {
         if pod.label(EXEC_LABEL) != Some(EXEC_PENDING) && pod.view.presence == Presence::Present {
             // Finished (by us, from a stale event, or by another replica): nothing to do. Or
             // relabelled by hand with hooks still to run: they do not start (§5.5).
-            let unended = verify(&pod.facts(), self.shared.keys.current().as_deref())
+            let unended = self
+                .verified(&pod)
                 .ok()
-                .map(|t| align(&t.plan, t.status.as_ref()))
+                .map(|(plan, status)| align(&plan, status.as_ref()))
                 .is_some_and(|s| {
                     s.message.is_empty() && s.hooks.iter().any(|h| !h.phase.is_terminal())
                 });
@@ -604,11 +615,8 @@ impl PodWorker {
                 Flow::Wait
             };
         }
-        let (plan, status) = match verify(&pod.facts(), self.shared.keys.current().as_deref()) {
-            Ok(trusted) => (
-                capped(trusted.plan, self.shared.engine.max_exec_timeout_ms),
-                trusted.status,
-            ),
+        let (plan, status) = match self.verified(&pod) {
+            Ok(trusted) => trusted,
             Err(rejection) if self.running.is_empty() => return self.reject(&pod, rejection).await,
             Err(rejection) => {
                 // Our own execs run on a plan we verified; their results are recorded on top of
@@ -1350,11 +1358,8 @@ impl PodWorker {
             // look, or its first look was a read): the counts hold the pod by the plan it
             // carries, so its end is reported by that plan. One that does not verify counts for
             // nothing (docs/behaviour.md §8.3).
-            None => match verify(&pod.facts(), self.shared.keys.current().as_deref()) {
-                Ok(t) => (
-                    capped(t.plan, self.shared.engine.max_exec_timeout_ms),
-                    t.status,
-                ),
+            None => match self.verified(&pod) {
+                Ok(trusted) => trusted,
                 Err(_) => return,
             },
         };

@@ -17,6 +17,7 @@ pub mod index;
 pub mod late_hooks;
 pub mod ledger;
 pub mod one_pod;
+pub mod record;
 pub mod retry;
 pub mod tally;
 pub mod trust;

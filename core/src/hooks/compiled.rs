@@ -15,7 +15,6 @@ use serde_json::Value;
 
 use super::duration::{DurationError, format_go_duration, parse_go_duration};
 use super::labels::LabelLookup;
-use super::parameters::VeleroFacts;
 use super::patterns::{IncludesExcludes, NamePattern};
 use super::plan::{DEFAULT_EXEC_TIMEOUT_MS, EphemeralPlan, OnError, RetryPlan, RunOn};
 use super::problem::{ExecField, ExecFieldError, Problem};
@@ -84,14 +83,6 @@ impl CompiledObject {
     /// The plan `source` of this object's hooks.
     pub fn source(&self) -> String {
         format!("{}/{}", self.kind.prefix(), self.name)
-    }
-
-    /// What `$(BACKUP_NAME)` and `$(SOURCE_NAMESPACE)` read from a Velero Restore (§2.8).
-    pub fn velero_facts(&self) -> VeleroFacts<'_> {
-        VeleroFacts {
-            backup_name: self.backup_name.as_deref(),
-            namespace_mapping: Some(&self.namespace_mapping),
-        }
     }
 
     /// The first thing that keeps this object from applying as written, if any.

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::compiled::{Definition, HookContainer, is_dns_label};
+use super::compiled::{CompiledObject, Definition, HookContainer, is_dns_label};
 use super::labels::LabelLookup;
 use super::pod::AdmittedPod;
 
@@ -52,6 +52,16 @@ pub struct VeleroFacts<'a> {
     pub backup_name: Option<&'a str>,
     /// `spec.namespaceMapping`: source namespace → target namespace.
     pub namespace_mapping: Option<&'a BTreeMap<String, String>>,
+}
+
+impl<'a> VeleroFacts<'a> {
+    /// What `$(BACKUP_NAME)` and `$(SOURCE_NAMESPACE)` read from a compiled Velero Restore.
+    pub fn of(restore: &'a CompiledObject) -> Self {
+        VeleroFacts {
+            backup_name: restore.backup_name.as_deref(),
+            namespace_mapping: Some(&restore.namespace_mapping),
+        }
+    }
 }
 
 impl RestoreParameters {

@@ -20,7 +20,7 @@ use super::compiled::{
     CompiledEntry, CompiledObject, Definition, ExecFields, ExecTemplate, HookContainer,
     exec_template, is_dns_label,
 };
-use super::parameters::{RestoreParameters, references};
+use super::parameters::{RestoreParameters, VeleroFacts, references};
 use super::plan::{HookRef, PlannedHook, RunOn};
 use super::pod::{AdmittedPod, ContainerView};
 use super::problem::{ExecField, Problem};
@@ -160,7 +160,7 @@ pub fn resolve_hooks(
         ctx.pod,
         ctx.namespace,
         &out.restore,
-        velero.map(CompiledObject::velero_facts).unwrap_or_default(),
+        velero.map(VeleroFacts::of).unwrap_or_default(),
     );
 
     // Init hooks: a non-empty image annotation means exactly one annotation container.
@@ -259,7 +259,7 @@ pub fn resolve_late_hooks(
         ctx.pod,
         ctx.namespace,
         restore,
-        velero.map(CompiledObject::velero_facts).unwrap_or_default(),
+        velero.map(VeleroFacts::of).unwrap_or_default(),
     );
     // The init hooks cannot be injected into a pod that exists: they were injected at admission
     // or missed.

@@ -514,7 +514,7 @@ pub struct RestoreRunStatus {
     /// §9.5): still read, so that an upgrade in the middle of a restore forgets nothing, and never
     /// written any more.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub executions: BTreeMap<String, crate::ledger::Execution>,
+    pub executions: BTreeMap<String, crate::record::Execution>,
 }
 
 /// One part of the controller's record of which hooks started (docs/behaviour.md §9.5): the
@@ -555,7 +555,7 @@ pub struct RestoreRecordStatus {
     /// the controller alone writes and checks them, the API server stores them as they are.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(schema_with = "crate::hooks::types::record_entries_schema")]
-    pub executions: BTreeMap<String, crate::ledger::Execution>,
+    pub executions: BTreeMap<String, crate::record::Execution>,
 }
 
 /// A `runOn: OnePod` hook and the one pod that runs it (docs/behaviour.md §6.15).
@@ -604,7 +604,7 @@ pub type Annotations = BTreeMap<String, String>;
 /// second during a restore; with their schema, the API server validated, pruned and tracked the
 /// `managedFields` of every entry at every write, which made these writes the largest share of
 /// its CPU during a restore. Only the controller writes them (no other role is granted
-/// RestoreRecords), from `ledger::Execution`, and reads them back into it.
+/// RestoreRecords), from `record::Execution`, and reads them back into it.
 pub(crate) fn record_entries_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "object",

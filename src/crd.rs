@@ -12,8 +12,17 @@ use crate::hooks::types::{ClusterRestoreHook, RestoreHook, RestoreRecord, Restor
 /// Every CRD, in the order `restore-hooks crd` prints them.
 pub fn all() -> Vec<CustomResourceDefinition> {
     vec![
-        refuse_waiting_for_itself(RestoreHook::crd()),
-        refuse_waiting_for_itself(ClusterRestoreHook::crd()),
+        with_rules(
+            RestoreHook::crd(),
+            &[
+                waiting_for_itself("RestoreHook"),
+                waiting_in_its_own_namespace(),
+            ],
+        ),
+        with_rules(
+            ClusterRestoreHook::crd(),
+            &[waiting_for_itself("ClusterRestoreHook")],
+        ),
         RestoreRun::crd(),
         RestoreRecord::crd(),
     ]
@@ -21,12 +30,15 @@ pub fn all() -> Vec<CustomResourceDefinition> {
 
 /// An exec hook whose `after` names its own object would wait for itself until its `waitTimeout`
 /// (docs/behaviour.md §6.16): refused at `kubectl apply` by a rule on the whole object, the only
-/// level at which CEL sees `metadata.name`. A cycle through other objects is found at admission.
-fn refuse_waiting_for_itself(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
-    let rule = ValidationRule {
-        rule: "!has(self.spec) || !has(self.spec.postHooks) || !self.spec.postHooks.exists(h, \
-               has(h.exec) && has(h.exec.after) && h.exec.after.exists(a, a.hook == self.metadata.name))"
-            .to_string(),
+/// level at which CEL sees `metadata.name`. An entry without a `kind` names the waiting object's
+/// own kind. A cycle through other objects is found at admission.
+fn waiting_for_itself(kind: &str) -> ValidationRule {
+    ValidationRule {
+        rule: format!(
+            "!has(self.spec) || !has(self.spec.postHooks) || !self.spec.postHooks.exists(h, \
+             has(h.exec) && has(h.exec.after) && h.exec.after.exists(a, a.hook == self.metadata.name \
+             && (!has(a.kind) || a.kind == '{kind}')))"
+        ),
         message: Some("an exec hook names its own object in after".to_string()),
         message_expression: Some(
             "'an exec hook names ' + self.metadata.name + ' in after, so it would wait for itself \
@@ -34,7 +46,30 @@ fn refuse_waiting_for_itself(mut crd: CustomResourceDefinition) -> CustomResourc
                 .to_string(),
         ),
         ..ValidationRule::default()
-    };
+    }
+}
+
+/// A RestoreHook's `after` never reaches past its own namespace (docs/behaviour.md §6.16, §6.20):
+/// one namespace's objects never change the waiting of another's pods.
+fn waiting_in_its_own_namespace() -> ValidationRule {
+    ValidationRule {
+        rule: "!has(self.spec) || !has(self.spec.postHooks) || self.spec.postHooks.all(h, \
+               !has(h.exec) || !has(h.exec.after) || h.exec.after.all(a, !has(a.namespace) || \
+               a.namespace == self.metadata.namespace))"
+            .to_string(),
+        message: Some(
+            "a RestoreHook waits only for hooks in its own namespace; order hooks across \
+             namespaces with a ClusterRestoreHook"
+                .to_string(),
+        ),
+        ..ValidationRule::default()
+    }
+}
+
+fn with_rules(
+    mut crd: CustomResourceDefinition,
+    rules: &[ValidationRule],
+) -> CustomResourceDefinition {
     for version in &mut crd.spec.versions {
         if let Some(schema) = version
             .schema
@@ -44,7 +79,7 @@ fn refuse_waiting_for_itself(mut crd: CustomResourceDefinition) -> CustomResourc
             schema
                 .x_kubernetes_validations
                 .get_or_insert_with(Vec::new)
-                .push(rule.clone());
+                .extend(rules.iter().cloned());
         }
     }
     crd

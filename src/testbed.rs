@@ -542,7 +542,7 @@ pub async fn recorded(
     client: &Client,
     restore: &str,
 ) -> kube::Result<std::collections::BTreeMap<String, restore_hooks_core::ledger::Execution>> {
-    let run = restore_hooks_core::tally::restore_run_name(restore);
+    let run = restore_hooks_core::restore::tally::restore_run_name(restore);
     let parts: Api<restore_hooks_core::hooks::types::RestoreRecord> = Api::all(client.clone());
     let mut entries = std::collections::BTreeMap::new();
     for part in parts.list(&Default::default()).await? {

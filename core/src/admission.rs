@@ -167,6 +167,7 @@ fn build_patch(
         init_index,
         exec,
         not_applicable,
+        vouched_by: resolution_voucher,
         ..
     } = resolution;
 
@@ -244,6 +245,7 @@ fn build_patch(
             hooks: exec,
             not_applicable,
             missed_init: Vec::new(),
+            vouched_by: Some(resolution_voucher),
         };
         let binding = PodBinding {
             namespace: ctx.namespace,

@@ -24,14 +24,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::after::AfterTurn;
 use crate::hooks::duration::format_go_duration;
 use crate::hooks::plan::{
     EXEC_DONE, EXEC_FAILED, ExecPlan, ExecStatus, HookPhase, HookStatus, OnError, PlannedHook,
     RunOn,
 };
 use crate::hooks::targets::{ContainerRole, ExecTargets};
-use crate::one_pod::OnePodTurn;
+use crate::restore::after::AfterTurn;
+use crate::restore::one_pod::OnePodTurn;
 
 /// Message of a hook found `Running` that its controller never finished recording.
 pub const INTERRUPTED: &str = "interrupted: the controller that started the exec stopped before \

@@ -6,7 +6,7 @@
 //! Objects from files and from the cluster live side by side ([`Origin`]): a watch that relists
 //! replaces only what it owns, so `--hooks` documents survive a watch restart.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::hooks::compiled::{
@@ -312,26 +312,15 @@ impl HookIndex {
             .flat_map(|h| h.values())
     }
 
+    /// Whether any hook object could give a pod of `namespace` hooks: a RestoreHook there, or any
+    /// ClusterRestoreHook.
+    pub fn has_hook_objects(&self, namespace: &str) -> bool {
+        !self.cluster_hooks.is_empty() || self.restore_hooks.contains_key(namespace)
+    }
+
     /// Every RestoreHook of every namespace.
     pub fn all_restore_hooks(&self) -> impl Iterator<Item = &Arc<CompiledObject>> {
         self.restore_hooks.values().flat_map(|h| h.values())
-    }
-
-    /// The `after` graph of every hook object (docs/behaviour.md §6.16): each hook name, to the
-    /// names its exec hooks wait for. Built on demand: only pods planning a hook with `after` ask,
-    /// and a few hundred objects take microseconds.
-    pub fn after_graph(&self) -> BTreeMap<String, BTreeSet<String>> {
-        let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for object in self.cluster_restore_hooks().chain(self.all_restore_hooks()) {
-            let waits = object
-                .entries
-                .iter()
-                .flat_map(|e| &e.post_hooks)
-                .filter_map(|p| p.exec.as_ref()?.as_ref().ok())
-                .flat_map(|t| t.after.iter().cloned());
-            graph.entry(object.name.clone()).or_default().extend(waits);
-        }
-        graph
     }
 
     /// One hook object by kind, namespace and name (late hooks, status).

@@ -15,9 +15,14 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::hooks::compiled::CompiledObject;
+use crate::config::EngineConfig;
+use crate::hooks::compiled::{CompiledObject, SourceKind};
 use crate::hooks::plan::{ExecPlan, HookRef, MAX_PLAN_BYTES};
 use crate::hooks::resolve::Resolution;
+use crate::hooks::scope::restore_scope;
+use crate::hooks::types::Labels;
+use crate::index::HookIndex;
+use crate::restore::MarkedPod;
 
 /// What [`merge`] decided for one pod.
 #[derive(Clone, Debug, PartialEq)]
@@ -150,6 +155,48 @@ fn knows(plan: &ExecPlan, source: &str, index: usize) -> bool {
             .iter()
             .chain(&plan.not_applicable)
             .any(|h| h.source == source && h.index == index)
+}
+
+/// Whether `object` may have hooks to add to the marked pod `pod`, whose namespace has
+/// `namespace_labels`: it selects the pod now (the webhook's rules: scope, restore name,
+/// selectors), and the pod's annotations do not show it already (reading such a pod would only
+/// confirm so). `hooks` finds the Velero Restore whose full name the restore label may shorten.
+pub fn may_extend(
+    object: &CompiledObject,
+    pod: &MarkedPod,
+    namespace_labels: &Labels,
+    hooks: &HookIndex,
+    config: &EngineConfig,
+) -> bool {
+    if applied_at_admission(object, &pod.plan_sources, &pod.injected) {
+        return false;
+    }
+    if object.kind == SourceKind::RestoreHook
+        && object.namespace.as_deref() != Some(pod.namespace.as_str())
+    {
+        return false;
+    }
+    let Some(scope) = restore_scope(
+        &pod.namespace,
+        Some(&pod.labels),
+        Some(namespace_labels),
+        config,
+    ) else {
+        return false;
+    };
+    let restore = hooks
+        .velero_restore(&config.velero_namespace, &scope.restore)
+        .map_or(scope.restore.clone(), |r| r.name.clone());
+    object.entries.iter().any(|e| {
+        e.filter.as_ref().is_ok_and(|f| {
+            f.matches(
+                &pod.namespace,
+                Some(namespace_labels),
+                &restore,
+                &pod.labels,
+            )
+        })
+    })
 }
 
 /// Whether a pod's annotations already show all of `object` (no need to read the pod): its

@@ -19,11 +19,11 @@
 //!
 //! The entries themselves are data in [`crate::record`].
 
-use jiff::Timestamp;
 use crate::exec_step::{align, timestamp};
 use crate::hooks::plan::{ExecPlan, ExecStatus, HookPhase};
 pub use crate::record::{Attempts, Execution, Mark, OnePodStart};
 use crate::trust::Rejection;
+use jiff::Timestamp;
 
 /// The most pods one restore's record holds (it is held in the controller's memory, and read
 /// whole by each new leader). A restore with more pods that have exec hooks must be split.
@@ -47,7 +47,7 @@ pub fn record_name(run: &str, part: u32) -> String {
         .map(|(_, c)| c)
         .collect();
     let base = base.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
-    format!("{base}-{}{suffix}", crate::tally::name_hash(run))
+    format!("{base}-{}{suffix}", crate::restore::tally::name_hash(run))
 }
 
 /// Whether a pod may act on its plan, by the record.

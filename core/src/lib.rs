@@ -7,7 +7,6 @@
 #![warn(missing_docs)]
 
 pub mod admission;
-pub mod after;
 pub mod catalog;
 pub mod config;
 pub mod documents;
@@ -16,8 +15,7 @@ pub mod hooks;
 pub mod index;
 pub mod late_hooks;
 pub mod ledger;
-pub mod one_pod;
 pub mod record;
+pub mod restore;
 pub mod retry;
-pub mod tally;
 pub mod trust;

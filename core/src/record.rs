@@ -42,7 +42,7 @@ pub struct Attempts {
 /// A `runOn: OnePod` hook's start, as recorded on the pod that runs it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct OnePodStart {
-    /// Which hook, across the restore's pods (`restore_hooks_core::one_pod::one_pod_key`).
+    /// Which hook, across the restore's pods (`restore_hooks_core::restore::one_pod::one_pod_key`).
     pub key: String,
     /// The pod that runs it, `namespace/name`: what the other pods' status names.
     pub pod: String,

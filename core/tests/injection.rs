@@ -1663,9 +1663,10 @@ spec:
     }
 }
 
-/// `after` (docs/behaviour.md §6.16): hook objects' names reach the signed plan (Velero's entries
-/// have no such field); a cycle across objects is invalid, naming it; a name no object has is not
-/// (its pods may come later, and the wait is bounded by waitTimeout).
+/// `after` (docs/behaviour.md §6.16): hook objects' entries reach the signed plan resolved to one
+/// kind and one namespace (Velero's entries have no such field); a cycle across objects is
+/// invalid, naming it; a hook no object has is not (its pods may come later, and the wait is
+/// bounded by waitTimeout).
 #[test]
 fn after_is_planned_for_hook_object_hooks_and_cycles_are_invalid() {
     let docs = r#"
@@ -1683,30 +1684,37 @@ kind: RestoreHook
 metadata: {name: migrate}
 spec:
   postHooks:
-  - exec: {command: [/bin/migrate], after: [{hook: db-restore}, {hook: db-restore}, {hook: not-yet}]}
+  - exec:
+      command: [/bin/migrate]
+      after: [{hook: db-restore}, {hook: db-restore}, {hook: not-yet}, {hook: ca, kind: ClusterRestoreHook}]
   - exec: {command: [/bin/true]}
 "#;
     let a = admit(&pod(json!({})), &catalog(docs), &own());
-    let after: Vec<(String, Vec<String>)> = a
+    let after: Vec<(String, usize)> = a
         .plan()
         .unwrap()
         .hooks
         .iter()
-        .map(|h| (format!("{}#{}", h.name, h.index), h.after.clone()))
+        .map(|h| (format!("{}#{}", h.name, h.index), h.after.len()))
         .collect();
     assert_eq!(
         after,
         [
-            ("velero-entry#0".to_string(), vec![]),
-            (
-                "migrate#0".to_string(),
-                vec!["db-restore".to_string(), "not-yet".to_string()]
-            ),
-            ("migrate#1".to_string(), vec![]),
+            ("velero-entry#0".to_string(), 0),
+            ("migrate#0".to_string(), 3),
+            ("migrate#1".to_string(), 0),
         ]
     );
     let raw: Value = serde_json::from_str(a.annotation("restore-hooks.dev/plan").unwrap()).unwrap();
-    assert_eq!(raw["hooks"][1]["after"], json!(["db-restore", "not-yet"]));
+    assert_eq!(
+        raw["hooks"][1]["after"],
+        json!([
+            {"hook": "db-restore", "kind": "RestoreHook", "namespace": NS},
+            {"hook": "not-yet", "kind": "RestoreHook", "namespace": NS},
+            {"hook": "ca", "kind": "ClusterRestoreHook", "namespace": NS},
+        ]),
+        "each entry is resolved: the waiting object's kind, the pod's namespace"
+    );
     assert!(raw["hooks"][2].get("after").is_none(), "none is left out");
 
     let cycle = r#"
@@ -1714,13 +1722,13 @@ apiVersion: restore-hooks.dev/v1alpha1
 kind: RestoreHook
 metadata: {name: a-migrate}
 spec:
-  postHooks: [{exec: {command: [/bin/migrate], after: [{hook: b-seed}]}}]
+  postHooks: [{exec: {command: [/bin/migrate], after: [{hook: b-seed, kind: ClusterRestoreHook}]}}]
 ---
 apiVersion: restore-hooks.dev/v1alpha1
 kind: ClusterRestoreHook
 metadata: {name: b-seed}
 spec:
-  postHooks: [{exec: {command: [/bin/seed], after: [{hook: c-other}, {hook: a-migrate}]}}]
+  postHooks: [{exec: {command: [/bin/seed], after: [{hook: c-other, kind: RestoreHook}, {hook: a-migrate, kind: RestoreHook}]}}]
 ---
 apiVersion: restore-hooks.dev/v1alpha1
 kind: RestoreHook
@@ -1730,11 +1738,11 @@ spec:
 "#;
     let message = denied(&pod(json!({})), &catalog(cycle), &own());
     assert!(
-        message.contains("restorehook/a-migrate postHooks[0].exec after: waits in a cycle (a-migrate → b-seed → a-migrate)"),
+        message.contains("restorehook/a-migrate postHooks[0].exec after: waits in a cycle (a-migrate → clusterrestorehook/b-seed → a-migrate)"),
         "{message}"
     );
     assert!(
-        message.contains("clusterrestorehook/b-seed postHooks[0].exec after: waits in a cycle (b-seed → a-migrate → b-seed)"),
+        message.contains("clusterrestorehook/b-seed postHooks[0].exec after: waits in a cycle (clusterrestorehook/b-seed → a-migrate → clusterrestorehook/b-seed)"),
         "{message}"
     );
     // Under --on-invalid warn the pod is admitted with the hooks outside the cycle only.
@@ -1755,6 +1763,170 @@ spec:
         "{:?}",
         warned.warnings
     );
+    // Without the kind, a-migrate waits for a RestoreHook b-seed, which does not exist: no cycle.
+    let by_name = cycle.replace("{hook: b-seed, kind: ClusterRestoreHook}", "{hook: b-seed}");
+    let a = admit(&pod(json!({})), &catalog(&by_name), &own());
+    assert_eq!(
+        a.plan().unwrap().hooks.len(),
+        3,
+        "a-migrate, b-seed and c-other, none invalid"
+    );
+}
+
+/// docs/behaviour.md §6.16, §6.20: a namespace's objects never change the admission or the plan
+/// of a pod in another namespace. A tenant of `team-b` names its RestoreHook like `shop`'s awaited
+/// hook and makes it wait for `shop`'s waiting hook: in the old, name-keyed graph that was a cycle
+/// that denied every `shop` pod planning the waiting hook.
+#[test]
+fn another_namespaces_objects_never_change_a_pods_admission() {
+    let shop = r#"
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: migrate}
+spec:
+  postHooks: [{exec: {command: [/bin/migrate], after: [{hook: db-restore}]}}]
+---
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: db-restore}
+spec:
+  postHooks: [{exec: {command: [/bin/restore]}}]
+"#;
+    let tenant_b = r#"
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: db-restore, namespace: team-b}
+spec:
+  restores: ["nothing-matches-*"]
+  postHooks: [{exec: {command: [/bin/true], after: [{hook: migrate}]}}]
+---
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: migrate, namespace: team-b}
+spec:
+  postHooks: [{exec: {command: [/bin/true], after: [{hook: db-restore}]}}]
+"#;
+    let alone = admit(&pod(json!({})), &catalog(shop), &own());
+    let both = admit(
+        &pod(json!({})),
+        &catalog(&format!("{shop}---{tenant_b}")),
+        &own(),
+    );
+    assert_eq!(
+        alone.annotation("restore-hooks.dev/plan"),
+        both.annotation("restore-hooks.dev/plan"),
+        "team-b's objects change nothing in shop's plan"
+    );
+    assert_eq!(both.plan().unwrap().hooks.len(), 2);
+
+    // The same objects inside shop make a cycle, unless their `restores` cannot match this
+    // restore (an object that cannot apply to the pod waits for nothing in its restore).
+    let in_shop = tenant_b.replace(", namespace: team-b", "");
+    let a = admit(&pod(json!({})), &catalog(&in_shop), &own());
+    assert_eq!(a.plan().unwrap().hooks.len(), 1, "migrate alone");
+    let cyclic = in_shop.replace("  restores: [\"nothing-matches-*\"]\n", "");
+    let message = denied(&pod(json!({})), &catalog(&cyclic), &own());
+    assert!(
+        message.contains("waits in a cycle (db-restore → migrate → db-restore)"),
+        "{message}"
+    );
+
+    // A RestoreHook may not wait in another namespace; a ClusterRestoreHook may.
+    let reach = r#"
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: migrate}
+spec:
+  postHooks: [{exec: {command: [/bin/migrate], after: [{hook: db-restore, namespace: data}]}}]
+"#;
+    let message = denied(&pod(json!({})), &catalog(reach), &own());
+    assert!(
+        message.contains("a RestoreHook waits only for hooks in its own namespace (shop)"),
+        "{message}"
+    );
+    let platform = r#"
+apiVersion: restore-hooks.dev/v1alpha1
+kind: ClusterRestoreHook
+metadata: {name: migrate}
+spec:
+  postHooks: [{exec: {command: [/bin/migrate], after: [{hook: db-restore, kind: RestoreHook, namespace: data}]}}]
+"#;
+    let a = admit(&pod(json!({})), &catalog(platform), &own());
+    let raw: Value = serde_json::from_str(a.annotation("restore-hooks.dev/plan").unwrap()).unwrap();
+    assert_eq!(
+        raw["hooks"][0]["after"],
+        json!([{"hook": "db-restore", "kind": "RestoreHook", "namespace": "data"}])
+    );
+}
+
+/// docs/behaviour.md §6.20: the plan says who vouches that the pod belongs to its restore, from
+/// the identity that created it (never from its labels).
+#[test]
+fn the_plan_says_who_vouches_for_the_pod() {
+    let docs = r#"
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: migrate}
+spec:
+  postHooks: [{exec: {command: [/bin/migrate], runOn: OnePod}}]
+"#;
+    let cases = [
+        (
+            "system:serviceaccount:velero:velero",
+            ExecRight::Denied,
+            "velero",
+        ),
+        (
+            "system:serviceaccount:kube-system:statefulset-controller",
+            ExecRight::Denied,
+            "controller",
+        ),
+        (
+            "system:kube-controller-manager",
+            ExecRight::Denied,
+            "controller",
+        ),
+        ("alice", ExecRight::Granted, "creator"),
+        ("mallory", ExecRight::Denied, "nobody"),
+        (
+            "system:serviceaccount:kube-system:mallory",
+            ExecRight::Denied,
+            "nobody",
+        ),
+        (
+            "system:serviceaccount:shop:statefulset-controller",
+            ExecRight::Denied,
+            "nobody",
+        ),
+        ("", ExecRight::Unknown("no answer".into()), "nobody"),
+    ];
+    for (username, exec_right, want) in cases {
+        let requester = Requester {
+            username,
+            exec_right: &exec_right,
+        };
+        let decision = evaluate_as(
+            &pod(json!({})),
+            NS,
+            &catalog(docs),
+            &own(),
+            &requester,
+            PLAN_ID,
+        )
+        .unwrap();
+        let Admission::Patch { patch, .. } = decision else {
+            panic!("{username}: expected a patch, got {decision:?}");
+        };
+        let mut patched = pod(json!({}));
+        json_patch::patch(&mut patched, &patch.0).unwrap();
+        let plan: Value = serde_json::from_str(
+            patched["metadata"]["annotations"]["restore-hooks.dev/plan"]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(plan["vouchedBy"], want, "{username}");
+    }
 }
 
 /// `retry` (docs/behaviour.md §6.17): a hook object's policy reaches the signed plan with its

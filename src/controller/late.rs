@@ -34,9 +34,7 @@ use restore_hooks_core::hooks::resolve::{PodContext, resolve_late_hooks};
 use restore_hooks_core::hooks::scope::restore_scope;
 use restore_hooks_core::hooks::signing::{PLAN_SIGNATURE_ANNOTATION, PodBinding};
 use restore_hooks_core::hooks::types::Labels;
-use restore_hooks_core::late_hooks::{
-    LateMerge, LatePod, applied_at_admission, contributed, merge,
-};
+use restore_hooks_core::late_hooks::{LateMerge, LatePod, contributed, may_extend, merge};
 use restore_hooks_core::trust::{PodFacts, verify};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -44,8 +42,8 @@ use tracing::{debug, info, warn};
 
 use super::events::{EventSink, EventType, INIT_HOOKS_MISSED, LATE_HOOKS_ADDED, Regarding};
 use super::ledger::Ledger;
-use super::marked_pods::{MarkedPod, MarkedPods};
 use super::object_status::{LateOutcome, Tally};
+use super::restores::Restores;
 use crate::backoff::{ApiBackoff, is_transient};
 use crate::catalog::{HookIndex, SharedIndex};
 use crate::metrics::Metrics;
@@ -60,8 +58,8 @@ pub struct LateHooks {
     pub client: kube::Client,
     /// The hook objects whose arrivals and new generations start a scan.
     pub index: Arc<SharedIndex>,
-    /// The pods the webhook admitted in a restore scope: the candidates.
-    pub marked: MarkedPods,
+    /// The restore model: the pods the webhook admitted in a restore scope are the candidates.
+    pub restores: Restores,
     /// Verifies the plans read and signs the merged ones; no key, no merge.
     pub keys: KeyRing,
     /// The scope and selector rules, the same as the webhook's.
@@ -121,7 +119,7 @@ impl LateHooks {
             return;
         }
         let mut compiled = self.index.subscribe();
-        let mut arrivals = self.marked.arrivals();
+        let mut arrivals = self.restores.arrivals();
         // Objects compiled before this leader started are looked at once: a restore may have
         // happened while no replica led.
         let known = self.hook_objects();
@@ -130,7 +128,7 @@ impl LateHooks {
         // an empty set and never added to the pods admitted before them.
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = async { tokio::join!(self.marked.listed(), self.ledger.loaded()) } => {}
+            _ = async { tokio::join!(self.restores.listed(), self.ledger.loaded()) } => {}
         }
         for object in known {
             self.scan(&object, &stop).await;
@@ -157,53 +155,6 @@ impl LateHooks {
                 },
             }
         }
-    }
-
-    /// Whether `object` may have hooks to add to the marked pod `p`, whose namespace has
-    /// `namespace_labels`: it selects the pod, and the pod's annotations do not show it already
-    /// (reading such a pod would only confirm so; a new leader scans every object, once per pod
-    /// it selects).
-    fn may_add(
-        &self,
-        index: &HookIndex,
-        object: &CompiledObject,
-        p: &MarkedPod,
-        namespace_labels: &Labels,
-    ) -> bool {
-        !applied_at_admission(object, &p.plan_sources, &p.injected)
-            && self.selects(index, object, p, namespace_labels)
-    }
-
-    /// Whether `object` selects the marked pod `p` now (the rules of the webhook: scope,
-    /// restore name, selectors).
-    fn selects(
-        &self,
-        index: &HookIndex,
-        object: &CompiledObject,
-        p: &MarkedPod,
-        namespace_labels: &Labels,
-    ) -> bool {
-        if object.kind == SourceKind::RestoreHook
-            && object.namespace.as_deref() != Some(p.namespace.as_str())
-        {
-            return false;
-        }
-        let Some(scope) = restore_scope(
-            &p.namespace,
-            Some(&p.labels),
-            Some(namespace_labels),
-            &self.engine,
-        ) else {
-            return false;
-        };
-        let restore = index
-            .velero_restore(&self.engine.velero_namespace, &scope.restore)
-            .map_or(scope.restore.clone(), |r| r.name.clone());
-        object.entries.iter().any(|e| {
-            e.filter
-                .as_ref()
-                .is_ok_and(|f| f.matches(&p.namespace, Some(namespace_labels), &restore, &p.labels))
-        })
     }
 
     /// The labels of those of `namespaces` that the index does not show yet, read from the API
@@ -251,13 +202,7 @@ impl LateHooks {
     /// admission although they select it (the webhook had not compiled them yet, or their scan
     /// ran before this pod was marked) are applied to it as late hook objects.
     async fn arrived(&self, uid: &str, stop: &CancellationToken) {
-        let Some(pod) = self
-            .marked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(uid)
-            .cloned()
-        else {
+        let Some(pod) = self.restores.read(|index| index.pod(uid).cloned()) else {
             return;
         };
         let read = self
@@ -271,7 +216,9 @@ impl LateHooks {
             index
                 .cluster_restore_hooks()
                 .chain(index.restore_hooks(&pod.namespace))
-                .filter(|o| o.first_problem().is_none() && self.may_add(&index, o, &pod, labels))
+                .filter(|o| {
+                    o.first_problem().is_none() && may_extend(o, &pod, labels, &index, &self.engine)
+                })
                 .cloned()
                 .collect()
         };
@@ -314,26 +261,26 @@ impl LateHooks {
         // Usually none: only namespaces the index does not show are collected (a new leader
         // scans every object against every marked pod).
         let unknown: BTreeSet<String> = {
-            let marked = self.marked.lock().unwrap_or_else(|e| e.into_inner());
             let index = self.index.read();
-            marked
-                .values()
-                .filter(|p| index.namespace_labels(&p.namespace).is_none())
-                .map(|p| p.namespace.clone())
-                .collect()
+            self.restores.read(|restores| {
+                restores
+                    .pods()
+                    .filter(|(_, p)| index.namespace_labels(&p.namespace).is_none())
+                    .map(|(_, p)| p.namespace.clone())
+                    .collect()
+            })
         };
         let read = self.read_unknown_namespaces(unknown).await;
         let candidates: Vec<(String, String, String)> = {
-            let marked = self.marked.lock().unwrap_or_else(|e| e.into_inner());
             let index = self.index.read();
-            marked
-                .iter()
-                .filter(|(_, p)| {
-                    labels_of(&index, &read, &p.namespace)
-                        .is_some_and(|labels| self.may_add(&index, object, p, labels))
-                })
-                .map(|(uid, p)| (uid.clone(), p.namespace.clone(), p.name.clone()))
-                .collect()
+            self.restores.read(|restores| {
+                restores.late_candidates(
+                    object,
+                    |ns| labels_of(&index, &read, ns),
+                    &index,
+                    &self.engine,
+                )
+            })
         };
         if candidates.is_empty() {
             return;

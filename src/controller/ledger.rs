@@ -31,7 +31,7 @@ use restore_hooks_core::hooks::types::{
 use restore_hooks_core::ledger::{
     Attempts, Claim, Execution, Mark, OnePodStart, PODS_PER_RECORD, claim, record_name,
 };
-use restore_hooks_core::tally::restore_run_name;
+use restore_hooks_core::restore::tally::restore_run_name;
 use restore_hooks_core::trust::Rejection;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot, watch};

@@ -6,10 +6,10 @@
 //! - [`slots`]: exec slots shared fairly across namespaces;
 //! - [`status`], [`events`]: what the controller writes on pods;
 //! - [`ledger`]: the controller's own record of what ran, in the RestoreRecords;
-//! - [`object_status`]: RestoreHook / ClusterRestoreHook / RestoreRun status, counted over the
-//!   [`marked_pods`];
-//! - [`one_pod_board`], [`hook_runs`]: what the workers of one restore's pods share, for
-//!   `runOn: OnePod` and `after`;
+//! - [`restores`]: the restore model (`restore_hooks_core::restore`) fed by the watch of the pods
+//!   the webhook marked: `after`, `runOn: OnePod`, the counts, the late-hook candidates;
+//! - [`object_status`]: RestoreHook / ClusterRestoreHook / RestoreRun status, written from the
+//!   model's counts;
 //! - [`late`]: exec hooks of hook objects that arrive after their pods (the merge is
 //!   `restore_hooks_core::late_hooks`);
 //! - [`unmutated`]: restored pods the webhook never saw;
@@ -17,14 +17,12 @@
 
 pub mod events;
 pub mod exec;
-pub mod hook_runs;
 pub mod late;
 pub mod lease;
 pub mod ledger;
-pub mod marked_pods;
 pub mod object_status;
-pub mod one_pod_board;
 pub mod reconcile;
+pub mod restores;
 pub mod slim_pod;
 pub mod slots;
 pub mod status;
@@ -51,6 +49,7 @@ use self::lease::LeaseConfig;
 use self::ledger::Ledger;
 use self::object_status::TallyConfig;
 use self::reconcile::Workers;
+use self::restores::Restores;
 use self::slots::ExecSlots;
 
 /// Everything the controller needs from the process that hosts it.
@@ -151,12 +150,17 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
         // What earlier leaders ran is read before anything runs.
         let (ledger, ledger_task) = Ledger::spawn(client.clone(), term.clone());
         let ledger_task = AbortOnDrop(ledger_task);
-        let hook_runs = Arc::new(hook_runs::HookRuns::default());
-        let (tally, marked, tally_task) = object_status::spawn(
+        // The restore model of this leadership, fed by the watch of the marked pods.
+        let restores = Restores::default();
+        let restores_task = AbortOnDrop(tokio::spawn(restores.clone().watch(
             client.clone(),
             keys.clone(),
+            term.clone(),
+        )));
+        let (tally, tally_task) = object_status::spawn(
+            client.clone(),
             index.clone(),
-            hook_runs.clone(),
+            restores.clone(),
             TallyConfig {
                 replicas_namespace: args.lease_namespace.clone(),
                 restore_run_retention: args.restore_run_retention,
@@ -168,7 +172,7 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
             LateHooks {
                 client: client.clone(),
                 index: index.clone(),
-                marked,
+                restores: restores.clone(),
                 keys: keys.clone(),
                 engine: engine.clone(),
                 window: args.late_hook_window,
@@ -195,15 +199,13 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
             exec: exec.clone(),
             metrics: metrics.clone(),
             events: events.clone(),
-            tally,
+            restores,
             slots: slots.clone(),
             keys: keys.clone(),
             index: index.clone(),
             engine: engine.clone(),
             ledger: ledger.clone(),
             inherited_grace,
-            one_pod: Default::default(),
-            hook_runs,
         });
         let mut pods = AbortOnDrop(tokio::spawn(reconcile::serve_pods(workers, term.clone())));
         // (The select only classifies what happened: `wait_for`'s guard must not live across
@@ -233,6 +235,7 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
         let _ = late.join().await;
         let _ = unmutated.join().await;
         let _ = tally_task.join().await;
+        let _ = restores_task.join().await;
         let _ = ledger_task.join().await;
         if let Some(ended) = watch_ended {
             match ended {

@@ -25,19 +25,19 @@ use jiff::{SignedDuration, Timestamp};
 use kube::api::Api;
 use kube::runtime::watcher as watch_pods;
 use kube::runtime::watcher::{self, Event};
-use restore_hooks_core::after::{AfterTurn, AwaitedRun, after_turn};
 use restore_hooks_core::config::EngineConfig;
 use restore_hooks_core::exec_step::{
     Context, ExecStep, Presence, align, capped, hook_is_up, next_step, timestamp,
 };
-use restore_hooks_core::hooks::parameters::pod_ordinal;
 use restore_hooks_core::hooks::plan::{
     EXEC_FAILED, EXEC_LABEL, EXEC_PENDING, ExecPlan, ExecStatus, HookPhase, HookStatus, RunOn,
 };
 use restore_hooks_core::hooks::scope::restore_scope;
 use restore_hooks_core::hooks::signing::PlanKeys;
 use restore_hooks_core::ledger::{OnePodStart, reconcile};
-use restore_hooks_core::one_pod::{Candidate, OnePodTurn, one_pod_key, turn};
+use restore_hooks_core::restore::Standing;
+use restore_hooks_core::restore::after::AfterTurn;
+use restore_hooks_core::restore::one_pod::{OnePodTurn, one_pod_key, turn};
 use restore_hooks_core::retry::retry_after;
 use restore_hooks_core::trust::{Rejection, verify};
 use tokio::sync::Notify;
@@ -56,10 +56,8 @@ use super::events::{
     HOOKS_COMPLETED, PLAN_REJECTED, Regarding, STATUS_ROLLED_BACK,
 };
 use super::exec::{Ephemeral, Exec, ExecOutcome, ExecRequest};
-use super::hook_runs::HookRuns;
 use super::ledger::Ledger;
-use super::object_status::Tally;
-use super::one_pod_board::OnePodBoard;
+use super::restores::Restores;
 use super::slim_pod::{PodState, SlimPod};
 use super::slots::{ExecSlots, SlotPermit, SlotWait, Turn};
 use super::status::{WriteError, set_exec_label, write_status};
@@ -82,8 +80,8 @@ pub struct Workers {
     pub metrics: Metrics,
     /// Hook results and rejected plans, as Events on the pods.
     pub events: EventSink,
-    /// Hook results, counted on the hook objects and RestoreRuns.
-    pub tally: Tally,
+    /// The restore model: `after` and `OnePod` turns, and what a gone pod's hooks did.
+    pub restores: Restores,
     /// Exec slots, shared fairly across namespaces.
     pub slots: Arc<ExecSlots>,
     /// Verifies plans and statuses and signs the statuses written; while no key is loaded,
@@ -98,10 +96,6 @@ pub struct Workers {
     /// `--inherited-exec-grace`: how long past `startedAt + execTimeout` a `Running` hook this
     /// process did not start still counts as running.
     pub inherited_grace: SignedDuration,
-    /// Which pod runs each `runOn: OnePod` hook: the candidates this leader's workers posted.
-    pub one_pod: OnePodBoard,
-    /// The runs of named hooks across each restore's pods, which `after` waits on.
-    pub hook_runs: Arc<HookRuns>,
 }
 
 /// What a worker knows about its pod.
@@ -220,7 +214,6 @@ pub async fn serve_pods(shared: Arc<Workers>, term: CancellationToken) {
                 }
                 Some(Ok(Event::Init)) => relisted = Some(HashSet::new()),
                 Some(Ok(Event::InitDone)) => {
-                    shared.one_pod.listed();
                     if let Some(seen) = relisted.take() {
                         for (key, w) in &workers {
                             if !seen.contains(key) {
@@ -242,37 +235,6 @@ pub async fn serve_pods(shared: Arc<Workers>, term: CancellationToken) {
     term.cancel();
     while tasks.join_next().await.is_some() {}
     shared.metrics.pending_pods.set(0);
-}
-
-/// Posts a new pod as a candidate of each `runOn: OnePod` hook its plan names, not up yet (its
-/// worker posts what it finds).
-fn post_one_pod_hooks(shared: &Workers, pod: &PodState, wake: &Arc<Notify>) {
-    // Most plans have no OnePod hook: no need to parse them here.
-    let Some(plan) = pod
-        .plan
-        .as_deref()
-        .filter(|p| p.contains("\"runOn\""))
-        .and_then(|p| ExecPlan::from_annotation(p).ok())
-    else {
-        return;
-    };
-    for hook in plan.hooks.iter().filter(|h| h.run_on == RunOn::OnePod) {
-        let key = one_pod_key(&plan.restore, &pod.namespace, hook);
-        shared
-            .one_pod
-            .post(&key, &pod.uid, Some(candidate(pod, false)), wake);
-    }
-}
-
-/// The pod as a candidate for a `runOn: OnePod` hook whose container is `up` or not.
-fn candidate(pod: &PodState, up: bool) -> Candidate {
-    Candidate {
-        uid: pod.uid.clone(),
-        pod: format!("{}/{}", pod.namespace, pod.name),
-        ordinal: pod_ordinal(Some(&pod.labels), Some(&pod.name)),
-        created: pod.view.created,
-        up,
-    }
 }
 
 fn key_of(pod: &SlimPod) -> Key {
@@ -300,11 +262,8 @@ fn dispatch(
         // Same name, new pod: the old worker confirms its pod is gone and finishes.
         w.send(Observed::MaybeGone);
     }
-    // Its OnePod hooks are posted now, before any worker acts, so that the first list makes the
-    // candidates complete (from the plan as carried: its worker verifies it, and leaves the
-    // board if it does not).
     let wake = Arc::new(Notify::new());
-    post_one_pod_hooks(shared, &pod, &wake);
+    shared.restores.join(&uid, wake.clone());
     // The worker starts with its pod, not with it in the mailbox: the watch may put "may be
     // gone" there before the new task first runs (both events in one read), and a worker that
     // never saw its pod could not say how its hooks ended.
@@ -367,8 +326,6 @@ struct PodWorker {
     /// When this worker first acted on the pod: the start time it assumes for a hook the record
     /// says started but the pod's status no longer shows (docs/behaviour.md §9.5).
     noticed: Option<Timestamp>,
-    /// The hook names the pod's pending hooks wait for (`after`), as registered in `hook_runs`.
-    waiting_on: Vec<String>,
     /// Woken when the watch left news in the mailbox, and when what the pod's hooks wait on
     /// elsewhere changes: the candidates of one of its `runOn: OnePod` hooks, or the runs of a
     /// hook one of its hooks waits for (`after`).
@@ -430,7 +387,6 @@ impl PodWorker {
             fresh: false,
             started: Default::default(),
             noticed: None,
-            waiting_on: Vec::new(),
             wake,
         }
     }
@@ -514,10 +470,8 @@ impl PodWorker {
     /// Returns the pod's key and uid, for the watch loop to forget the worker.
     async fn run(&mut self) -> (Key, String) {
         self.steps().await;
-        // Whatever ended it, the pod is no candidate of a OnePod hook any more, and waits on
-        // nothing.
-        self.shared.one_pod.leave(&self.uid);
-        self.shared.hook_runs.leave(&self.uid);
+        // Whatever ended it, what it posted about its pod's OnePod hooks no longer stands.
+        self.shared.restores.leave(&self.uid);
         let take = std::mem::take;
         (
             (take(&mut self.namespace), take(&mut self.name)),
@@ -648,8 +602,6 @@ impl PodWorker {
         self.trusted = Some((plan.clone(), status.clone()));
         let out_of_scope = self.out_of_scope(&pod);
         let one_pod = self.one_pod_turns(&pod, &plan, status.as_ref(), out_of_scope.is_some());
-        // Registered before the runs are read: a change in between still wakes this worker.
-        self.wait_on(&plan, status.as_ref());
         let after = self.after_turns(&plan, status.as_ref());
         let decision = next_step(
             &plan,
@@ -726,7 +678,7 @@ impl PodWorker {
                          {}; it was rolled back or removed. The controller's record of RestoreRun {} \
                          wins: they are not run again",
                         names(&reconciled.rolled_back),
-                        restore_hooks_core::tally::restore_run_name(&plan.restore)
+                        restore_hooks_core::restore::tally::restore_run_name(&plan.restore)
                     );
                     warn!(pod = %self.pod_ref(), restore = %plan.restore, hooks = %names(&reconciled.rolled_back),
                           "hook status rolled back; restored from the controller's record, nothing re-run");
@@ -951,7 +903,7 @@ impl PodWorker {
                     // Recorded: the hook started here as far as the record goes (and so the
                     // other pods learn); it is not started again, and ends `interrupted`.
                     Some(start) if recorded.is_ok() => {
-                        self.shared.one_pod.wake(&start.key, &self.uid);
+                        self.shared.restores.one_pod_started(&start.key, &self.uid);
                     }
                     Some(start) => self.shared.ledger.release_one_pod(&start.key, &self.uid),
                     None => {}
@@ -970,7 +922,7 @@ impl PodWorker {
         self.started.insert(index, status.hooks[index].clone());
         if let Some(start) = &one_pod {
             // Recorded or not, it never starts elsewhere now: the others learn so.
-            self.shared.one_pod.wake(&start.key, &self.uid);
+            self.shared.restores.one_pod_started(&start.key, &self.uid);
         }
         if let Err(e) = recorded {
             drop(permit);
@@ -1301,7 +1253,7 @@ impl PodWorker {
                 awaiting_slot: &self.awaiting_slot(),
                 inherited_grace: self.shared.inherited_grace,
                 out_of_scope: None,
-                one_pod: &self.unposted_turns(&plan, true),
+                one_pod: &self.unposted_turns(&plan, &status, true),
                 after: &self.after_turns(&plan, Some(&status)),
             },
         );
@@ -1383,7 +1335,7 @@ impl PodWorker {
                 awaiting_slot: &BTreeSet::new(),
                 inherited_grace: self.shared.inherited_grace,
                 out_of_scope: None,
-                one_pod: &self.unposted_turns(&plan, false),
+                one_pod: &self.unposted_turns(&plan, &status, false),
                 after: &self.after_turns(&plan, Some(&status)),
             },
         );
@@ -1396,8 +1348,8 @@ impl PodWorker {
             self.completed(&pod, &plan, &decision.status, label).await;
         }
         self.shared
-            .tally
-            .pod_gone(&self.uid, &plan, &decision.status);
+            .restores
+            .last_word(&self.uid, &self.namespace, &plan, &decision.status);
     }
 
     /// Nothing of this pod runs: a Warning Event, the `failed` label, a status naming why.
@@ -1452,8 +1404,9 @@ impl PodWorker {
     }
 
     /// Posts the pod's standing for each of its `runOn: OnePod` hooks and returns each one's turn
-    /// (docs/behaviour.md §6.15). The pod is a candidate while the hook is `Pending` in it and it
-    /// can still run it (present, not terminal, in a restore scope).
+    /// (docs/behaviour.md §6.15). The pod can run a hook while it is present, not terminal and in
+    /// a restore scope; whether it is a candidate at all (vouched for, the hook pending) is the
+    /// restore model's to say.
     fn one_pod_turns(
         &self,
         pod: &PodState,
@@ -1461,29 +1414,51 @@ impl PodWorker {
         status: Option<&ExecStatus>,
         out_of_scope: bool,
     ) -> BTreeMap<usize, OnePodTurn> {
-        let mut turns = BTreeMap::new();
         if plan.hooks.iter().all(|h| h.run_on != RunOn::OnePod) {
-            return turns;
+            return BTreeMap::new();
         }
         let status = align(plan, status);
         let able = pod.view.presence == Presence::Present
             && !matches!(pod.view.phase.as_deref(), Some("Succeeded" | "Failed"))
             && !out_of_scope;
         for (i, hook) in plan.hooks.iter().enumerate() {
-            if hook.run_on != RunOn::OnePod {
+            if hook.run_on == RunOn::OnePod && status.hooks[i].phase == HookPhase::Pending {
+                let key = one_pod_key(&plan.restore, &self.namespace, hook);
+                let up = hook_is_up(plan, &pod.view, i);
+                self.shared
+                    .restores
+                    .post_standing(&self.uid, &key, Standing { up, able });
+            }
+        }
+        self.one_pod_turns_now(plan, &status, able)
+    }
+
+    /// The turn of each pending `runOn: OnePod` hook of the pod, as the record and the restore
+    /// model say now. A pod decides no turn before the model listed the restore's pods and knows
+    /// this pod itself: the watch shows pods in the order they were created, so every pod
+    /// created before it is known then (one created later cannot take the hook from it).
+    fn one_pod_turns_now(
+        &self,
+        plan: &ExecPlan,
+        status: &ExecStatus,
+        able: bool,
+    ) -> BTreeMap<usize, OnePodTurn> {
+        let mut turns = BTreeMap::new();
+        for (i, hook) in plan.hooks.iter().enumerate() {
+            if hook.run_on != RunOn::OnePod || status.hooks[i].phase != HookPhase::Pending {
                 continue;
             }
             let key = one_pod_key(&plan.restore, &self.namespace, hook);
-            let standing = (able && status.hooks[i].phase == HookPhase::Pending)
-                .then(|| candidate(pod, hook_is_up(plan, &pod.view, i)));
-            let candidates = self
-                .shared
-                .one_pod
-                .post(&key, &self.uid, standing, &self.wake);
             let holder = self.shared.ledger.one_pod_holder(&key);
             let holder = holder.as_ref().map(|(u, p)| (u.as_str(), p.as_str()));
+            let (candidates, settled) = self.shared.restores.read(|index| {
+                (
+                    index.one_pod_candidates(&key),
+                    index.is_listed() && index.knows(&self.uid),
+                )
+            });
             let mut turn = turn(&self.uid, holder, &candidates, able);
-            if turn == OnePodTurn::Go && holder.is_none() && !self.shared.one_pod.is_listed() {
+            if turn == OnePodTurn::Go && holder.is_none() && !settled {
                 turn = OnePodTurn::Wait;
             }
             turns.insert(i, turn);
@@ -1498,71 +1473,23 @@ impl PodWorker {
         plan: &ExecPlan,
         status: Option<&ExecStatus>,
     ) -> BTreeMap<usize, AfterTurn> {
-        let mut turns = BTreeMap::new();
-        if plan.hooks.iter().all(|h| h.after.is_empty()) {
-            return turns;
-        }
-        let status = align(plan, status);
-        let runs = &self.shared.hook_runs;
-        let listed = runs.is_listed();
-        for (i, hook) in plan.hooks.iter().enumerate() {
-            if hook.after.is_empty() || status.hooks[i].phase != HookPhase::Pending {
-                continue;
-            }
-            let awaited: BTreeMap<&str, Vec<AwaitedRun>> = hook
-                .after
-                .iter()
-                .map(|name| (name.as_str(), runs.runs(&plan.restore, name)))
-                .collect();
-            let turn = after_turn(&hook.after, listed, |name| {
-                awaited.get(name).map_or(&[], Vec::as_slice)
-            });
-            turns.insert(i, turn);
-        }
-        turns
-    }
-
-    /// Waits on the names the pod's pending hooks with `after` name (and on nothing once none is
-    /// pending), so that a change of their runs wakes this worker.
-    fn wait_on(&mut self, plan: &ExecPlan, status: Option<&ExecStatus>) {
-        if self.waiting_on.is_empty() && plan.hooks.iter().all(|h| h.after.is_empty()) {
-            return;
-        }
-        let status = align(plan, status);
-        let names: Vec<String> = plan
-            .hooks
-            .iter()
-            .zip(&status.hooks)
-            .filter(|(_, s)| s.phase == HookPhase::Pending)
-            .flat_map(|(h, _)| h.after.iter().cloned())
-            .collect();
-        if names != self.waiting_on {
-            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-            self.shared
-                .hook_runs
-                .wait_on(&self.uid, &plan.restore, &refs, &self.wake);
-            self.waiting_on = names;
-        }
+        self.shared
+            .restores
+            .read(|index| index.after_turns(&self.namespace, plan, status))
     }
 
     /// The turns of the pod's `runOn: OnePod` hooks without posting its standing: while results
     /// are recorded (`able`: nothing starts then, but a hook another pod started ends here), or
     /// for a pod that is gone (not `able`: a hook another candidate can take is passed on).
-    fn unposted_turns(&self, plan: &ExecPlan, able: bool) -> BTreeMap<usize, OnePodTurn> {
-        plan.hooks
-            .iter()
-            .enumerate()
-            .filter(|(_, h)| h.run_on == RunOn::OnePod)
-            .filter_map(|(i, h)| {
-                let key = one_pod_key(&plan.restore, &self.namespace, h);
-                let holder = self.shared.ledger.one_pod_holder(&key);
-                let holder = holder.as_ref().map(|(u, p)| (u.as_str(), p.as_str()));
-                let candidates = self.shared.one_pod.candidates(&key);
-                match turn(&self.uid, holder, &candidates, able) {
-                    OnePodTurn::Go => None,
-                    other => Some((i, other)),
-                }
-            })
+    fn unposted_turns(
+        &self,
+        plan: &ExecPlan,
+        status: &ExecStatus,
+        able: bool,
+    ) -> BTreeMap<usize, OnePodTurn> {
+        self.one_pod_turns_now(plan, status, able)
+            .into_iter()
+            .filter(|(_, t)| *t != OnePodTurn::Go)
             .collect()
     }
 

@@ -40,6 +40,7 @@ use crate::admission::{ExecRight, Issuer};
 use crate::catalog::SharedIndex;
 use crate::cli::WebhookArgs;
 use crate::config::EngineConfig;
+use crate::hooks::authority::identity_voucher;
 use crate::hooks::types::Labels;
 use crate::metrics::Metrics;
 use crate::plan_key::KeyRing;
@@ -536,7 +537,13 @@ async fn handle(
                     ),
                 }
             };
-            let exec_right = if request.mentions_annotation_exec_hook() {
+            // The creator's exec right decides an annotation exec hook (§9.9), and whether the
+            // pod counts for other pods' hooks when its identity alone does not vouch for it
+            // (§6.20): asked only when a hook object could give the pod such hooks.
+            let vouch_asks = request.is_pod_create()
+                && identity_voucher(&request.user_info.username, &state.engine).is_none()
+                && state.sources.index.read().has_hook_objects(namespace);
+            let exec_right = if request.mentions_annotation_exec_hook() || vouch_asks {
                 Some(
                     state
                         .sources

@@ -22,6 +22,7 @@
 //! into the pod directly.
 
 use super::compiled::CompiledEntry;
+use super::plan::Voucher;
 use crate::config::{EngineConfig, VeleroHooksMode};
 
 /// The identity that sent the pod's CREATE, and what the API server said about its exec right.
@@ -57,6 +58,39 @@ impl Requester<'static> {
 pub const ALLOWED_BY_CREATOR: &str = "creator";
 /// `allowedBy` of an annotation hook on a pod Velero's ServiceAccount created under `own`.
 pub const ALLOWED_BY_VELERO: &str = "velero";
+
+/// Who vouches that a pod created by `requester` belongs to its restore (docs/behaviour.md
+/// §6.20): the identity that created it, which its creator cannot choose, rather than its labels,
+/// which it can.
+pub fn voucher(requester: &Requester<'_>, config: &EngineConfig) -> Voucher {
+    if let Some(by) = identity_voucher(requester.username, config) {
+        return by;
+    }
+    if *requester.exec_right == ExecRight::Granted {
+        Voucher::Creator
+    } else {
+        Voucher::Nobody
+    }
+}
+
+/// The voucher an identity is by itself, without asking the API server about its rights:
+/// Velero's ServiceAccount, or kube-controller-manager (`system:kube-controller-manager`, or a
+/// `kube-system` ServiceAccount of one of its controllers, which is how it creates pods with
+/// `--use-service-account-credentials`, kubeadm's and most distributions' default). `None`: only
+/// its exec right can vouch, so the webhook asks (docs/behaviour.md §6.20).
+pub fn identity_voucher(username: &str, config: &EngineConfig) -> Option<Voucher> {
+    if username.is_empty() {
+        return None;
+    }
+    if username == config.velero_username() {
+        return Some(Voucher::Velero);
+    }
+    let controller = username == "system:kube-controller-manager"
+        || username
+            .strip_prefix("system:serviceaccount:kube-system:")
+            .is_some_and(|sa| sa.ends_with("-controller"));
+    controller.then_some(Voucher::Controller)
+}
 
 /// Who allows the pod's annotation exec hook (its `allowedBy`), or why nobody does (its
 /// `refused`). `entries` are the hook-object entries that select the pod.

@@ -16,12 +16,15 @@ use serde_json::Value;
 use super::duration::{DurationError, format_go_duration, parse_go_duration};
 use super::labels::LabelLookup;
 use super::patterns::{IncludesExcludes, NamePattern};
-use super::plan::{DEFAULT_EXEC_TIMEOUT_MS, EphemeralPlan, OnError, RetryPlan, RunOn};
+use super::plan::{
+    AfterRef, DEFAULT_EXEC_TIMEOUT_MS, EphemeralPlan, HookKind, MAX_AFTER, OnError, RetryPlan,
+    RunOn,
+};
 use super::problem::{ExecField, ExecFieldError, Problem};
 use super::selector::Selector;
 use super::types::{
-    ClusterRestoreHook, ExecRestoreHook, HookVolumeMount, Labels, PodAnnotationHooks, RestoreHook,
-    RestoreResourceHook, RestoreResourceHookSpec, RetryPolicy, VeleroRestore,
+    AfterHook, ClusterRestoreHook, ExecRestoreHook, HookVolumeMount, Labels, PodAnnotationHooks,
+    RestoreHook, RestoreResourceHook, RestoreResourceHookSpec, RetryPolicy, VeleroRestore,
 };
 
 /// Which kind of object a compiled source came from.
@@ -34,6 +37,15 @@ pub enum SourceKind {
     ClusterRestoreHook,
     /// A RestoreHook (§2.5); plan source `restorehook/<name>`.
     RestoreHook,
+}
+
+impl From<HookKind> for SourceKind {
+    fn from(kind: HookKind) -> Self {
+        match kind {
+            HookKind::RestoreHook => SourceKind::RestoreHook,
+            HookKind::ClusterRestoreHook => SourceKind::ClusterRestoreHook,
+        }
+    }
 }
 
 impl SourceKind {
@@ -164,6 +176,17 @@ impl EntryFilter {
         restore: &str,
         labels: &dyn LabelLookup,
     ) -> bool {
+        self.may_apply(namespace, namespace_labels, restore) && self.pods.matches(labels)
+    }
+
+    /// Whether the entry can select pods of `namespace` (with `namespace_labels`) in restore
+    /// `restore`, whatever their labels.
+    pub fn may_apply<N: LabelLookup>(
+        &self,
+        namespace: &str,
+        namespace_labels: Option<&N>,
+        restore: &str,
+    ) -> bool {
         let namespace_ok = match &self.namespaces {
             NamespaceFilter::Own => true,
             NamespaceFilter::Velero(ie) => ie.should_include(namespace),
@@ -178,7 +201,6 @@ impl EntryFilter {
                 .restores
                 .as_ref()
                 .is_none_or(|ps| ps.iter().any(|p| p.matches(restore)))
-            && self.pods.matches(labels)
     }
 }
 
@@ -212,9 +234,10 @@ pub struct ExecTemplate {
     pub wait_for_ready: bool,
     /// `runOn` (§6.15); only hook objects' hooks keep `OnePod` (see `expand_exec`).
     pub run_on: RunOn,
-    /// `after` (§6.16): the hook names it waits for, without repeats; only hook objects' hooks
-    /// keep them.
-    pub after: Vec<String>,
+    /// `after` (§6.16): the hooks it waits for as written (an unset kind or namespace is the
+    /// waiting pod's, filled in when it is resolved for a pod), without repeats; only hook
+    /// objects' hooks keep them.
+    pub after: Vec<AfterRef>,
     /// `retry` (§6.17) with its defaults; `None`: one attempt. Only hook objects' hooks keep it.
     pub retry: Option<RetryPlan>,
     /// `image` and `volumeMounts` (§6.18); only hook objects' hooks keep them.
@@ -263,8 +286,8 @@ pub struct ExecFields<'a> {
     pub wait_for_ready: bool,
     /// `runOn` as written: `EveryPod`, `OnePod` or unset.
     pub run_on: Option<&'a str>,
-    /// `after[].hook` as written.
-    pub after: Vec<&'a str>,
+    /// `after[]` as written.
+    pub after: Vec<&'a AfterHook>,
     /// `retry` as written.
     pub retry: Option<&'a RetryPolicy>,
     /// `image` as written.
@@ -284,7 +307,7 @@ impl<'a> ExecFields<'a> {
             wait_timeout: exec.wait_timeout.as_deref(),
             wait_for_ready: exec.wait_for_ready.unwrap_or(false),
             run_on: exec.run_on.as_deref(),
-            after: exec.after.iter().map(|a| a.hook.as_str()).collect(),
+            after: exec.after.iter().collect(),
             retry: exec.retry.as_ref(),
             image: exec.image.as_deref(),
             volume_mounts: &exec.volume_mounts,
@@ -340,25 +363,49 @@ pub fn exec_template(fields: ExecFields<'_>) -> Result<ExecTemplate, ExecFieldEr
             ));
         }
     };
-    let mut after: Vec<String> = Vec::new();
-    for name in fields.after {
-        if name.is_empty() {
-            return Err(ExecFieldError::new(
-                ExecField::After,
-                "an entry has no hook name; name the RestoreHook or ClusterRestoreHook to wait for",
+    let mut after: Vec<AfterRef> = Vec::new();
+    for entry in fields.after {
+        let invalid = |what: String| ExecFieldError::new(ExecField::After, what);
+        if entry.hook.is_empty() {
+            return Err(invalid(
+                "an entry has no hook name; name the RestoreHook or ClusterRestoreHook to wait for"
+                    .into(),
             ));
         }
-        if !after.iter().any(|a| a == name) {
-            after.push(name.to_string());
+        let kind = match entry.kind.as_deref() {
+            None | Some("") => None,
+            Some("RestoreHook") => Some(HookKind::RestoreHook),
+            Some("ClusterRestoreHook") => Some(HookKind::ClusterRestoreHook),
+            Some(other) => {
+                return Err(invalid(format!(
+                    "kind {other:?} of hook {} is neither RestoreHook nor ClusterRestoreHook",
+                    entry.hook
+                )));
+            }
+        };
+        let namespace = entry.namespace.as_deref().filter(|n| !n.is_empty());
+        if let Some(ns) = namespace.filter(|ns| !is_dns_label(ns)) {
+            return Err(invalid(format!(
+                "namespace {ns:?} of hook {} is not a namespace name",
+                entry.hook
+            )));
+        }
+        let awaited = AfterRef {
+            hook: entry.hook.clone(),
+            kind,
+            namespace: namespace.map(str::to_string),
+        };
+        if !after.contains(&awaited) {
+            after.push(awaited);
         }
     }
-    if after.len() > crate::after::MAX_AFTER {
+    if after.len() > MAX_AFTER {
         return Err(ExecFieldError::new(
             ExecField::After,
             format!(
                 "waits for {} hooks; at most {} are allowed",
                 after.len(),
-                crate::after::MAX_AFTER
+                MAX_AFTER
             ),
         ));
     }
@@ -539,7 +586,13 @@ pub fn spec_init_container(value: &Value, position: usize) -> Result<HookContain
     })
 }
 
-fn compile_post_hooks(location: &str, post_hooks: &[RestoreResourceHook]) -> Vec<CompiledPostHook> {
+/// `restore_hook_namespace`: the namespace of a RestoreHook, whose `after` never reaches past it
+/// (docs/behaviour.md §6.16): a namespace's objects never change another namespace's pods.
+fn compile_post_hooks(
+    location: &str,
+    post_hooks: &[RestoreResourceHook],
+    restore_hook_namespace: Option<&str>,
+) -> Vec<CompiledPostHook> {
     post_hooks
         .iter()
         .enumerate()
@@ -556,13 +609,30 @@ fn compile_post_hooks(location: &str, post_hooks: &[RestoreResourceHook]) -> Vec
                     })
             }),
             exec: post.exec.as_ref().map(|exec| {
-                exec_template(ExecFields::of_spec(exec)).map_err(|e| {
-                    Problem::at(
-                        format!("{location} postHooks[{j}].exec"),
-                        e.field.spec_name(),
-                        e.message,
-                    )
-                })
+                let at = format!("{location} postHooks[{j}].exec");
+                let template = exec_template(ExecFields::of_spec(exec))
+                    .map_err(|e| Problem::at(&at, e.field.spec_name(), e.message))?;
+                let elsewhere = restore_hook_namespace.and_then(|own| {
+                    template
+                        .after
+                        .iter()
+                        .find(|a| a.namespace.as_deref().is_some_and(|ns| ns != own))
+                });
+                if let Some(a) = elsewhere {
+                    return Err(Problem::at(
+                        &at,
+                        ExecField::After.spec_name(),
+                        format!(
+                            "hook {} in namespace {}: a RestoreHook waits only for hooks in its \
+                             own namespace ({}); order hooks across namespaces with a \
+                             ClusterRestoreHook",
+                            a.hook,
+                            a.namespace.as_deref().unwrap_or_default(),
+                            restore_hook_namespace.unwrap_or_default()
+                        ),
+                    ));
+                }
+                Ok(template)
             }),
         })
         .collect()
@@ -670,7 +740,14 @@ fn compile_hook_object(
             source: location.clone(),
             name: name.clone(),
             filter,
-            post_hooks: compile_post_hooks(&location, post_hooks),
+            post_hooks: compile_post_hooks(
+                &location,
+                post_hooks,
+                match kind {
+                    SourceKind::RestoreHook => metadata.namespace.as_deref(),
+                    _ => None,
+                },
+            ),
             location,
             allows_pod_annotation_hooks: pod_annotation_hooks == Some(PodAnnotationHooks::Allow),
         }],
@@ -719,7 +796,7 @@ pub fn compile_velero_restore(restore: &VeleroRestore) -> CompiledObject {
                 source: source.clone(),
                 name: entry.name.clone(),
                 filter,
-                post_hooks: compile_post_hooks(&location, &entry.post_hooks),
+                post_hooks: compile_post_hooks(&location, &entry.post_hooks, None),
                 location,
                 allows_pod_annotation_hooks: false,
             }
@@ -824,18 +901,39 @@ mod tests {
             }),
             ExecField::WaitTimeout
         );
-        assert_eq!(
-            with(ExecFields {
-                after: vec!["db", ""],
-                ..base()
-            }),
-            ExecField::After
-        );
-        let names: Vec<String> = (0..=crate::after::MAX_AFTER)
-            .map(|i| format!("h{i}"))
+        // `after` entries: (hook, kind, namespace) as written.
+        let after = |entries: &[(&str, Option<&str>, Option<&str>)]| -> Vec<&'static AfterHook> {
+            entries
+                .iter()
+                .map(|(hook, kind, namespace)| {
+                    &*Box::leak(Box::new(AfterHook {
+                        hook: hook.to_string(),
+                        kind: kind.map(str::to_string),
+                        namespace: namespace.map(str::to_string),
+                    }))
+                })
+                .collect()
+        };
+        for bad in [
+            after(&[("db", None, None), ("", None, None)]),
+            after(&[("db", Some("Deployment"), None)]),
+            after(&[("db", None, Some("Not_A_Namespace"))]),
+        ] {
+            assert_eq!(
+                with(ExecFields {
+                    after: bad,
+                    ..base()
+                }),
+                ExecField::After
+            );
+        }
+        let names: Vec<(String, Option<&str>, Option<&str>)> = (0..=MAX_AFTER)
+            .map(|i| (format!("h{i}"), None, None))
             .collect();
+        let names: Vec<(&str, Option<&str>, Option<&str>)> =
+            names.iter().map(|(n, k, s)| (n.as_str(), *k, *s)).collect();
         let too_many = exec_template(ExecFields {
-            after: names.iter().map(String::as_str).collect(),
+            after: after(&names),
             ..base()
         })
         .unwrap_err();
@@ -847,11 +945,29 @@ mod tests {
             )
         );
         let repeated = exec_template(ExecFields {
-            after: vec!["db", "cache", "db"],
+            after: after(&[
+                ("db", None, None),
+                ("cache", Some("ClusterRestoreHook"), Some("data")),
+                ("db", None, None),
+                ("db", Some("ClusterRestoreHook"), None),
+            ]),
             ..base()
         })
         .unwrap();
-        assert_eq!(repeated.after, ["db", "cache"]);
+        let kept: Vec<(&str, Option<HookKind>, Option<&str>)> = repeated
+            .after
+            .iter()
+            .map(|a| (a.hook.as_str(), a.kind, a.namespace.as_deref()))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                ("db", None, None),
+                ("cache", Some(HookKind::ClusterRestoreHook), Some("data")),
+                ("db", Some(HookKind::ClusterRestoreHook), None),
+            ],
+            "repeats are dropped; the same name of another kind is another hook"
+        );
         let retry = |policy: RetryPolicy| {
             retry_plan(&policy).map_err(|e| {
                 assert_eq!(e.field, ExecField::Retry);

@@ -28,6 +28,10 @@ pub const EXEC_FAILED: &str = "failed";
 /// applies to without watching every pod of the cluster.
 pub const RESTORE_RUN_LABEL: &str = "restore-hooks.dev/restore-run";
 
+/// Most hooks one hook may wait for (`after`, docs/behaviour.md §6.16; the CRD schema says the
+/// same).
+pub const MAX_AFTER: usize = 16;
+
 /// Default exec timeout when a hook sets none (or zero), as Velero: 30 s.
 pub const DEFAULT_EXEC_TIMEOUT_MS: u64 = 30_000;
 
@@ -63,6 +67,154 @@ pub struct ExecPlan {
     /// Init hooks of hook objects that arrived after the pod was created.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missed_init: Vec<HookRef>,
+    /// JSON `vouchedBy`: who vouches, beyond the pod's own labels, that the pod belongs to its
+    /// restore: only such pods count for the rules across pods (`runOn: OnePod`, `after`;
+    /// docs/behaviour.md §6.20). Absent only in plans issued before the field existed, which
+    /// count as vouched for (they are signed, so it cannot be taken out of a newer one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vouched_by: Option<Voucher>,
+}
+
+/// Who vouches that a pod belongs to its restore (docs/behaviour.md §6.20): the pod's labels,
+/// the restore label included, are the pod creator's to set, so they alone never make a pod one
+/// whose runs another pod's hook waits for, or the one that runs a `runOn: OnePod` hook.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Voucher {
+    /// Velero's ServiceAccount created the pod: it restored it from the backup.
+    Velero,
+    /// kube-controller-manager created it (a ReplicaSet, StatefulSet, Job or DaemonSet of the
+    /// namespace), under `system:kube-controller-manager` or one of its `kube-system`
+    /// `*-controller` ServiceAccounts.
+    Controller,
+    /// Its creator may `create pods/exec` in its namespace: it could run any hook by hand.
+    Creator,
+    /// Nobody: the pod runs its own hooks, and counts for no other pod's.
+    Nobody,
+}
+
+impl ExecPlan {
+    /// Whether the pod counts for the rules across pods (docs/behaviour.md §6.20).
+    pub fn is_vouched_for(&self) -> bool {
+        self.vouched_by != Some(Voucher::Nobody)
+    }
+}
+
+/// The kind of hook object an `after` entry waits for (docs/behaviour.md §6.16).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum HookKind {
+    /// A RestoreHook, in the namespace the entry names.
+    RestoreHook,
+    /// A ClusterRestoreHook.
+    ClusterRestoreHook,
+}
+
+impl HookKind {
+    /// The prefix of its plan `source` values.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            HookKind::RestoreHook => "restorehook",
+            HookKind::ClusterRestoreHook => "clusterrestorehook",
+        }
+    }
+
+    /// The kind of a plan `source`, when it is a hook object's.
+    pub fn of_source(source: &str) -> Option<HookKind> {
+        match source.split_once('/')?.0 {
+            "restorehook" => Some(HookKind::RestoreHook),
+            "clusterrestorehook" => Some(HookKind::ClusterRestoreHook),
+            _ => None,
+        }
+    }
+}
+
+/// A hook another one waits for (`after`, docs/behaviour.md §6.16), as the webhook resolved it:
+/// which object's hooks, and the one namespace whose pods' runs of them count. Plans issued
+/// before `after` was scoped hold the bare name; it reads as the waiting hook's own kind in the
+/// pod's own namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(from = "AfterEntry")]
+pub struct AfterRef {
+    /// JSON `hook`: the hook object's name.
+    pub hook: String,
+    /// JSON `kind`; `None` only in older plans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<HookKind>,
+    /// JSON `namespace`: the pods whose runs count; `None` only in older plans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AfterEntry {
+    Name(String),
+    Ref {
+        hook: String,
+        #[serde(default)]
+        kind: Option<HookKind>,
+        #[serde(default)]
+        namespace: Option<String>,
+    },
+}
+
+impl From<AfterEntry> for AfterRef {
+    fn from(entry: AfterEntry) -> Self {
+        match entry {
+            AfterEntry::Name(hook) => AfterRef {
+                hook,
+                kind: None,
+                namespace: None,
+            },
+            AfterEntry::Ref {
+                hook,
+                kind,
+                namespace,
+            } => AfterRef {
+                hook,
+                kind,
+                namespace,
+            },
+        }
+    }
+}
+
+/// A bare name, as older plans hold it.
+impl From<&str> for AfterRef {
+    fn from(hook: &str) -> Self {
+        AfterEntry::Name(hook.to_string()).into()
+    }
+}
+
+/// The runs that one awaited hook stands for (docs/behaviour.md §6.16): the hooks of plan source
+/// `source` in the pods of `namespace` of one restore.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AwaitedKey {
+    /// `restorehook/<name>` or `clusterrestorehook/<name>`.
+    pub source: String,
+    /// The namespace whose pods' runs count.
+    pub namespace: String,
+}
+
+impl PlannedHook {
+    /// The runs each of its `after` entries waits for, in a pod of `namespace`.
+    pub fn awaited(&self, namespace: &str) -> Vec<AwaitedKey> {
+        awaited_keys(&self.after, &self.source, namespace)
+    }
+}
+
+/// The runs the `after` entries of a hook of plan source `source` wait for, in a pod of
+/// `namespace`: an entry without a kind names the waiting object's own kind, one without a
+/// namespace the pod's (docs/behaviour.md §6.16).
+pub fn awaited_keys(after: &[AfterRef], source: &str, namespace: &str) -> Vec<AwaitedKey> {
+    let own = HookKind::of_source(source).unwrap_or(HookKind::RestoreHook);
+    after
+        .iter()
+        .map(|a| AwaitedKey {
+            source: format!("{}/{}", a.kind.unwrap_or(own).prefix(), a.hook),
+            namespace: a.namespace.clone().unwrap_or_else(|| namespace.to_string()),
+        })
+        .collect()
 }
 
 /// One exec hook with every default already applied ("the plan holds effective values").
@@ -105,10 +257,10 @@ pub struct PlannedHook {
     /// plan it (§6.15); absent: every pod runs it.
     #[serde(default, skip_serializing_if = "RunOn::is_every_pod")]
     pub run_on: RunOn,
-    /// JSON `after`: names of hooks of the same restore this one waits for, on every pod that
-    /// plans them (§6.16); absent: it waits for none.
+    /// JSON `after`: the hooks of the same restore this one waits for, each with the namespace
+    /// whose pods' runs of it count (§6.16); absent: it waits for none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub after: Vec<String>,
+    pub after: Vec<AfterRef>,
     /// JSON `retry`: when a failed attempt is tried again (§6.17); absent: one attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryPlan>,
@@ -441,6 +593,7 @@ mod tests {
                 container: "postgres".into(),
             }],
             missed_init: vec![],
+            vouched_by: Some(Voucher::Controller),
         };
         let text = plan.to_annotation();
         assert!(
@@ -452,6 +605,39 @@ mod tests {
             !text.contains("allowedBy") && !text.contains("refused"),
             "{text}"
         );
+        assert!(text.contains("\"vouchedBy\":\"controller\""), "{text}");
         assert_eq!(ExecPlan::from_annotation(&text).unwrap(), plan);
+    }
+
+    /// `after` entries as this version writes them, and as older plans hold them: a bare name is
+    /// the waiting hook's own kind, in the pod's own namespace.
+    #[test]
+    fn after_entries_resolve_to_one_namespace() {
+        let hook: PlannedHook = serde_json::from_value(serde_json::json!({
+            "name": "migrate", "source": "clusterrestorehook/migrate", "index": 0,
+            "container": "app", "command": ["true"], "onError": "Continue",
+            "execTimeoutMs": 30000, "waitTimeoutMs": null, "waitForReady": false,
+            "after": ["db", {"hook": "db", "kind": "RestoreHook", "namespace": "data"},
+                      {"hook": "cache", "kind": "ClusterRestoreHook", "namespace": "shop"}],
+        }))
+        .unwrap();
+        let keys: Vec<(String, String)> = hook
+            .awaited("shop")
+            .into_iter()
+            .map(|k| (k.source, k.namespace))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("clusterrestorehook/db".to_string(), "shop".to_string()),
+                ("restorehook/db".to_string(), "data".to_string()),
+                ("clusterrestorehook/cache".to_string(), "shop".to_string()),
+            ]
+        );
+        let written = serde_json::to_value(&hook.after[1]).unwrap();
+        assert_eq!(
+            written,
+            serde_json::json!({"hook": "db", "kind": "RestoreHook", "namespace": "data"})
+        );
     }
 }

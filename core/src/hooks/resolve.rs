@@ -14,22 +14,24 @@
 use std::collections::HashMap;
 
 use super::annotations::{self as ann, ANNOTATION_HOOK_NAME, DEFAULT_INIT_CONTAINER_NAME};
-use super::authority::{Requester, annotation_exec_authority};
+use super::authority::{Requester, annotation_exec_authority, voucher};
 use super::command::parse_command;
 use super::compiled::{
-    CompiledEntry, CompiledObject, Definition, ExecFields, ExecTemplate, HookContainer,
+    CompiledEntry, CompiledObject, Definition, ExecFields, ExecTemplate, HookContainer, SourceKind,
     exec_template, is_dns_label,
 };
 use super::parameters::{RestoreParameters, VeleroFacts, references};
-use super::plan::{HookRef, PlannedHook, RunOn};
+use super::plan::{
+    AfterRef, AwaitedKey, HookKind, HookRef, PlannedHook, RunOn, Voucher, awaited_keys,
+};
 use super::pod::{AdmittedPod, ContainerView};
 use super::problem::{ExecField, Problem};
 use super::scope::{RestoreScope, ScopeVia};
 use super::targets::{ExecTargets, TargetError};
 use super::types::Labels;
-use crate::after::{find_cycle, show_cycle};
 use crate::config::{EngineConfig, VeleroHooksMode};
 use crate::index::HookIndex;
+use crate::restore::after::{find_cycle, show_awaited};
 
 /// Init containers that Velero's file-system restore puts in the pod; hook containers go after
 /// the last of them, because they need the restored volume data (docs/behaviour.md §4.2).
@@ -72,6 +74,8 @@ pub struct Resolution {
     /// The pod's annotation exec hook is in `exec`, refused: nobody entitled to exec into the pod
     /// authored it (§9.9).
     pub refused_annotation_hook: bool,
+    /// Who vouches that the pod belongs to its restore (§6.20), from who created it.
+    pub vouched_by: Voucher,
 }
 
 impl Resolution {
@@ -86,6 +90,7 @@ impl Resolution {
             notes: Vec::new(),
             problems: Vec::new(),
             refused_annotation_hook: false,
+            vouched_by: Voucher::Nobody,
         }
     }
 
@@ -141,6 +146,7 @@ pub fn resolve_hooks(
     // `restores` globs, the plan and the status use the full name once the Restore is known.
     let restore = velero.map_or_else(|| scope.restore.clone(), |r| r.name.clone());
     let mut out = Resolution::empty(scope, restore);
+    out.vouched_by = voucher(requester, config);
     // `defer`: Velero runs its own hooks on pods it created, so its sources are removed before
     // precedence is decided (their annotations then do not suppress RestoreHook hooks).
     let velero_sources =
@@ -200,11 +206,11 @@ pub fn resolve_hooks(
         },
         None => {
             for entry in &entries {
-                expand_exec(entry, &shape, config, &parameters, &mut out);
+                expand_exec(entry, &shape, config, &parameters, ctx.namespace, &mut out);
             }
         }
     }
-    refuse_after_cycles(&mut out, index);
+    refuse_after_cycles(&mut out, index, ctx.namespace, ctx.namespace_labels);
     cap_exec_timeouts(&mut out, config);
     out
 }
@@ -212,29 +218,99 @@ pub fn resolve_hooks(
 /// Hooks that wait for themselves through `after` (docs/behaviour.md §6.16) would wait until
 /// their `waitTimeout`: they are invalid (§3.4), with the cycle named. The CRD schema refuses an
 /// object naming itself at `kubectl apply`; a cycle across objects is only visible here.
-fn refuse_after_cycles(out: &mut Resolution, index: &HookIndex) {
+///
+/// The graph is the one the pod's hooks would wait through: a hook of an object, counted in the
+/// pods of one namespace, waits for what that object's `after` names, resolved there. Only objects
+/// that can apply to pods of that namespace in this restore have edges, so a RestoreHook in one
+/// namespace never makes a pod of another invalid (§6.20).
+fn refuse_after_cycles(
+    out: &mut Resolution,
+    index: &HookIndex,
+    namespace: &str,
+    namespace_labels: Option<&Labels>,
+) {
     if out.exec.iter().all(|h| h.after.is_empty()) {
         return;
     }
-    let graph = index.after_graph();
+    let restore = out.restore.clone();
+    let edges = |node: &AwaitedKey| -> Vec<AwaitedKey> {
+        let Some((kind, name)) = SourceKind::parse_source(&node.source) else {
+            return Vec::new();
+        };
+        let Some(object) = index.object(kind, &node.namespace, name) else {
+            return Vec::new();
+        };
+        // A namespace whose labels are not known here is the pod's own (given) or another one
+        // a ClusterRestoreHook named: its selector is then matched against the index's view.
+        let labels = if node.namespace == namespace {
+            namespace_labels.or_else(|| index.namespace_labels(namespace))
+        } else {
+            index.namespace_labels(&node.namespace)
+        };
+        let mut out = Vec::new();
+        for entry in &object.entries {
+            let applies = entry
+                .filter
+                .as_ref()
+                .is_ok_and(|f| f.may_apply(&node.namespace, labels, &restore));
+            if !applies {
+                continue;
+            }
+            for template in entry
+                .post_hooks
+                .iter()
+                .filter_map(|p| p.exec.as_ref()?.as_ref().ok())
+            {
+                out.extend(awaited_keys(
+                    &template.after,
+                    &entry.source,
+                    &node.namespace,
+                ));
+            }
+        }
+        out
+    };
     out.exec.retain(|hook| {
-        let Some(cycle) = (!hook.after.is_empty())
-            .then(|| find_cycle(&graph, &hook.name))
-            .flatten()
-        else {
+        if hook.after.is_empty() {
+            return true;
+        }
+        let start = AwaitedKey {
+            source: hook.source.clone(),
+            namespace: namespace.to_string(),
+        };
+        let Some(cycle) = find_cycle(&start, edges) else {
             return true;
         };
+        let shown: Vec<String> = cycle.iter().map(|k| show_awaited(k, namespace)).collect();
         out.problems.push(Problem::at(
             format!("{} postHooks[{}].exec", hook.source, hook.index),
             ExecField::After.spec_name(),
             format!(
                 "waits in a cycle ({}): each hook would wait for itself until its waitTimeout; \
                  remove one of these after entries",
-                show_cycle(&cycle)
+                shown.join(" → ")
             ),
         ));
         false
     });
+}
+
+/// A hook object's `after` entries as the plan of a pod of `namespace` holds them: the kind
+/// defaults to the waiting object's, the namespace to the pod's (docs/behaviour.md §6.16).
+fn planned_after(after: &[AfterRef], source: &str, namespace: &str) -> Vec<AfterRef> {
+    let own = HookKind::of_source(source).unwrap_or(HookKind::RestoreHook);
+    let mut out: Vec<AfterRef> = Vec::new();
+    for a in after {
+        let resolved = AfterRef {
+            hook: a.hook.clone(),
+            kind: Some(a.kind.unwrap_or(own)),
+            namespace: Some(a.namespace.clone().unwrap_or_else(|| namespace.to_string())),
+        };
+        if !out.contains(&resolved) {
+            out.push(resolved);
+        }
+    }
+    out
 }
 
 /// Hooks that a hook object which arrived after the pod (docs/behaviour.md §7.2) adds: its exec
@@ -268,10 +344,10 @@ pub fn resolve_late_hooks(
     }
     if ann::get(annotations, ann::POST_COMMAND).is_none() {
         for entry in &entries {
-            expand_exec(entry, &shape, config, &parameters, &mut out);
+            expand_exec(entry, &shape, config, &parameters, ctx.namespace, &mut out);
         }
     }
-    refuse_after_cycles(&mut out, index);
+    refuse_after_cycles(&mut out, index, ctx.namespace, ctx.namespace_labels);
     cap_exec_timeouts(&mut out, config);
     out
 }
@@ -673,6 +749,7 @@ fn expand_exec(
     shape: &PodShape<'_, '_>,
     config: &EngineConfig,
     parameters: &RestoreParameters,
+    namespace: &str,
     out: &mut Resolution,
 ) {
     for post in &entry.post_hooks {
@@ -721,7 +798,7 @@ fn expand_exec(
                         // Velero defines neither runOn, after nor retry: its hooks run once
                         // in every pod it selects, each on its own.
                         hook.run_on = template.run_on;
-                        hook.after = template.after.clone();
+                        hook.after = planned_after(&template.after, &entry.source, namespace);
                         hook.retry = template.retry.clone();
                         hook.ephemeral = template.ephemeral.clone();
                     }

@@ -245,14 +245,24 @@ pub struct RetryPolicy {
     pub idempotent: Option<bool>,
 }
 
-/// A hook an exec hook waits for.
+/// A hook an exec hook waits for: every exec hook of one hook object, in the pods of one
+/// namespace of the same restore (docs/behaviour.md §6.16).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AfterHook {
-    /// The hook's name: the name of the RestoreHook or ClusterRestoreHook that holds it (every
-    /// exec hook of it, in every pod of the restore).
+    /// The name of the RestoreHook or ClusterRestoreHook that holds it.
     #[schemars(length(min = 1, max = 253))]
     pub hook: String,
+    /// `RestoreHook` or `ClusterRestoreHook`; default: the kind of the object that waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::hooks::types::hook_kind_schema")]
+    pub kind: Option<String>,
+    /// The namespace whose pods' runs of it count (a RestoreHook there, when `kind` is
+    /// RestoreHook); default: the namespace of the pod that waits. Only a ClusterRestoreHook may
+    /// name another namespace than its pods' own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: Option<String>,
 }
 
 /// Post-restore hooks for the pods of one namespace, for the restores whose names match.
@@ -445,6 +455,17 @@ impl HookCounts {
         self.not_applicable += other.not_applicable;
         self.missed_init += other.missed_init;
         self.refused += other.refused;
+    }
+
+    /// Takes `other`'s counts out of these: a pod's part that changed or went.
+    pub fn sub(&mut self, other: &HookCounts) {
+        self.succeeded -= other.succeeded;
+        self.failed -= other.failed;
+        self.skipped -= other.skipped;
+        self.pending -= other.pending;
+        self.not_applicable -= other.not_applicable;
+        self.missed_init -= other.missed_init;
+        self.refused -= other.refused;
     }
 }
 
@@ -651,6 +672,10 @@ pub(crate) fn on_error_schema(_: &mut schemars::SchemaGenerator) -> schemars::Sc
 
 pub(crate) fn run_on_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "string", "enum": ["EveryPod", "OnePod"]})
+}
+
+pub(crate) fn hook_kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "enum": ["RestoreHook", "ClusterRestoreHook"]})
 }
 
 /// `metav1.LabelSelector`, with the operators as an enum and the values rule as CEL: the API

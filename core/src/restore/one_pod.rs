@@ -1,13 +1,43 @@
 //! `runOn: OnePod` (docs/behaviour.md §6.15): of all the pods of one restore that plan such a hook,
 //! exactly one runs it. Pure: which pod is chosen, from the candidates the controller sees; the
-//! controller makes the choice durable by recording the start in the restore's RestoreRun
-//! (`status.onePod`, with the start record of §9.5) before the exec, so a hook that started on one
-//! pod never starts on another, across restarts and leader changes.
+//! controller makes the choice durable by recording the start in the restore's record (§9.5)
+//! before the exec, so a hook that started on one pod never starts on another, across restarts
+//! and leader changes.
+//!
+//! Only pods someone vouches for are candidates (§6.20), and a StatefulSet ordinal counts only for
+//! a pod that is one of a StatefulSet's own: a label any pod creator can set never makes a pod the
+//! one that runs the hook.
 
 use jiff::Timestamp;
 
 use crate::hooks::compiled::SourceKind;
+use crate::hooks::labels::LabelLookup;
 use crate::hooks::plan::PlannedHook;
+
+/// The StatefulSet controller's label naming the pod; it sets it to the pod's own name.
+const STATEFULSET_POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
+/// The StatefulSet controller's label for the pod's ordinal (Kubernetes 1.28 and later).
+const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
+
+/// The ordinal of a StatefulSet's pod, as the choice counts it: the pod carries the StatefulSet
+/// controller's pod-name label with its own name, which is `<set>-<ordinal>` (a Deployment's or
+/// Job's pods have generated names, so their template cannot copy it), and a pod-index label, if
+/// any, agrees. Only asked of pods someone vouches for (§6.20): the labels of a pod that only
+/// its creator vouches for are its creator's to choose.
+pub fn statefulset_ordinal(labels: &impl LabelLookup, name: &str) -> Option<u64> {
+    if labels.label(STATEFULSET_POD_NAME_LABEL)? != name {
+        return None;
+    }
+    let digits = name.rsplit_once('-')?.1;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let ordinal: u64 = digits.parse().ok()?;
+    match labels.label(POD_INDEX_LABEL) {
+        Some(index) if index.parse::<u64>().ok() != Some(ordinal) => None,
+        _ => Some(ordinal),
+    }
+}
 
 /// What identifies one `OnePod` hook across the pods of a restore: the restore, the hook object
 /// (a RestoreHook is namespaced: the same name in two namespaces is two objects) and the hook's
@@ -28,7 +58,7 @@ pub struct Candidate {
     pub uid: String,
     /// `namespace/name`: the tie-break, and what the others' status names.
     pub pod: String,
-    /// Its StatefulSet ordinal (docs/behaviour.md §2.8 `$(POD_ORDINAL)`).
+    /// Its StatefulSet ordinal, when it is one of a StatefulSet's pods ([`statefulset_ordinal`]).
     pub ordinal: Option<u64>,
     /// `metadata.creationTimestamp`.
     pub created: Option<Timestamp>,
@@ -191,6 +221,61 @@ mod tests {
         );
         // The last candidate: its own reason (deleted, terminal, ...) stands.
         assert_eq!(turn("db-0", None, &[], false), OnePodTurn::Wait);
+    }
+
+    #[test]
+    fn only_a_statefulsets_own_pod_has_an_ordinal() {
+        use std::collections::BTreeMap;
+        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let name = STATEFULSET_POD_NAME_LABEL;
+        let index = POD_INDEX_LABEL;
+        let cases = [
+            (
+                "a StatefulSet's pod",
+                labels(&[(name, "db-0"), (index, "0")]),
+                "db-0",
+                Some(0),
+            ),
+            (
+                "before pod-index existed",
+                labels(&[(name, "db-12")]),
+                "db-12",
+                Some(12),
+            ),
+            (
+                "pod-index alone: any creator sets it",
+                labels(&[(index, "0")]),
+                "x-0",
+                None,
+            ),
+            (
+                "pod-name of another pod",
+                labels(&[(name, "db-0")]),
+                "evil-0",
+                None,
+            ),
+            (
+                "pod-index disagrees",
+                labels(&[(name, "db-1"), (index, "0")]),
+                "db-1",
+                None,
+            ),
+            (
+                "no ordinal in the name",
+                labels(&[(name, "db")]),
+                "db",
+                None,
+            ),
+            ("no labels", labels(&[]), "db-0", None),
+        ];
+        for (what, labels, pod, want) in cases {
+            assert_eq!(statefulset_ordinal(&labels, pod), want, "{what}");
+        }
     }
 
     #[test]

@@ -1,20 +1,21 @@
 //! `after`: order across the pods of a restore (docs/behaviour.md §6.16). A hook-object exec hook
-//! may name hooks it waits for; it starts only once each of them ended well on every pod of the
-//! same restore that planned it. Pure: the turn of a waiting hook from the runs the controller
-//! sees, and the cycle an `after` graph contains, if any.
+//! may name hooks it waits for; it starts only once each of them ended well on every pod that
+//! counts for it. Pure: the turn of a waiting hook from the runs the controller sees, and the
+//! cycle an `after` graph contains, if any.
 //!
-//! Hooks are named as a plan names them (`PlannedHook::name`): a RestoreHook or
-//! ClusterRestoreHook by its object's name, so `after: [{hook: db-restore}]` waits for every exec
-//! hook of every hook object called `db-restore` in the restore, in any namespace.
+//! Each awaited hook is one hook object's hooks in the pods of one namespace of the restore
+//! ([`AwaitedKey`]): the waiting pod's own namespace, or the one a ClusterRestoreHook names. So a
+//! RestoreHook in one namespace never waits on, is never released by, and is never skipped by
+//! anything in another namespace (§6.20).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
 
-use crate::hooks::plan::{HookPhase, OnError};
+use crate::hooks::plan::{AwaitedKey, HookPhase, OnError};
 
-/// Most names one hook may wait for (the CRD schema says the same).
-pub const MAX_AFTER: usize = 16;
+pub use crate::hooks::plan::MAX_AFTER;
 
-/// One planned run of an awaited hook: a hook of that name in one pod of the restore.
+/// One planned run of an awaited hook: the hook in one pod that counts for the waiter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AwaitedRun {
     /// `namespace/name` of the pod that plans it.
@@ -37,25 +38,38 @@ pub enum AfterTurn {
     Skip(String),
 }
 
-/// The turn of a hook that waits for `after`, given the runs of each awaited name in the restore
-/// (`runs(name)`), and whether the controller has seen every pod of the restore yet (`listed`:
-/// before that, a name with no run may only be unlisted).
+/// How an awaited hook is named in messages: the object's name, with its kind when it is a
+/// ClusterRestoreHook and its namespace when that is not the waiting pod's.
+pub fn show_awaited(key: &AwaitedKey, pod_namespace: &str) -> String {
+    let mut shown = match key.source.split_once('/') {
+        Some(("restorehook", name)) => name.to_string(),
+        _ => key.source.clone(),
+    };
+    if key.namespace != pod_namespace {
+        let _ = write!(shown, " in namespace {}", key.namespace);
+    }
+    shown
+}
+
+/// The turn of a hook that waits for `after` (its awaited hooks, as [`show_awaited`] names them
+/// paired with their runs: `runs(i)` for the i-th), and whether the controller has seen every pod
+/// of the restore yet (`listed`: before that, a hook with no run may only be unlisted).
 ///
 /// Runs recorded `OtherPod` are another pod's `runOn: OnePod` turn: the pod that ran it decides.
 /// A failed or skipped run holds the hooks that wait for it only when its own `onError` is `Fail`
 /// (docs/behaviour.md §6.16).
 pub fn after_turn<'r>(
-    after: &[String],
+    awaited: &[String],
     listed: bool,
-    mut runs: impl FnMut(&str) -> &'r [AwaitedRun],
+    mut runs: impl FnMut(usize) -> &'r [AwaitedRun],
 ) -> AfterTurn {
     if !listed {
         return AfterTurn::Wait("the restore's pods are still being listed".to_string());
     }
     let mut waiting = None;
-    for name in after {
+    for (i, name) in awaited.iter().enumerate() {
         let mut planned = false;
-        for run in runs(name) {
+        for run in runs(i) {
             match run.phase {
                 HookPhase::OtherPod => {}
                 HookPhase::Succeeded => planned = true,
@@ -82,8 +96,9 @@ pub fn after_turn<'r>(
             }
         }
         if !planned {
-            waiting
-                .get_or_insert_with(|| format!("hook {name} is planned on no pod of the restore"));
+            waiting.get_or_insert_with(|| {
+                format!("hook {name} is planned on no pod of the restore that counts for it")
+            });
         }
     }
     match waiting {
@@ -92,29 +107,28 @@ pub fn after_turn<'r>(
     }
 }
 
-/// The first cycle through `start` in an `after` graph (hook name → names it waits for), as the
-/// names along it, `start` first and last (`[a, b, a]`); `None` when `start` is on no cycle.
-/// Names the graph does not hold wait for nothing.
-pub fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>, start: &str) -> Option<Vec<String>> {
-    // Depth-first from `start`, remembering the path; each name is expanded once (the graph is a
-    // few hundred names at most, and a name already expanded without reaching `start` never
-    // will).
-    let mut path = vec![start.to_string()];
-    let mut next: Vec<std::collections::btree_set::Iter<'_, String>> = Vec::new();
+/// The first cycle through `start` in an `after` graph, as the nodes along it, `start` first and
+/// last (`[a, b, a]`); `None` when `start` is on no cycle. `edges(n)` are the nodes `n` waits
+/// for; a node without edges waits for nothing.
+pub fn find_cycle<N: Ord + Clone>(
+    start: &N,
+    mut edges: impl FnMut(&N) -> Vec<N>,
+) -> Option<Vec<N>> {
+    // Depth-first from `start`, remembering the path; each node is expanded once (a node
+    // already expanded without reaching `start` never will).
+    let mut path = vec![start.clone()];
+    let mut next: Vec<std::vec::IntoIter<N>> = vec![edges(start).into_iter()];
     let mut expanded = BTreeSet::new();
-    next.push(graph.get(start)?.iter());
-    while let Some(edges) = next.last_mut() {
-        match edges.next() {
-            Some(name) if name == start => {
-                path.push(name.clone());
+    while let Some(out) = next.last_mut() {
+        match out.next() {
+            Some(node) if node == *start => {
+                path.push(node);
                 return Some(path);
             }
-            Some(name) => {
-                if let Some(out) = graph.get(name.as_str())
-                    && expanded.insert(name.clone())
-                {
-                    path.push(name.clone());
-                    next.push(out.iter());
+            Some(node) => {
+                if expanded.insert(node.clone()) {
+                    next.push(edges(&node).into_iter());
+                    path.push(node);
                 }
             }
             None => {
@@ -126,13 +140,10 @@ pub fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>, start: &str) -> Op
     None
 }
 
-/// A cycle as an operator reads it: `a → b → a`.
-pub fn show_cycle(cycle: &[String]) -> String {
-    cycle.join(" → ")
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use HookPhase::{Failed, OtherPod, Pending, Running, Skipped, Succeeded};
     use OnError::{Continue, Fail};
@@ -145,10 +156,9 @@ mod tests {
         }
     }
 
-    /// What, the names waited for, the runs by name, listed, the turn.
+    /// What, the hooks waited for with their runs, listed, the turn.
     type Case = (
         &'static str,
-        Vec<&'static str>,
         Vec<(&'static str, Vec<AwaitedRun>)>,
         bool,
         AfterTurn,
@@ -159,21 +169,18 @@ mod tests {
         let cases: Vec<Case> = vec![
             (
                 "nothing listed yet",
-                vec!["db"],
                 vec![("db", vec![run("db-0", Succeeded, Fail)])],
                 false,
                 AfterTurn::Wait("the restore's pods are still being listed".into()),
             ),
             (
                 "the one awaited run succeeded",
-                vec!["db"],
                 vec![("db", vec![run("db-0", Succeeded, Fail)])],
                 true,
                 AfterTurn::Go,
             ),
             (
                 "one of two runs still running",
-                vec!["db"],
                 vec![(
                     "db",
                     vec![run("db-0", Succeeded, Fail), run("db-1", Running, Fail)],
@@ -183,21 +190,20 @@ mod tests {
             ),
             (
                 "pending counts as not ended",
-                vec!["db"],
                 vec![("db", vec![run("db-0", Pending, Continue)])],
                 true,
                 AfterTurn::Wait("hook db has not ended in pod shop/db-0".into()),
             ),
             (
-                "a name no pod plans waits (the pod may come)",
-                vec!["db"],
-                vec![],
+                "a hook no pod plans waits (the pod may come)",
+                vec![("db", vec![])],
                 true,
-                AfterTurn::Wait("hook db is planned on no pod of the restore".into()),
+                AfterTurn::Wait(
+                    "hook db is planned on no pod of the restore that counts for it".into(),
+                ),
             ),
             (
                 "failed with onError Fail: skipped, naming the pod",
-                vec!["db"],
                 vec![(
                     "db",
                     vec![run("db-0", Failed, Fail), run("db-1", Running, Fail)],
@@ -209,7 +215,6 @@ mod tests {
             ),
             (
                 "skipped with onError Fail: skipped too",
-                vec!["db"],
                 vec![("db", vec![run("db-0", Skipped, Fail)])],
                 true,
                 AfterTurn::Skip(
@@ -219,7 +224,6 @@ mod tests {
             ),
             (
                 "failed with onError Continue: counts as ended",
-                vec!["db"],
                 vec![(
                     "db",
                     vec![run("db-0", Failed, Continue), run("db-1", Succeeded, Fail)],
@@ -229,7 +233,6 @@ mod tests {
             ),
             (
                 "runOn OnePod: the pod that ran it decides, OtherPod runs are neutral",
-                vec!["migrate"],
                 vec![(
                     "migrate",
                     vec![run("api-0", Succeeded, Fail), run("api-1", OtherPod, Fail)],
@@ -239,14 +242,14 @@ mod tests {
             ),
             (
                 "only OtherPod runs: nobody ran it yet",
-                vec!["migrate"],
                 vec![("migrate", vec![run("api-1", OtherPod, Fail)])],
                 true,
-                AfterTurn::Wait("hook migrate is planned on no pod of the restore".into()),
+                AfterTurn::Wait(
+                    "hook migrate is planned on no pod of the restore that counts for it".into(),
+                ),
             ),
             (
-                "two names: every one must be done; a failure of the second still skips",
-                vec!["db", "cache"],
+                "two hooks: every one must be done; a failure of the second still skips",
                 vec![
                     ("db", vec![run("db-0", Running, Fail)]),
                     ("cache", vec![run("cache-0", Failed, Fail)]),
@@ -258,8 +261,7 @@ mod tests {
                 ),
             ),
             (
-                "two names: the first one waiting is reported",
-                vec!["db", "cache"],
+                "two hooks: the first one waiting is reported",
                 vec![
                     ("db", vec![run("db-0", Succeeded, Fail)]),
                     ("cache", vec![run("cache-0", Pending, Fail)]),
@@ -268,57 +270,69 @@ mod tests {
                 AfterTurn::Wait("hook cache has not ended in pod shop/cache-0".into()),
             ),
         ];
-        for (what, after, runs, listed, want) in cases {
-            let runs: BTreeMap<&str, Vec<AwaitedRun>> = runs.into_iter().collect();
-            let after: Vec<String> = after.into_iter().map(String::from).collect();
-            let got = after_turn(&after, listed, |name| {
-                runs.get(name).map(Vec::as_slice).unwrap_or(&[])
-            });
+        for (what, awaited, listed, want) in cases {
+            let names: Vec<String> = awaited.iter().map(|(n, _)| n.to_string()).collect();
+            let got = after_turn(&names, listed, |i| awaited[i].1.as_slice());
             assert_eq!(got, want, "{what}");
         }
     }
 
     #[test]
-    fn cycles_are_found_through_the_start_name_only() {
-        type Graph = BTreeMap<String, BTreeSet<String>>;
-        let graph = |edges: &[(&str, &[&str])]| -> Graph {
-            edges
-                .iter()
-                .map(|(from, to)| (from.to_string(), to.iter().map(|t| t.to_string()).collect()))
-                .collect()
+    fn awaited_hooks_are_named_as_an_operator_reads_them() {
+        let key = |source: &str, namespace: &str| AwaitedKey {
+            source: source.into(),
+            namespace: namespace.into(),
         };
-        let cases: Vec<(&str, Graph, &str, Option<&str>)> = vec![
-            ("no edges", graph(&[]), "a", None),
-            ("a chain", graph(&[("a", &["b"]), ("b", &["c"])]), "a", None),
-            ("itself", graph(&[("a", &["a"])]), "a", Some("a → a")),
+        let cases = [
+            (key("restorehook/db", "shop"), "db"),
+            (
+                key("clusterrestorehook/db", "shop"),
+                "clusterrestorehook/db",
+            ),
+            (
+                key("clusterrestorehook/db", "data"),
+                "clusterrestorehook/db in namespace data",
+            ),
+        ];
+        for (k, want) in cases {
+            assert_eq!(show_awaited(&k, "shop"), want);
+        }
+    }
+
+    #[test]
+    fn cycles_are_found_through_the_start_only() {
+        type Graph = BTreeMap<&'static str, Vec<&'static str>>;
+        let graph = |edges: &[(&'static str, &[&'static str])]| -> Graph {
+            edges.iter().map(|(f, t)| (*f, t.to_vec())).collect()
+        };
+        let cases: Vec<(&str, Graph, Option<&str>)> = vec![
+            ("no edges", graph(&[]), None),
+            ("a chain", graph(&[("a", &["b"]), ("b", &["c"])]), None),
+            ("itself", graph(&[("a", &["a"])]), Some("a a")),
             (
                 "two objects",
                 graph(&[("a", &["b"]), ("b", &["a"])]),
-                "a",
-                Some("a → b → a"),
+                Some("a b a"),
             ),
             (
                 "three, through a branch",
                 graph(&[("a", &["x", "b"]), ("b", &["c"]), ("c", &["a"]), ("x", &[])]),
-                "a",
-                Some("a → b → c → a"),
+                Some("a b c a"),
             ),
             (
-                "a cycle elsewhere is not this name's",
+                "a cycle elsewhere is not this one's",
                 graph(&[("a", &["b"]), ("b", &["c"]), ("c", &["b"])]),
-                "a",
                 None,
             ),
             (
                 "a diamond is no cycle",
                 graph(&[("a", &["b", "c"]), ("b", &["d"]), ("c", &["d"])]),
-                "a",
                 None,
             ),
         ];
-        for (what, graph, start, want) in cases {
-            let got = find_cycle(&graph, start);
-            assert_eq!(got.as_deref().map(show_cycle).as_deref(), want, "{what}");
+        for (what, graph, want) in cases {
+            let got = find_cycle(&"a", |n| graph.get(n).cloned().unwrap_or_default());
+            assert_eq!(got.map(|c| c.join(" ")).as_deref(), want, "{what}");
         }
     }
 }

@@ -63,10 +63,12 @@ impl ApiBackoff {
 }
 
 /// Whether `error` says "not now" rather than "no": throttled (429), the server failing or
-/// unavailable (5xx), or no answer at all (connection, TLS, timeout). Such a request is worth
+/// unavailable (5xx), no answer at all (connection, TLS, timeout), or a 403 from an API server
+/// that is probably still starting (`kube_client::api_may_be_starting`). Such a request is worth
 /// repeating for longer than one that was refused.
 pub fn is_transient(error: &kube::Error) -> bool {
     match error {
+        kube::Error::Api(status) if status.code == 403 => crate::kube_client::api_may_be_starting(),
         kube::Error::Api(status) => status.code == 429 || status.code >= 500,
         kube::Error::HyperError(_) | kube::Error::Service(_) => true,
         _ => false,

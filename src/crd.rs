@@ -12,13 +12,7 @@ use crate::hooks::types::{ClusterRestoreHook, RestoreHook, RestoreRecord, Restor
 /// Every CRD, in the order `restore-hooks crd` prints them.
 pub fn all() -> Vec<CustomResourceDefinition> {
     vec![
-        with_rules(
-            RestoreHook::crd(),
-            &[
-                waiting_for_itself("RestoreHook"),
-                waiting_in_its_own_namespace(),
-            ],
-        ),
+        with_rules(RestoreHook::crd(), &[waiting_for_itself("RestoreHook")]),
         with_rules(
             ClusterRestoreHook::crd(),
             &[waiting_for_itself("ClusterRestoreHook")],
@@ -43,23 +37,6 @@ fn waiting_for_itself(kind: &str) -> ValidationRule {
         message_expression: Some(
             "'an exec hook names ' + self.metadata.name + ' in after, so it would wait for itself \
              until its waitTimeout; remove that after entry'"
-                .to_string(),
-        ),
-        ..ValidationRule::default()
-    }
-}
-
-/// A RestoreHook's `after` never reaches past its own namespace (docs/behaviour.md §6.16, §6.20):
-/// one namespace's objects never change the waiting of another's pods.
-fn waiting_in_its_own_namespace() -> ValidationRule {
-    ValidationRule {
-        rule: "!has(self.spec) || !has(self.spec.postHooks) || self.spec.postHooks.all(h, \
-               !has(h.exec) || !has(h.exec.after) || h.exec.after.all(a, !has(a.namespace) || \
-               a.namespace == self.metadata.namespace))"
-            .to_string(),
-        message: Some(
-            "a RestoreHook waits only for hooks in its own namespace; order hooks across \
-             namespaces with a ClusterRestoreHook"
                 .to_string(),
         ),
         ..ValidationRule::default()

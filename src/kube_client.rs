@@ -3,13 +3,22 @@
 //! lacks, and counted in `restore_hooks_api_forbidden_total{verb,resource}`; every request it
 //! throttles (429) is counted in `restore_hooks_api_throttled_total{verb,resource}`.
 //!
+//! A kube-apiserver that has just started serves requests before its authorizer is ready, and
+//! refuses them with 403 for a few seconds. So a 403 within [`STARTING_WINDOW`] of the API server
+//! being unreachable (or of this process starting) is taken for that: logged as such, counted in
+//! `restore_hooks_api_forbidden_while_starting_total` instead, and retried by the callers that
+//! wait out a busy API server ([`crate::backoff::is_transient`]).
+//!
 //! Refusals are caught here, under the client, rather than where each call handles its errors:
 //! some callers retry quietly (status writes, Events, retention deletes, the first Lease attempt)
 //! and a missing rule there would otherwise show nowhere. One place sees them all. Throttling is
 //! counted, not logged: under a busy API server it is routine, each caller backs off
 //! (docs/behaviour.md §6.19), and a rate is what an operator alerts on.
 
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use http::{Method, Request, Response, StatusCode, Uri};
@@ -41,6 +50,7 @@ pub fn client(mut config: kube::Config, metrics: &Metrics) -> kube::Result<kube:
     Ok(kube::client::ClientBuilder::try_from(config)?
         .with_layer(&ReportRefusals {
             forbidden: metrics.api_forbidden.clone(),
+            starting: metrics.api_forbidden_while_starting.clone(),
             throttled: metrics.api_throttled.clone(),
         })
         .with_layer(&BufferLayer::<Request<kube::client::Body>>::new(1024))
@@ -54,10 +64,39 @@ pub async fn infer(metrics: &Metrics) -> anyhow::Result<kube::Client> {
     Ok(client(config, metrics)?)
 }
 
+/// How long after the API server could not be reached a 403 is taken for one that is still
+/// starting: kube-apiserver's authorizers (RBAC's informers, a webhook authorizer's cache) are
+/// ready seconds after it listens; a minute covers a loaded control plane.
+pub const STARTING_WINDOW: Duration = Duration::from_secs(60);
+
+/// When this process started, the origin of [`UNREACHABLE_AT`].
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Milliseconds after [`epoch`] when a request last got no answer at all; 0 stands for the
+/// process's own start, when the API server may be starting with it.
+static UNREACHABLE_AT: AtomicU64 = AtomicU64::new(0);
+
+fn millis_since_epoch() -> u64 {
+    u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Whether a 403 now is probably an API server that is still starting rather than missing RBAC.
+pub fn api_may_be_starting() -> bool {
+    within_starting_window(millis_since_epoch(), UNREACHABLE_AT.load(Ordering::Relaxed))
+}
+
+fn within_starting_window(now_ms: u64, unreachable_ms: u64) -> bool {
+    now_ms.saturating_sub(unreachable_ms) <= STARTING_WINDOW.as_millis() as u64
+}
+
 /// The layer that wraps the client's HTTP stack.
 #[derive(Clone)]
 pub struct ReportRefusals {
     forbidden: IntCounterVec,
+    starting: IntCounterVec,
     throttled: IntCounterVec,
 }
 
@@ -65,9 +104,11 @@ impl<S> Layer<S> for ReportRefusals {
     type Service = Reported<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
+        epoch();
         Reported {
             inner,
             forbidden: self.forbidden.clone(),
+            starting: self.starting.clone(),
             throttled: self.throttled.clone(),
         }
     }
@@ -78,6 +119,7 @@ impl<S> Layer<S> for ReportRefusals {
 pub struct Reported<S> {
     inner: S,
     forbidden: IntCounterVec,
+    starting: IntCounterVec,
     throttled: IntCounterVec,
 }
 
@@ -98,10 +140,17 @@ where
         // Kept to name a refusal; read only then (every API call passes here).
         let (method, uri) = (request.method().clone(), request.uri().clone());
         let forbidden = self.forbidden.clone();
+        let starting = self.starting.clone();
         let throttled = self.throttled.clone();
         let response = self.inner.call(request);
         Box::pin(async move {
-            let response = response.await?;
+            let response = match response.await {
+                Ok(response) => response,
+                Err(e) => {
+                    UNREACHABLE_AT.store(millis_since_epoch(), Ordering::Relaxed);
+                    return Err(e);
+                }
+            };
             let status = response.status();
             if status != StatusCode::TOO_MANY_REQUESTS && status != StatusCode::FORBIDDEN {
                 return Ok(response);
@@ -111,6 +160,20 @@ where
                 throttled
                     .with_label_values(&[target.verb, &target.resource])
                     .inc();
+            } else if api_may_be_starting() {
+                starting
+                    .with_label_values(&[target.verb, &target.resource])
+                    .inc();
+                tracing::info!(
+                    verb = target.verb,
+                    resource = %target.resource,
+                    namespace = target.namespace.as_deref().unwrap_or(""),
+                    name = target.name.as_deref().unwrap_or(""),
+                    "the API server refused a request with 403 Forbidden within a minute of being \
+                     unreachable (or of this process starting): it is probably still starting and \
+                     its authorizer not ready; retried. If it lasts, this ServiceAccount lacks that \
+                     verb on that resource (the chart's RBAC, docs/install.md)"
+                );
             } else {
                 forbidden
                     .with_label_values(&[target.verb, &target.resource])
@@ -199,6 +262,27 @@ impl ApiRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A 403 is taken for a starting API server only within the window after it was last
+    /// unreachable (or after the process started, at 0).
+    #[test]
+    fn a_403_counts_as_starting_only_right_after_the_api_server_was_away() {
+        let window = STARTING_WINDOW.as_millis() as u64;
+        let rows = [
+            ("at the process's start", 5_000, 0, true),
+            ("long after it", window + 5_000, 0, false),
+            (
+                "just after a lost connection",
+                window + 5_000,
+                window + 1_000,
+                true,
+            ),
+            ("a minute after it", 3 * window, window, false),
+        ];
+        for (what, now, unreachable, want) in rows {
+            assert_eq!(within_starting_window(now, unreachable), want, "{what}");
+        }
+    }
 
     /// Method, URI; verb, resource, namespace, name.
     type Row = (

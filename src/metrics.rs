@@ -32,7 +32,7 @@ pub const LABEL_VALUES: &[(&str, &[&str])] = &[
     ("restore_hooks_tls_reloads_total", &["success", "error"]),
     (
         "restore_hooks_exec_retries_total",
-        &["not_started", "exit_code", "stream_broke"],
+        &["unavailable", "not_started", "exit_code", "stream_broke"],
     ),
     (
         "restore_hooks_namespace_lookups_total",
@@ -84,7 +84,8 @@ pub struct Metrics {
     pub init_containers_injected: IntCounter,
     /// `result`: `succeeded`, `failed`, `skipped`.
     pub exec_hooks: IntCounterVec,
-    /// `reason`: `not_started`, `exit_code`, `stream_broke`: failed attempts tried again.
+    /// `reason`: `unavailable`, `not_started`, `exit_code`, `stream_broke`: failed attempts tried
+    /// again.
     pub exec_retries: IntCounterVec,
     /// `restore_hooks_exec_duration_seconds`: exec hooks' durations, exec start to exit.
     pub exec_duration: Histogram,
@@ -120,6 +121,8 @@ pub struct Metrics {
     /// `verb`, `resource`: API requests the API server answered 429 (throttled); each is retried
     /// after a backoff.
     pub api_throttled: IntCounterVec,
+    /// `restore_hooks_api_forbidden_while_starting_total{verb,resource}`.
+    pub api_forbidden_while_starting: IntCounterVec,
     /// `reason`: annotation exec hooks the webhook refused (`creator_may_not_exec`,
     /// `exec_check_failed`): nobody entitled to exec into the pod authored them.
     pub annotation_hooks_refused: IntCounterVec,
@@ -281,6 +284,14 @@ impl Metrics {
             &["verb", "resource"],
         )
         .expect("valid metric");
+        let api_forbidden_while_starting = IntCounterVec::new(
+            Opts::new(
+                "restore_hooks_api_forbidden_while_starting_total",
+                "API requests refused with 403 Forbidden within a minute of the API server being unreachable (or of this process starting): a kube-apiserver that just started answers 403 until its authorizer is ready; retried, and not counted as an RBAC refusal",
+            ),
+            &["verb", "resource"],
+        )
+        .expect("valid metric");
         let api_throttled = IntCounterVec::new(
             Opts::new(
                 "restore_hooks_api_throttled_total",
@@ -334,6 +345,7 @@ impl Metrics {
             Box::new(unmutated_pods.clone()),
             Box::new(api_forbidden.clone()),
             Box::new(api_throttled.clone()),
+            Box::new(api_forbidden_while_starting.clone()),
             Box::new(annotation_hooks_refused.clone()),
             Box::new(status_rollbacks.clone()),
         ]) {
@@ -380,6 +392,7 @@ impl Metrics {
             unmutated_pods,
             api_forbidden,
             api_throttled,
+            api_forbidden_while_starting,
             annotation_hooks_refused,
             status_rollbacks,
         }

@@ -1582,9 +1582,10 @@ async fn a_hook_with_after_waits_for_the_named_hooks_on_every_pod_that_plans_the
     .await;
 }
 
-/// `retry` (docs/behaviour.md §6.17): an exec refused before its stream opened is tried again,
-/// each attempt recorded (status `retries`, a `HookRetrying` Event, the metric); a started command
-/// is tried again only for an exit code the hook lists; one that exited otherwise is not.
+/// `retry` (docs/behaviour.md §6.17): an exec the API server was unavailable for (a 5xx before its
+/// stream opened) is tried again, each attempt recorded (status `retries` and `unavailable`, a
+/// `HookRetrying` Event, the metric) and none counted against `attempts`; a started command is
+/// tried again only for an exit code the hook lists; one that exited otherwise is not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_attempts_are_retried_only_when_the_command_cannot_have_run_or_may_run_again() {
     use restore_hooks::hooks::plan::RetryPlan;
@@ -1601,8 +1602,9 @@ async fn failed_attempts_are_retried_only_when_the_command_cannot_have_run_or_ma
             });
             h
         };
-        // The first two execs are refused with a 500 before their stream opens.
-        bed.sim.faults().fail_next("create", "pods/exec", 2);
+        // The first four execs are answered 500 before their stream opens: more than the hook's
+        // 3 attempts, none of which they use.
+        bed.sim.faults().fail_next("create", "pods/exec", 4);
         create(
             &bed,
             "refused",
@@ -1613,15 +1615,19 @@ async fn failed_attempts_are_retried_only_when_the_command_cannot_have_run_or_ma
         let c = start(&bed, "c1");
         let (label, st) = finished(&bed, "refused").await;
         assert_eq!((label.as_str(), phases(&st)), ("done", vec![OK]));
-        assert_eq!(st.hooks[0].retries, 2, "two failed attempts");
+        assert_eq!(
+            (st.hooks[0].retries, st.hooks[0].unavailable),
+            (4, 4),
+            "four attempts the API server was unavailable for"
+        );
         assert_eq!(
             file(&bed, "refused", "runs"),
             "run\n",
             "the command ran once"
         );
-        wait_for("two HookRetrying events", async || {
+        wait_for("four HookRetrying events", async || {
             let evs = events(&bed, "refused").await;
-            evs.iter().filter(|e| e.0 == "HookRetrying").count() >= 2
+            evs.iter().filter(|e| e.0 == "HookRetrying").count() >= 4
         })
         .await;
         let retrying: Vec<String> = events(&bed, "refused")
@@ -1630,17 +1636,19 @@ async fn failed_attempts_are_retried_only_when_the_command_cannot_have_run_or_ma
             .filter(|(reason, ..)| reason == "HookRetrying")
             .map(|(_, message, _)| message)
             .collect();
-        assert_eq!(retrying.len(), 2, "{retrying:?}");
+        assert_eq!(retrying.len(), 4, "{retrying:?}");
         assert!(
-            retrying[0].contains("attempt 1 of 3 failed (not_started): exec could not start"),
+            retrying[0].contains(
+                "attempt 1 could not start, the API server was unavailable (unavailable): exec could not start"
+            ),
             "{retrying:?}"
         );
         assert_eq!(
             c.metrics
                 .exec_retries
-                .with_label_values(&["not_started"])
+                .with_label_values(&["unavailable"])
                 .get(),
-            2
+            4
         );
 
         // Exit 75 is listed: run again, and the second run succeeds.

@@ -14,6 +14,7 @@ use serde_json::json;
 
 const A: &str = "restore-a";
 const B: &str = "restore-b";
+const C: &str = "restore-c";
 /// Failure guard for waits (never a measurement).
 const WAIT: Duration = Duration::from_secs(45);
 
@@ -27,7 +28,7 @@ async fn bed() -> Testbed {
     let bed = Testbed::start(TestbedOptions::default())
         .await
         .expect("testbed starts");
-    for ns in [A, B] {
+    for ns in [A, B, C] {
         bed.create_namespace(ns, json!({}))
             .await
             .expect("namespace created");
@@ -35,10 +36,10 @@ async fn bed() -> Testbed {
     bed
 }
 
-/// Two slots in all; `per_namespace` of them for one namespace.
-fn controller(bed: &Testbed, per_namespace: Option<usize>) -> ControllerHandle {
+/// `total` slots in all; `per_namespace` of them for one namespace.
+fn controller(bed: &Testbed, total: usize, per_namespace: Option<usize>) -> ControllerHandle {
     let mut args = bed.controller_args();
-    args.max_concurrent_execs = 2;
+    args.max_concurrent_execs = total;
     args.max_concurrent_execs_per_namespace = per_namespace;
     bed.start_controller("slots", args, None)
 }
@@ -73,7 +74,7 @@ async fn finished(bed: &Testbed, ns: &str, pod: &str) -> (String, ExecStatus) {
 async fn one_namespace_cannot_take_every_slot() {
     bounded(Duration::from_secs(90), async {
         let bed = bed().await;
-        let ctl = controller(&bed, None);
+        let ctl = controller(&bed, 2, None);
         for pod in ["a1", "a2"] {
             bed.create_pod(&bed.planned_pod(A, pod, vec![long_hook()], json!({})))
                 .await
@@ -136,24 +137,19 @@ async fn one_namespace_cannot_take_every_slot() {
     .await;
 }
 
-/// With a share of 2 of 2, A's long hooks hold every slot. B's hook cannot get one: it fails with
+/// With one slot (no reserve), A's long hook holds it. B's hook cannot get one: it fails with
 /// "no exec slot within waitTimeout" at its deadline (pod creation + waitTimeout), is recorded,
-/// and never runs; then A's hooks finish normally.
+/// and never runs; then A's hook finishes normally.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hook_that_gets_no_slot_fails_at_its_wait_deadline() {
     bounded(Duration::from_secs(90), async {
         let bed = bed().await;
-        let ctl = controller(&bed, Some(2));
-        for pod in ["a1", "a2"] {
-            bed.create_pod(&bed.planned_pod(A, pod, vec![long_hook()], json!({})))
-                .await
-                .unwrap();
-        }
-        wait_for("both of A's hooks started", async || {
-            started(&bed, A, "a1") && started(&bed, A, "a2")
-        })
-        .await;
-        assert_eq!(ctl.metrics.exec_slots_in_use.get(), 2);
+        let ctl = controller(&bed, 1, None);
+        bed.create_pod(&bed.planned_pod(A, "a1", vec![long_hook()], json!({})))
+            .await
+            .unwrap();
+        wait_for("A's hook started", async || started(&bed, A, "a1")).await;
+        assert_eq!(ctl.metrics.exec_slots_in_use.get(), 1);
 
         // Long enough for B's container to be up well before it: the wait is for a slot only.
         let mut starved = sh_hook("starved", "db", "touch ran");
@@ -190,13 +186,9 @@ async fn a_hook_that_gets_no_slot_fails_at_its_wait_deadline() {
             "failed at {failed_at}, before its deadline (created {created} + 8s)"
         );
 
-        for pod in ["a1", "a2"] {
-            release(&bed, A, pod);
-        }
-        for pod in ["a1", "a2"] {
-            let (label, st) = finished(&bed, A, pod).await;
-            assert_eq!(label, "done", "{pod}: {st:?}");
-        }
+        release(&bed, A, "a1");
+        let (label, st) = finished(&bed, A, "a1").await;
+        assert_eq!(label, "done", "a1: {st:?}");
         wait_for("every slot free again", async || {
             ctl.metrics.exec_slots_in_use.get() == 0
         })
@@ -207,7 +199,8 @@ async fn a_hook_that_gets_no_slot_fails_at_its_wait_deadline() {
     .await;
 }
 
-/// Two slots, both A's to take. `p`'s first hook and `x`'s hold them; `w` waits, and takes the slot
+/// Three slots, two of them A's to take (the third is the reserve for namespaces that hold
+/// none). `p`'s first hook and `x`'s hold them; `w` waits, and takes the slot
 /// `p`'s first hook frees, so `p`'s second hook queues behind a full house. Then `q` comes up and
 /// queues after it. When `x` frees its slot, `q`'s first hook gets it ahead of `p`'s second, which
 /// waited longer: a pod's first hook goes before later hooks of pods that already had one.
@@ -215,7 +208,7 @@ async fn a_hook_that_gets_no_slot_fails_at_its_wait_deadline() {
 async fn a_pods_first_hook_goes_before_later_hooks_that_waited_longer() {
     bounded(Duration::from_secs(90), async {
         let bed = bed().await;
-        let ctl = controller(&bed, Some(2));
+        let ctl = controller(&bed, 3, None);
         let stamp = |name: &str, file: &str| sh_hook(name, "db", &format!("date +%s%N > {file}"));
         bed.create_pod(&bed.planned_pod(
             A,
@@ -283,6 +276,67 @@ async fn a_pods_first_hook_goes_before_later_hooks_that_waited_longer() {
         release(&bed, A, "w");
         let (label, st) = finished(&bed, A, "w").await;
         assert_eq!(label, "done", "w: {st:?}");
+        ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// docs/behaviour.md §6.11: no namespace holds the slots another needs, also when one team
+/// spreads its restore over two namespaces. Eight slots, the defaults for them (6 per namespace,
+/// 1 reserved for namespaces that hold none): A's seven long hooks take A's 6; B's, arriving
+/// next, take one slot and leave the reserve; C's hook, arriving while every other slot is held
+/// by hooks that do not end, takes the reserve and runs at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_that_arrives_last_gets_a_slot_while_long_hooks_hold_the_others() {
+    bounded(Duration::from_secs(120), async {
+        let bed = bed().await;
+        let ctl = controller(&bed, 8, None);
+        const PODS: [&str; 7] = ["p1", "p2", "p3", "p4", "p5", "p6", "p7"];
+        let holding = |ns: &str| PODS.iter().filter(|p| started(&bed, ns, p)).count();
+        for pod in PODS {
+            bed.create_pod(&bed.planned_pod(A, pod, vec![long_hook()], json!({})))
+                .await
+                .unwrap();
+        }
+        wait_for("A holds its 6", async || holding(A) == 6).await;
+        for pod in PODS {
+            bed.create_pod(&bed.planned_pod(B, pod, vec![long_hook()], json!({})))
+                .await
+                .unwrap();
+        }
+        wait_for("B holds 1", async || holding(B) == 1).await;
+        assert_eq!(
+            ctl.metrics.exec_slots_in_use.get(),
+            7,
+            "the reserve is kept"
+        );
+
+        let quick = sh_hook("quick", "db", "touch ran");
+        bed.create_pod(&bed.planned_pod(C, "c1", vec![quick], json!({})))
+            .await
+            .unwrap();
+        let (label, st) = finished(&bed, C, "c1").await;
+        assert_eq!(
+            label, "done",
+            "C's hook ran while A's and B's hold their slots: {st:?}"
+        );
+        assert_eq!(
+            (holding(A), holding(B)),
+            (6, 1),
+            "no long hook started beyond its share meanwhile"
+        );
+        for ns in [A, B] {
+            for pod in PODS {
+                release(&bed, ns, pod);
+            }
+        }
+        for ns in [A, B] {
+            for pod in PODS {
+                let (label, st) = finished(&bed, ns, pod).await;
+                assert_eq!(label, "done", "{ns}/{pod}: {st:?}");
+            }
+        }
         ctl.stop().await.expect("controller stops cleanly");
         bed.stop().await;
     })

@@ -529,15 +529,18 @@ pub fn deadline(hook: &PlannedHook, pod: &PodView) -> Option<Timestamp> {
 }
 
 /// The wait deadline of a pending hook: [`deadline`], and for a hook tried again after failed
-/// attempts (§6.17), one `execTimeout` and one `maxBackoff` later per failed attempt, so that
-/// retries end as surely as waits do.
+/// attempts (§6.17), one `execTimeout` and one `maxBackoff` later per failed attempt that ran, so
+/// that retries end as surely as waits do. Attempts that never reached the container add
+/// nothing: they took no `execTimeout`, and an API server that stays away must not keep a hook
+/// waiting for ever.
 fn wait_deadline(hook: &PlannedHook, entry: &HookStatus, pod: &PodView) -> Option<Timestamp> {
     let d = deadline(hook, pod)?;
-    let Some(retry) = hook.retry.as_ref().filter(|_| entry.retries > 0) else {
+    let ran = entry.retries.saturating_sub(entry.unavailable);
+    let Some(retry) = hook.retry.as_ref().filter(|_| ran > 0) else {
         return Some(d);
     };
     let per_attempt = hook.exec_timeout_ms.saturating_add(retry.max_backoff_ms);
-    let extra = per_attempt.saturating_mul(u64::from(entry.retries));
+    let extra = per_attempt.saturating_mul(u64::from(ran));
     d.checked_add(SignedDuration::from_millis(i64::try_from(extra).ok()?))
         .ok()
 }
@@ -617,6 +620,7 @@ pub fn pending(hook: &PlannedHook) -> HookStatus {
         stdout: String::new(),
         stderr: String::new(),
         retries: 0,
+        unavailable: 0,
         retry_at: None,
     }
 }

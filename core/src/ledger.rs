@@ -25,8 +25,9 @@ pub use crate::record::{Attempts, Execution, Mark, OnePodStart};
 use crate::trust::Rejection;
 use jiff::Timestamp;
 
-/// The most pods one restore's record holds (it is held in the controller's memory, and read
-/// whole by each new leader). A restore with more pods that have exec hooks must be split.
+/// The most pods of one namespace one restore's record holds (it is held in the controller's
+/// memory, and read whole by each new leader). Per namespace, so that the pods of one namespace,
+/// which any pod creator there can churn, never make another namespace's pods unrecordable.
 pub const MAX_RECORDED_PODS: usize = 10_000;
 
 /// The most pods one `RestoreRecord` holds (about 90 bytes each, as much again in the object's
@@ -60,13 +61,14 @@ pub enum Claim {
 }
 
 /// Checks a pod's plan against the record: `recorded` is the pod uid's entry, `holder` the uid
-/// the record holds `plan` for, `pods` how many pods the restore's record holds.
+/// the record holds `plan` for, `pods` how many pods of the pod's `namespace` the restore's
+/// record holds.
 pub fn claim(
     uid: &str,
     plan: &str,
     recorded: Option<&Execution>,
     holder: Option<&str>,
-    run: &str,
+    (run, namespace): (&str, &str),
     pods: usize,
 ) -> Result<Claim, Rejection> {
     if let Some(entry) = recorded {
@@ -87,6 +89,7 @@ pub fn claim(
         Some(_) => Ok(Claim::Held),
         None if pods >= MAX_RECORDED_PODS => Err(Rejection::RecordFull {
             run: run.to_string(),
+            namespace: namespace.to_string(),
             pods,
         }),
         None => Ok(Claim::Free),
@@ -104,6 +107,12 @@ pub struct Reconciled {
     /// Hooks the pod shows `Running` whose result only the record has (the controller that ran
     /// them stopped between recording the result and writing it on the pod).
     pub recovered: Vec<usize>,
+    /// Hooks whose last started attempt the pod's signed status shows ended and released (it is
+    /// `Pending` again with that many `retries`), while the record still shows it in flight: the
+    /// controller that released it stopped before the record's write landed. Only a controller
+    /// writes a signed status, and only after the attempt ended, so it counts as released: (the
+    /// hook's position, the attempt). Record it.
+    pub released: Vec<(usize, u32)>,
 }
 
 /// Message of a hook whose ended phase is restored from the record.
@@ -123,11 +132,13 @@ pub fn reconcile(
     let mut status = align(plan, recorded);
     let mut rolled_back = Vec::new();
     let mut recovered = Vec::new();
+    let mut released = Vec::new();
     let Some(execution) = execution else {
         return Reconciled {
             status,
             rolled_back,
             recovered,
+            released,
         };
     };
     for (i, entry) in status.hooks.iter_mut().enumerate() {
@@ -139,6 +150,13 @@ pub fn reconcile(
             (_, p) if p.is_terminal() => {}
             // Its last attempt failed and may be tried again: Pending until then (§6.17).
             (Mark::Started, HookPhase::Pending) if execution.awaits_retry(i) => {}
+            // The signed status is ahead of the record: it holds the end of the last attempt the
+            // record saw start.
+            (Mark::Started, HookPhase::Pending)
+                if entry.retries >= execution.started_attempts(i) =>
+            {
+                released.push((i, execution.started_attempts(i)));
+            }
             (Mark::Started, HookPhase::Running) => {}
             (Mark::Started, _) => {
                 entry.phase = HookPhase::Running;
@@ -167,6 +185,7 @@ pub fn reconcile(
         status,
         rolled_back,
         recovered,
+        released,
     }
 }
 
@@ -284,6 +303,86 @@ mod tests {
         }
     }
 
+    /// docs/behaviour.md §9.5: a signed status that holds the end of the attempt the record last
+    /// saw start counts as that end (the controller that released it stopped before the record's
+    /// write landed); an older status, which does not, is rolled back as before.
+    #[test]
+    fn a_signed_status_ahead_of_the_record_counts_as_the_attempts_end() {
+        let noticed: Timestamp = "2026-12-04T11:00:00Z".parse().unwrap();
+        let p = plan(1);
+        // (what, attempts the record saw start and release (None: marked R alone), the status's
+        // retries, want released, want rolled back)
+        type Row = (
+            &'static str,
+            Option<(u32, u32)>,
+            u32,
+            Vec<(usize, u32)>,
+            Vec<usize>,
+        );
+        let rows: Vec<Row> = vec![
+            (
+                "attempt 1 released on the pod only",
+                None,
+                1,
+                vec![(0, 1)],
+                vec![],
+            ),
+            (
+                "attempt 2 released on the pod only",
+                Some((2, 1)),
+                2,
+                vec![(0, 2)],
+                vec![],
+            ),
+            (
+                "both say released: nothing to record",
+                Some((2, 2)),
+                2,
+                vec![],
+                vec![],
+            ),
+            (
+                "an older status, attempt 2 in flight",
+                Some((2, 1)),
+                1,
+                vec![],
+                vec![0],
+            ),
+            ("a status from before any start", None, 0, vec![], vec![0]),
+        ];
+        for (what, attempts, retries, want_released, want_rolled) in rows {
+            let mut entry = record(&[(0, Mark::Started)]);
+            if let Some((started, released)) = attempts {
+                entry
+                    .attempts
+                    .insert("0".into(), Attempts { started, released });
+            }
+            let mut on_pod = status(&p, &[HookPhase::Pending]);
+            on_pod.hooks[0].retries = retries;
+            let got = reconcile(&p, Some(&on_pod), Some(&entry), noticed);
+            assert_eq!(got.released, want_released, "{what}");
+            assert_eq!(got.rolled_back, want_rolled, "{what}");
+            if !want_released.is_empty() {
+                assert_eq!(got.status, on_pod, "{what}: the status stands");
+                let mut merged = entry.clone();
+                for (i, n) in &got.released {
+                    merged.merge(&Execution {
+                        attempts: [(
+                            i.to_string(),
+                            Attempts {
+                                started: *n,
+                                released: *n,
+                            },
+                        )]
+                        .into(),
+                        ..Execution::claimed("p1")
+                    });
+                }
+                assert_eq!(merged.next_attempt(0), Some(retries + 1), "{what}");
+            }
+        }
+    }
+
     #[test]
     fn a_plan_is_held_for_the_first_pod_that_carried_it() {
         let held = Execution::claimed("p1");
@@ -306,7 +405,7 @@ mod tests {
             (Some(&held), Some("u1"), MAX_RECORDED_PODS, Ok(Claim::Held)),
         ];
         for (recorded, holder, pods, want) in rows {
-            let got = claim("u1", "p1", recorded, holder, "r", pods);
+            let got = claim("u1", "p1", recorded, holder, ("r", "shop"), pods);
             match (&got, want) {
                 (Ok(c), Ok(w)) => assert_eq!(*c, w),
                 (Err(r), Err(w)) => assert_eq!(r.metric_reason(), w, "{r}"),

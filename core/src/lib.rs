@@ -10,6 +10,7 @@ pub mod admission;
 pub mod catalog;
 pub mod config;
 pub mod documents;
+pub mod exec_slots;
 pub mod exec_step;
 pub mod hooks;
 pub mod index;

@@ -15,6 +15,11 @@ use serde::{Deserialize, Serialize};
 pub struct Execution {
     /// The id of the plan the pod carried when the controller first saw it.
     pub plan: String,
+    /// The pod's namespace: each namespace's pods of a restore are bounded on their own
+    /// (docs/behaviour.md §9.5), so that no namespace fills another's share. Empty in entries
+    /// written before it was recorded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
     /// Hooks that started, by plan position (`"0"`, `"1"`, ...): `R` started, `S` succeeded,
     /// `F` failed after it started.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -76,6 +81,7 @@ impl Execution {
     pub fn claimed(plan: &str) -> Self {
         Execution {
             plan: plan.to_string(),
+            namespace: String::new(),
             hooks: BTreeMap::new(),
             one_pod: BTreeMap::new(),
             attempts: BTreeMap::new(),
@@ -94,6 +100,16 @@ impl Execution {
                 Some(t.started + 1)
             }
             _ => None,
+        }
+    }
+
+    /// How many attempts of hook `index` the record saw start: 0 before its first, 1 for a hook
+    /// marked started without `attempts`.
+    pub fn started_attempts(&self, index: usize) -> u32 {
+        match (self.mark(index), self.attempts.get(&index.to_string())) {
+            (None, _) => 0,
+            (Some(_), Some(t)) => t.started.max(1),
+            (Some(_), None) => 1,
         }
     }
 
@@ -123,6 +139,9 @@ impl Execution {
     pub fn merge(&mut self, other: &Execution) {
         if self.plan.is_empty() {
             self.plan = other.plan.clone();
+        }
+        if self.namespace.is_empty() {
+            self.namespace = other.namespace.clone();
         }
         for (k, &m) in &other.hooks {
             match self.hooks.get(k) {

@@ -104,15 +104,17 @@ pub enum Rejection {
         recorded: String,
     },
     #[error(
-        "the record of RestoreRun {run} already holds {pods} pods, the most one restore may hold; \
-         this pod's hooks are not run (split the restore, or, once its pods are gone, delete \
-         RestoreRun {run}, which deletes its record)"
+        "the record of RestoreRun {run} already holds {pods} pods of namespace {namespace}, the \
+         most one namespace may have in one restore; this pod's hooks are not run (split the \
+         restore, or, once its pods are gone, delete RestoreRun {run}, which deletes its record)"
     )]
-    /// The restore's record is full (docs/behaviour.md §10): no new pod can be recorded, so none
-    /// is run.
+    /// The restore's record holds as many pods of the pod's namespace as it may (docs/behaviour.md
+    /// §10): no new pod of it can be recorded, so none is run.
     RecordFull {
         /// The RestoreRun's name.
         run: String,
+        /// The namespace whose share is full.
+        namespace: String,
         /// How many pods it records.
         pods: usize,
     },

@@ -231,7 +231,12 @@ fn one_pod_candidates_are_vouched_pods_that_can_run_the_hook() {
     };
     let key = "r1/shop/restorehook/migrate#0";
     /// What, the pods, the candidates' uids, the chosen one.
-    type Case = (&'static str, Vec<Pod>, Vec<&'static str>, Option<&'static str>);
+    type Case = (
+        &'static str,
+        Vec<Pod>,
+        Vec<&'static str>,
+        Option<&'static str>,
+    );
     let cases: Vec<Case> = vec![
         (
             "the StatefulSet's pod 0, even before it is up",

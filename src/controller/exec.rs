@@ -38,6 +38,9 @@ pub struct ExecOutcome {
     pub timed_out: bool,
     /// The exec was refused before its stream opened: the command did not start.
     pub not_started: bool,
+    /// ... because the API server was unavailable (no answer, a server error, 429, or a 403
+    /// while it was still starting), not because it refused the exec for good.
+    pub unavailable: bool,
 }
 
 impl ExecOutcome {
@@ -68,6 +71,7 @@ impl ExecOutcome {
                 &self.error,
                 self.exit_code,
             ) {
+                (true, ..) if self.unavailable => Failure::Unavailable,
                 (true, ..) => Failure::NotStarted,
                 (_, true, ..) => Failure::TimedOut,
                 (_, _, None, Some(code)) => Failure::Exited(code),
@@ -77,11 +81,13 @@ impl ExecOutcome {
         )
     }
 
-    /// An exec whose upgrade the API server or the kubelet refused: the command did not start.
-    pub fn not_started(error: impl Into<String>) -> Self {
+    /// An exec whose upgrade the API server or the kubelet refused, or that got no answer at
+    /// all (`error`): the command did not start.
+    pub fn not_started(message: impl Into<String>, error: &kube::Error) -> Self {
         ExecOutcome {
             not_started: true,
-            ..Self::failed(error)
+            unavailable: crate::backoff::is_transient(error),
+            ..Self::failed(message)
         }
     }
 
@@ -156,10 +162,10 @@ impl KubeExec {
             Err(e) => {
                 // The upgrade was refused (forbidden, container not found or not running, 5xx,
                 // 429): no stream, no process.
-                return ExecOutcome::not_started(format!(
-                    "exec could not start: {}",
-                    start_error(&e)
-                ));
+                return ExecOutcome::not_started(
+                    format!("exec could not start: {}", start_error(&e)),
+                    &e,
+                );
             }
         };
         let stdout = attached.stdout();
@@ -243,10 +249,26 @@ impl KubeExec {
             .patch_ephemeral_containers(pod, &PatchParams::default(), &Patch::Strategic(patch))
             .await
         {
-            return ExecOutcome::not_started(format!(
-                "ephemeral container {name} could not be added: {}",
-                start_error(&e)
-            ));
+            let refused = || {
+                ExecOutcome::not_started(
+                    format!(
+                        "ephemeral container {name} could not be added: {}",
+                        start_error(&e)
+                    ),
+                    &e,
+                )
+            };
+            if was_refused(&e) {
+                return refused();
+            }
+            // No answer, or a server error: the container may have been added all the same.
+            // Only the pod says, and it is asked before anything else happens: an attempt whose
+            // container exists is waited for, never tried again with a second one
+            // (docs/behaviour.md §6.18).
+            tracing::warn!(pod, namespace = ns, container = name, error = %e, "adding an ephemeral container got no clear answer; reading the pod to see whether it was added");
+            if !self.ephemeral_added(&api, pod, name).await {
+                return refused();
+            }
         }
         let ended = move |p: Option<&Pod>| ephemeral_exit(p, name).is_some();
         // A watch that fails is watched again (the exec timeout bounds it all): the container
@@ -267,6 +289,37 @@ impl KubeExec {
             },
             Some(Err(why)) => ExecOutcome::failed(why),
             None => ExecOutcome::failed(format!("ephemeral container {name}: no end seen")),
+        }
+    }
+}
+
+/// Whether the API server answered a request with a refusal that applied nothing: a 4xx status
+/// (forbidden, invalid, not found, throttled) other than a timeout. A 5xx, a timeout or no answer
+/// at all may come after the change was stored.
+fn was_refused(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(s) if (400..500).contains(&s.code) && s.code != 408)
+}
+
+impl KubeExec {
+    /// Whether the pod has ephemeral container `name`, read until the API server answers (the
+    /// hook's exec timeout bounds the wait).
+    async fn ephemeral_added(&self, api: &Api<Pod>, pod: &str, name: &str) -> bool {
+        let mut backoff = crate::backoff::ApiBackoff::default();
+        loop {
+            match api.get_opt(pod).await {
+                Ok(found) => {
+                    return found.is_some_and(|p| {
+                        p.spec
+                            .and_then(|s| s.ephemeral_containers)
+                            .is_some_and(|c| c.iter().any(|c| c.name == name))
+                    });
+                }
+                Err(e) => {
+                    let wait = backoff.after(Some(&e));
+                    tracing::warn!(pod, container = name, error = %e, retry_in = ?wait, "cannot read the pod to see whether its ephemeral container was added; reading again");
+                    tokio::time::sleep(wait).await;
+                }
+            }
         }
     }
 }
@@ -559,6 +612,32 @@ mod tests {
             exit_code(&internal),
             Err("exec failed: container not found (\"db\")".to_string())
         );
+    }
+
+    /// An ephemeral container's PATCH that may have been stored is never called "not started"
+    /// (that would add a second container for the attempt's retry): only a refusal is.
+    #[test]
+    fn only_a_refusal_proves_an_ephemeral_container_was_not_added() {
+        let api = |code: u16| {
+            kube::Error::Api(
+                kube::core::Status::failure("x", "y")
+                    .with_code(code)
+                    .boxed(),
+            )
+        };
+        let rows = [
+            (api(403), true),
+            (api(404), true),
+            (api(422), true),
+            (api(429), true),
+            (api(408), false),
+            (api(500), false),
+            (api(504), false),
+            (kube::Error::LinesCodecMaxLineLengthExceeded, false),
+        ];
+        for (error, refused) in rows {
+            assert_eq!(was_refused(&error), refused, "{error}");
+        }
     }
 
     #[test]

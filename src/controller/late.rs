@@ -427,7 +427,8 @@ impl LateHooks {
                     // Issued by this installation, for this very pod: signed, bound to its
                     // creation, and held for its uid (a copy carried by a second pod is not).
                     let held = verify(&facts, Some(&keys)).and_then(|t| {
-                        self.ledger.claim(&t.plan.restore, uid, &t.plan.id)?;
+                        self.ledger
+                            .claim(&t.plan.restore, namespace, uid, &t.plan.id)?;
                         Ok(t.plan)
                     });
                     match held {
@@ -521,7 +522,7 @@ impl LateHooks {
                         missed_init,
                     } => (plan, annotation, exec, missed_init),
                 };
-            self.ledger.claim(&plan.restore, uid, &plan.id)?;
+            self.ledger.claim(&plan.restore, namespace, uid, &plan.id)?;
             let binding = PodBinding {
                 namespace,
                 name,

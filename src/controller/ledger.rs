@@ -93,8 +93,8 @@ struct State {
     pods: HashMap<String, (Place, Execution)>,
     /// Plan id -> the pod uid that holds it.
     plans: HashMap<String, String>,
-    /// Pods recorded per RestoreRun (its size bound).
-    per_run: HashMap<String, usize>,
+    /// Pods recorded per RestoreRun and namespace (the size bound, per namespace).
+    per_namespace: HashMap<(String, String), usize>,
     /// Per RestoreRun, its newest part and how many pods that part holds.
     newest: HashMap<String, (u32, usize)>,
     /// `runOn: OnePod` hooks: key -> the uid and `namespace/name` of the pod that runs it (its
@@ -110,7 +110,10 @@ impl State {
         let place = match self.pods.get(uid) {
             Some((place, _)) => place.clone(),
             None => {
-                *self.per_run.entry(run.to_string()).or_default() += 1;
+                *self
+                    .per_namespace
+                    .entry((run.to_string(), entry.namespace.clone()))
+                    .or_default() += 1;
                 let newest = self.newest.entry(run.to_string()).or_insert((0, 0));
                 let part = match part {
                     Some(p) => p,
@@ -199,17 +202,31 @@ impl Ledger {
     /// the pod's recorded plan is another one, or the restore's record is full. A new claim is
     /// held in memory at once and written with the next write (at the latest with the pod's first
     /// start, which is waited for).
-    pub fn claim(&self, restore: &str, uid: &str, plan: &str) -> Result<(), Rejection> {
+    pub fn claim(
+        &self,
+        restore: &str,
+        namespace: &str,
+        uid: &str,
+        plan: &str,
+    ) -> Result<(), Rejection> {
         let run = restore_run_name(restore);
         let state = self.lock();
         let recorded = state.pods.get(uid).map(|(_, e)| e);
         let holder = state.plans.get(plan).map(String::as_str);
-        let pods = state.per_run.get(&run).copied().unwrap_or(0);
-        match claim(uid, plan, recorded, holder, &run, pods)? {
+        let pods = state
+            .per_namespace
+            .get(&(run.clone(), namespace.to_string()))
+            .copied()
+            .unwrap_or(0);
+        match claim(uid, plan, recorded, holder, (&run, namespace), pods)? {
             Claim::Held => {}
             // Under the same lock as the check: no two pods of this process take one plan.
             Claim::Free => {
-                self.record(state, restore, uid, Execution::claimed(plan), None);
+                let entry = Execution {
+                    namespace: namespace.to_string(),
+                    ..Execution::claimed(plan)
+                };
+                self.record(state, restore, uid, entry, None);
             }
         }
         Ok(())
@@ -647,7 +664,11 @@ mod tests {
         assert_eq!(part_of(&mut state, "r", "a7", None), 0);
         // Another restore has its own parts.
         assert_eq!(part_of(&mut state, "other", "c0", None), 0);
-        assert_eq!(state.per_run["r"], PODS_PER_RECORD + 1);
+        assert_eq!(
+            state.per_namespace[&("r".to_string(), String::new())],
+            PODS_PER_RECORD + 1,
+            "entries without a namespace (as older versions wrote them) count apart"
+        );
 
         // A new leader's read: parts as found, and new pods join the newest one until it is full.
         let mut state = State::default();

@@ -38,7 +38,7 @@ use restore_hooks_core::ledger::{OnePodStart, reconcile};
 use restore_hooks_core::restore::Standing;
 use restore_hooks_core::restore::after::AfterTurn;
 use restore_hooks_core::restore::one_pod::{OnePodTurn, one_pod_key, turn};
-use restore_hooks_core::retry::retry_after;
+use restore_hooks_core::retry::{Failure, retry_after};
 use restore_hooks_core::trust::{Rejection, verify};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
@@ -291,6 +291,27 @@ struct Finished {
     recorded: bool,
 }
 
+/// The status entry a result answers: it is written only over that entry, so a result never
+/// replaces what another controller wrote meanwhile (docs/behaviour.md §6.9).
+enum Answers {
+    /// The `Running` record with this `startedAt` (a retried attempt's result is `Pending`
+    /// again, without one).
+    Running(Option<String>),
+    /// The entry as it was before a start whose `Running` record never landed: `Pending` with
+    /// this many `retries`.
+    Unstarted(u32),
+}
+
+/// Why an attempt is released to be tried again (docs/behaviour.md §6.17).
+struct Released {
+    failure: Failure,
+    message: String,
+    exit_code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+}
+
 struct PodWorker {
     shared: Arc<Workers>,
     namespace: String,
@@ -308,10 +329,8 @@ struct PodWorker {
     /// Hooks whose exec runs in this worker, and their `Running` records.
     running: BTreeSet<usize>,
     execs: JoinSet<Finished>,
-    /// Results waiting to be written.
-    /// With the `startedAt` of the `Running` record each result answers (a retried attempt's
-    /// result is `Pending` again, without one).
-    results: Vec<(usize, Option<String>, HookStatus)>,
+    /// Results waiting to be written, each with the entry it answers.
+    results: Vec<(usize, Answers, HookStatus)>,
     /// Hooks waiting for an exec slot; dropping a wait gives up its place.
     slot_waits: Vec<(usize, SlotWait)>,
     granted: Vec<(usize, SlotPermit)>,
@@ -581,7 +600,11 @@ impl PodWorker {
         };
         // The plan must be held for this very pod (the first pod that carried it), and what the
         // record says started wins over the pod's status (docs/behaviour.md §9.3, §9.5).
-        if let Err(rejection) = self.shared.ledger.claim(&plan.restore, &self.uid, &plan.id) {
+        if let Err(rejection) =
+            self.shared
+                .ledger
+                .claim(&plan.restore, &self.namespace, &self.uid, &plan.id)
+        {
             if self.running.is_empty() {
                 return self.reject(&pod, rejection).await;
             }
@@ -591,6 +614,15 @@ impl PodWorker {
         let noticed = *self.noticed.get_or_insert_with(Timestamp::now);
         let record = self.shared.ledger.entry(&self.uid);
         let reconciled = reconcile(&plan, status.as_ref(), record.as_ref(), noticed);
+        for &(i, attempt) in &reconciled.released {
+            // The pod's signed status says the attempt ended and was released; the record's
+            // write of that was lost (its controller stopped): the record learns it now.
+            info!(pod = %self.pod_ref(), restore = %plan.restore, hook = %plan.hooks[i].name, index = i, attempt,
+                  "the pod's status shows this attempt released, the record did not yet: recording the release");
+            self.shared
+                .ledger
+                .released(&plan.restore, &self.uid, &plan.id, i, attempt);
+        }
         if !reconciled.rolled_back.is_empty() || !reconciled.recovered.is_empty() {
             if !self.fresh {
                 // The watch may lag this worker's own writes: read the pod before calling its
@@ -870,7 +902,7 @@ impl PodWorker {
             return Flow::Wait;
         };
         let started_at = timestamp(Timestamp::now());
-        let not_started = status.hooks[index].clone();
+        let before = status.hooks[index].clone();
         status.hooks[index].phase = HookPhase::Running;
         status.hooks[index].started_at = Some(started_at);
         status.hooks[index].retries = attempt - 1;
@@ -908,9 +940,33 @@ impl PodWorker {
                     Some(start) => self.shared.ledger.release_one_pod(&start.key, &self.uid),
                     None => {}
                 }
-                if recorded.is_ok() {
-                    warn!(pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index, error = %e,
-                          "hook not started: its start is recorded but its Running record could not be written on the pod; it ends interrupted, never run");
+                if recorded.is_ok() && !matches!(e, WriteError::Gone) {
+                    // The record holds a start whose exec never began: released, with the
+                    // pod's signed status saying so (written even if this replica stops
+                    // leading), it starts again here or under the next leader instead of ending
+                    // interrupted (docs/behaviour.md §6.9, §9.5).
+                    let unavailable = before.unavailable + 1;
+                    let wait = retry_after(
+                        hook.retry.as_ref(),
+                        Failure::Unavailable,
+                        attempt,
+                        unavailable,
+                    )
+                    .unwrap_or(restore_hooks_core::retry::DEFAULT_BACKOFF_MS);
+                    let mut base = status.clone();
+                    base.hooks[index] = before.clone();
+                    self.trusted = Some((plan.clone(), Some(base)));
+                    let why = Released {
+                        failure: Failure::Unavailable,
+                        message: format!("its Running record could not be written on the pod: {e}"),
+                        exit_code: None,
+                        stdout: String::new(),
+                        stderr: String::new(),
+                        elapsed: Duration::ZERO,
+                    };
+                    let retries = before.retries;
+                    self.release(plan, index, before, Answers::Unstarted(retries), why, wait);
+                    return Flow::Again;
                 }
                 return self.write_failed(e).await;
             }
@@ -930,7 +986,7 @@ impl PodWorker {
                 // Leadership ended (or shutdown began) before the start was recorded: the exec
                 // never starts here, and the hook is not this leader's to fail. It goes back to
                 // Pending for the next leader (docs/behaviour.md §6.10).
-                return self.unstart(&keys, index, not_started, e).await;
+                return self.unstart(&keys, index, before, e).await;
             }
             let outcome = ExecOutcome::failed(format!("not executed: {e}"));
             self.execs.spawn(async move {
@@ -1097,6 +1153,72 @@ impl PodWorker {
         Flow::Stop
     }
 
+    /// Releases attempt `result.retries + 1` of hook `index` (it ended in a way that may be
+    /// tried again, or never reached the container): the record learns it with its next write,
+    /// and the pod's signed status, `Pending` with one more `retries`, says it too, so that a
+    /// new leader that finds the record's write lost still knows (docs/behaviour.md §9.5).
+    fn release(
+        &mut self,
+        plan: &ExecPlan,
+        index: usize,
+        mut result: HookStatus,
+        answers: Answers,
+        why: Released,
+        wait_ms: u64,
+    ) {
+        let hook = &plan.hooks[index];
+        let attempt = result.retries + 1;
+        self.shared
+            .ledger
+            .released(&plan.restore, &self.uid, &plan.id, index, attempt);
+        self.shared
+            .metrics
+            .exec_retries
+            .with_label_values(&[why.failure.reason()])
+            .inc();
+        // Rounded up to whole seconds: the status says seconds, and never earlier. (A plan is
+        // trusted input, but a backoff past the calendar must not panic.)
+        let wait = i64::try_from(wait_ms.saturating_add(999)).unwrap_or(i64::MAX);
+        let at = Timestamp::now()
+            .checked_add(SignedDuration::from_millis(wait))
+            .unwrap_or(Timestamp::MAX);
+        let at = timestamp(at);
+        result.phase = HookPhase::Pending;
+        result.started_at = None;
+        result.finished_at = None;
+        result.exit_code = why.exit_code;
+        result.retries = attempt;
+        let unavailable = why.failure == Failure::Unavailable;
+        result.unavailable += u32::from(unavailable);
+        result.message = if unavailable {
+            format!(
+                "attempt {attempt} could not start, the API server was unavailable \
+                 (unavailable): {}; the command did not run, the next attempt starts at {at}",
+                why.message
+            )
+        } else {
+            let attempts = hook.retry.as_ref().map_or(1, |r| r.attempts);
+            let ran = attempt - result.unavailable;
+            format!(
+                "attempt {ran} of {attempts} failed ({}): {}; the next starts at {at}",
+                why.failure.reason(),
+                why.message
+            )
+        };
+        result.retry_at = Some(at);
+        result.stdout = why.stdout;
+        result.stderr = why.stderr;
+        warn!(
+            pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index,
+            source = %hook.source, container = %hook.container, attempt,
+            reason = why.failure.reason(), exit_code = why.exit_code,
+            duration_ms = why.elapsed.as_millis() as u64, retry_at = %result.retry_at.as_deref().unwrap_or_default(),
+            result_message = %why.message, stderr = %result.stderr,
+            "hook attempt failed; retrying"
+        );
+        self.results.push((index, answers, result));
+    }
+
     /// An exec ended: queue its result for the next write.
     fn exec_ended(&mut self, f: Finished) {
         let Some((plan, status)) = self.trusted.as_ref() else {
@@ -1114,53 +1236,35 @@ impl PodWorker {
         let outcome = f.outcome;
         let running_since = result.started_at.clone();
         let attempt = result.retries + 1;
-        // A failure its `retry` allows to try again (only once the start was recorded: the
-        // release is recorded against it).
-        let retry = match (&hook.retry, outcome.failure()) {
-            (Some(policy), Some(failure)) if f.recorded => {
-                retry_after(policy, failure, attempt).map(|ms| (failure, ms))
-            }
-            _ => None,
-        };
+        // A failure that may be tried again: always when the API server was unavailable for it,
+        // else as its `retry` allows (only once the start was recorded: the release is recorded
+        // against it).
+        let retry = outcome
+            .failure()
+            .filter(|_| f.recorded)
+            .and_then(|failure| {
+                let unavailable = result.unavailable + u32::from(failure == Failure::Unavailable);
+                retry_after(hook.retry.as_ref(), failure, attempt, unavailable)
+                    .map(|ms| (failure, ms))
+            });
         if let Some((failure, wait_ms)) = retry {
-            self.shared
-                .ledger
-                .released(&plan.restore, &self.uid, &plan.id, f.index, attempt);
-            self.shared
-                .metrics
-                .exec_retries
-                .with_label_values(&[failure.reason()])
-                .inc();
-            // Rounded up to whole seconds: the status says seconds, and never earlier. (A plan
-            // is trusted input, but a backoff past the calendar must not panic.)
-            let wait = i64::try_from(wait_ms.saturating_add(999)).unwrap_or(i64::MAX);
-            let at = Timestamp::now()
-                .checked_add(SignedDuration::from_millis(wait))
-                .unwrap_or(Timestamp::MAX);
-            let at = timestamp(at);
-            let attempts = hook.retry.as_ref().map_or(1, |r| r.attempts);
-            result.phase = HookPhase::Pending;
-            result.started_at = None;
-            result.finished_at = None;
-            result.exit_code = outcome.exit_code;
-            result.retries = attempt;
-            result.message = format!(
-                "attempt {attempt} of {attempts} failed ({}): {}; the next starts at {at}",
-                failure.reason(),
-                outcome.message()
+            let why = Released {
+                failure,
+                message: outcome.message(),
+                exit_code: outcome.exit_code,
+                stdout: outcome.stdout_tail,
+                stderr: outcome.stderr_tail,
+                elapsed: f.elapsed,
+            };
+            let plan = plan.clone();
+            self.release(
+                &plan,
+                f.index,
+                result,
+                Answers::Running(running_since),
+                why,
+                wait_ms,
             );
-            result.retry_at = Some(at);
-            result.stdout = outcome.stdout_tail.clone();
-            result.stderr = outcome.stderr_tail.clone();
-            warn!(
-                pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index = f.index,
-                source = %hook.source, container = %hook.container, attempt, attempts,
-                reason = failure.reason(), exit_code = outcome.exit_code,
-                duration_ms = f.elapsed.as_millis() as u64, retry_at = %result.retry_at.as_deref().unwrap_or_default(),
-                result_message = %outcome.message(), stderr = %outcome.stderr_tail,
-                "hook attempt failed; retrying"
-            );
-            self.results.push((f.index, running_since, result));
             return;
         }
         if f.recorded {
@@ -1206,7 +1310,8 @@ impl PodWorker {
         } else {
             finished!(warn);
         }
-        self.results.push((f.index, running_since, result));
+        self.results
+            .push((f.index, Answers::Running(running_since), result));
     }
 
     /// Writes every queued result on top of the latest status. Retried through conflicts (the
@@ -1228,9 +1333,17 @@ impl PodWorker {
         };
         let mut status = align(&plan, base.as_ref());
         let mut recorded = Vec::new();
-        for (i, running_since, result) in &self.results {
-            let ours = status.hooks[*i].phase == HookPhase::Running
-                && status.hooks[*i].started_at == *running_since;
+        for (i, answers, result) in &self.results {
+            let ours = match answers {
+                Answers::Running(since) => {
+                    status.hooks[*i].phase == HookPhase::Running
+                        && status.hooks[*i].started_at == *since
+                }
+                Answers::Unstarted(retries) => {
+                    status.hooks[*i].phase == HookPhase::Pending
+                        && status.hooks[*i].retries == *retries
+                }
+            };
             if ours {
                 status.hooks[*i] = result.clone();
                 recorded.push(*i);

@@ -3,9 +3,11 @@
 //!
 //! A running hook holds a slot for up to its exec timeout. With one plain semaphore, two
 //! namespaces' `sleep 3600` hooks held every slot and a third restore's hooks waited without a
-//! word. So: one namespace holds at most `per_namespace` slots, free slots go round-robin to the
-//! namespaces that wait, and the wait for a slot counts against the hook's waitTimeout (the state
-//! machine fails a starved hook with "no exec slot within waitTimeout").
+//! word. So: who may take a free slot is `restore_hooks_core::exec_slots::may_take` (a cap per
+//! namespace, a reserve for namespaces that hold none, a fair share among those that hold or
+//! wait), free slots go round-robin to the namespaces that wait and may take one, and the wait
+//! for a slot counts against the hook's waitTimeout (the state machine fails a starved hook with
+//! "no exec slot within waitTimeout").
 //!
 //! A pod's first hook goes ahead of the later hooks of pods that already had one: while pods
 //! come up faster than the slots serve them, one plain queue made each new pod wait behind every
@@ -19,12 +21,12 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use prometheus::{IntGauge, IntGaugeVec};
+use restore_hooks_core::exec_slots::{SlotShare, may_take};
 use tokio::sync::oneshot;
 
 /// The controller's exec slots: a semaphore that is fair across namespaces.
 pub struct ExecSlots {
-    total: usize,
-    per_namespace: usize,
+    share: SlotShare,
     gauge: IntGauge,
     /// Hooks waiting, by [`Turn`].
     waiting: [IntGauge; 2],
@@ -66,6 +68,22 @@ struct State {
     waiting: [Queues; 2],
     /// The namespace served last: the next grant goes to the next one in order.
     last: Option<String>,
+}
+
+/// How many namespaces hold or wait for slots, `namespace` among them.
+fn active(state: &State, namespace: &str) -> usize {
+    let mut names: std::collections::HashSet<&str> =
+        state.held.keys().map(String::as_str).collect();
+    for queues in &state.waiting {
+        names.extend(
+            queues
+                .iter()
+                .filter(|(_, q)| !q.is_empty())
+                .map(|(n, _)| n.as_str()),
+        );
+    }
+    names.insert(namespace);
+    names.len()
 }
 
 /// A hook's wait for a slot: a future of the [`SlotPermit`].
@@ -135,8 +153,7 @@ impl ExecSlots {
         waiting: &IntGaugeVec,
     ) -> Arc<Self> {
         Arc::new(Self {
-            total: total.max(1),
-            per_namespace: per_namespace.clamp(1, total.max(1)),
+            share: SlotShare::new(total, per_namespace),
             gauge,
             waiting: Turn::ALL.map(|t| waiting.with_label_values(&[t.label()])),
             state: Mutex::new(State::default()),
@@ -179,8 +196,8 @@ impl ExecSlots {
     }
 
     fn can_grant(&self, state: &State, namespace: &str) -> bool {
-        state.in_use < self.total
-            && state.held.get(namespace).copied().unwrap_or(0) < self.per_namespace
+        let held = state.held.get(namespace).copied().unwrap_or(0);
+        may_take(&self.share, held, state.in_use, active(state, namespace))
     }
 
     fn grant(self: &Arc<Self>, state: &mut State, namespace: String) -> SlotPermit {
@@ -215,7 +232,7 @@ impl ExecSlots {
     /// Hands free slots to waiting namespaces, round-robin, within their per-namespace share:
     /// first hooks first, then later ones.
     fn dispatch(self: &Arc<Self>, state: &mut State) {
-        while state.in_use < self.total {
+        while state.in_use < self.share.total {
             let Some((turn, namespace)) = Turn::ALL
                 .iter()
                 .find_map(|&t| self.next_in(state, t).map(|ns| (t.queue(), ns)))

@@ -424,6 +424,11 @@ pub struct HookStatus {
     /// JSON `retries`: attempts that failed and were tried again (§6.17); omitted when none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: u32,
+    /// JSON `unavailable`: of `retries`, the attempts the API server was unavailable for (their
+    /// command did not start): tried again whatever `retry` says, and counted against none of its
+    /// attempts (§6.17); omitted when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unavailable: u32,
     /// JSON `retryAt`: a `Pending` hook whose last attempt failed starts again no earlier than
     /// this (RFC 3339, UTC, whole seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -547,6 +552,7 @@ mod tests {
             stdout: out.into(),
             stderr: out.into(),
             retries: 0,
+            unavailable: 0,
             retry_at: None,
         }
     }

@@ -19,11 +19,15 @@ const PODS: [&str; 3] = ["fo-0", "fo-1", "fo-2"];
 /// Phases seen per (pod, hook index), in order.
 type Seen = BTreeMap<(String, usize), Vec<String>>;
 
-/// Every phase each (pod, hook) was seen in, in order, by polling the pods until stopped.
+/// Every phase each (pod, hook) was seen in, in order, by polling the pods until stopped. Only
+/// polls the API server answered count as samples: a watcher whose every poll failed saw nothing,
+/// and must not pass for one that saw no phase go back.
 struct Watcher {
     stop: Arc<AtomicBool>,
-    /// Samples taken so far.
+    /// Samples taken so far (polls the API server answered).
     samples: Arc<AtomicUsize>,
+    /// The last failed poll's error, if any.
+    failed: Arc<std::sync::Mutex<Option<String>>>,
     thread: Option<std::thread::JoinHandle<Seen>>,
 }
 
@@ -36,6 +40,8 @@ impl Watcher {
         let flag = stop.clone();
         let samples = Arc::new(AtomicUsize::new(0));
         let sampled = samples.clone();
+        let failed = Arc::new(std::sync::Mutex::new(None));
+        let failure = failed.clone();
         let thread = std::thread::spawn(move || {
             let mut seen = Seen::new();
             loop {
@@ -46,7 +52,10 @@ impl Watcher {
                     .args(["get", "pods", "-n", NS, "-o", "json"])
                     .output()
                     .unwrap();
-                if out.status.success() {
+                if !out.status.success() {
+                    *failure.lock().unwrap() =
+                        Some(String::from_utf8_lossy(&out.stderr).into_owned());
+                } else {
                     let list: Value = serde_json::from_slice(&out.stdout).unwrap();
                     for p in list["items"].as_array().into_iter().flatten() {
                         let name = p["metadata"]["name"].as_str().unwrap().to_string();
@@ -58,8 +67,8 @@ impl Watcher {
                             }
                         }
                     }
+                    sampled.fetch_add(1, Ordering::SeqCst);
                 }
-                sampled.fetch_add(1, Ordering::SeqCst);
                 if last {
                     return seen;
                 }
@@ -69,6 +78,7 @@ impl Watcher {
         Watcher {
             stop,
             samples,
+            failed,
             thread: Some(thread),
         }
     }
@@ -79,13 +89,30 @@ impl Watcher {
         wait_until(
             "the watcher's next full sample",
             Duration::from_secs(60),
-            || self.samples.load(Ordering::SeqCst) >= now + 2,
+            || {
+                if self.samples.load(Ordering::SeqCst) >= now + 2 {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "last failed poll: {:?}",
+                        self.failed.lock().unwrap()
+                    ))
+                }
+            },
         );
     }
 
+    /// What it saw; panics when it saw nothing (every poll failed).
     fn finish(mut self) -> Seen {
         self.stop.store(true, Ordering::SeqCst);
-        self.thread.take().unwrap().join().unwrap()
+        let seen = self.thread.take().unwrap().join().unwrap();
+        let samples = self.samples.load(Ordering::SeqCst);
+        assert!(
+            samples >= 2 && !seen.is_empty(),
+            "the watcher saw nothing ({samples} answered polls; last failure {:?})",
+            self.failed.lock().unwrap()
+        );
+        seen
     }
 }
 

@@ -318,18 +318,18 @@ fn parameters_expand_and_an_unset_wait_timeout_ends_the_restore_with_the_reason(
     serve.assert_no_forbidden();
 }
 
-/// A pod whose `restore-hooks.dev/exec` label is changed by hand (docs/behaviour.md §5.5) on the
-/// real API server: the chart's pod-hook-state policy refuses it; where that policy is not in
-/// force, nothing starts on the pod, and its restore completes with the hook counted as not run,
-/// saying why; with the label set back to `pending` (and the pod let onto a node), the hook runs,
-/// once, and the restore completes again.
+/// docs/behaviour.md §5.5: a pod whose exec label is changed by hand (where the pod-hook-state
+/// policy is not in force) runs no hook, although its container is up and its hook could run;
+/// its hooks count as failed, naming the label; set back to `pending`, the hook runs, once.
+/// The controller is down while the label changes, so that the hook's turn comes with the label
+/// already changed: only the label keeps it from running.
 #[test]
 fn a_pod_relabelled_by_hand_runs_no_hook_until_the_label_is_set_back() {
     use serde_json::json;
     use std::time::Duration;
 
     let install = Install::default_chart();
-    let serve = install.start(0);
+    let mut serve = install.start(0);
     let cp = &install.cp;
     let ns = "relabel";
     namespace(cp, ns, json!({NAMESPACE_LABEL: "r-relabel"}));
@@ -343,21 +343,11 @@ fn a_pod_relabelled_by_hand_runs_no_hook_until_the_label_is_set_back() {
         },
     });
     scenarios::apply_hooks(cp, &[hook]);
-    // Held off every node by a scheduling gate until the test removes it: its hook waits.
-    let mut db = pod(ns, "db", &["db"], json!({"app": "db"}), json!({}));
-    db["spec"]["schedulingGates"] = json!([{"name": "restore-hooks.dev/test"}]);
-    create(cp, &db);
-    wait_until(
-        "RestoreRun r-relabel counting db's hook pending",
-        Duration::from_secs(60),
-        || {
-            let run = get_json(cp, &["get", "restoreruns.restore-hooks.dev", "r-relabel"])
-                .ok_or("no RestoreRun")?;
-            (run["status"]["hooks"]["pending"] == 1)
-                .then_some(())
-                .ok_or_else(|| format!("{}", run["status"]))
-        },
-    );
+    // No controller: the webhook plans the hook, nobody runs it yet.
+    serve.controller_mut().kill();
+    create(cp, &pod(ns, "db", &["db"], json!({"app": "db"}), json!({})));
+    wait_running(cp, ns, "db");
+    assert!(mark_lines(&mark).is_empty());
 
     let relabel = |value: &str| {
         cp.kubectl_ok([
@@ -386,6 +376,9 @@ fn a_pod_relabelled_by_hand_runs_no_hook_until_the_label_is_set_back() {
     wait_until("the relabel to be allowed", Duration::from_secs(30), || {
         relabel("done").map_err(|e| format!("{e:#}"))
     });
+    // The controller comes back with the pod's container up and its hook's turn come.
+    let controller = install.serve(ServeOptions::of(&format!("{RELEASE}-controller"), 0));
+    controller.wait_leader(Duration::from_secs(60));
     let run = wait_restore_run(
         cp,
         "r-relabel",
@@ -400,19 +393,12 @@ fn a_pod_relabelled_by_hand_runs_no_hook_until_the_label_is_set_back() {
         "{}",
         run["status"]
     );
+    assert!(
+        mark_lines(&mark).is_empty(),
+        "the hook ran on a pod whose exec label is not pending"
+    );
 
     relabel("pending").expect("the pod labelled pending again");
-    cp.kubectl_ok([
-        "patch",
-        "pod",
-        "db",
-        "-n",
-        ns,
-        "--type=json",
-        "-p",
-        r#"[{"op": "remove", "path": "/spec/schedulingGates"}]"#,
-    ])
-    .expect("the scheduling gate removed");
     let db = wait_hooks_ended(cp, ns, "db", Duration::from_secs(120));
     assert_eq!(db["metadata"]["labels"][EXEC_LABEL], "done");
     assert_eq!(hook_status(&db).unwrap()["hooks"][0]["phase"], "Succeeded");
@@ -427,7 +413,8 @@ fn a_pod_relabelled_by_hand_runs_no_hook_until_the_label_is_set_back() {
         "{}",
         run["status"]
     );
-    serve.assert_no_forbidden();
+    controller.assert_no_forbidden();
+    serve.webhook().assert_no_forbidden();
 }
 
 /// `runOn: OnePod` (docs/behaviour.md §6.15) on the real API server: a 3-replica StatefulSet's
@@ -925,8 +912,9 @@ fn a_refused_exec_is_retried_and_a_command_that_ran_only_as_the_hook_allows() {
 /// An `image` hook (docs/behaviour.md §6.18) on the real API server: the controller adds an
 /// ephemeral container to a pod whose container has no shell (the chart's RBAC: `patch
 /// pods/ephemeralcontainers`), the API server accepts it, and the hook's result is the container's
-/// terminated state (kwok reports it exited 0). Exactly one such container, targeting the hook's
-/// container with the volume mount the hook names.
+/// terminated state (kwok, which runs no process, reports the exit code the command ends with).
+/// Exactly one such container, targeting the hook's container with the volume mount the hook
+/// names; a command that exits 3 fails the hook with that code.
 #[test]
 fn an_image_hook_runs_in_an_ephemeral_container_on_the_real_api_server() {
     use serde_json::json;
@@ -944,7 +932,7 @@ fn an_image_hook_runs_in_an_ephemeral_container_on_the_real_api_server() {
             "metadata": {"name": "reindex", "namespace": ns},
             "spec": {"postHooks": [{"exec": {
                 "container": "api", "image": "busybox:1.36",
-                "command": ["/bin/sh", "-c", "wget -qO- http://127.0.0.1:8080/admin/reindex"],
+                "command": ["/bin/sh", "-c", "wget -qO- http://127.0.0.1:8080/admin/reindex; exit 0"],
                 "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": true}]}}]},
         })],
     );
@@ -973,6 +961,46 @@ fn an_image_hook_runs_in_an_ephemeral_container_on_the_real_api_server() {
     );
     let run = wait_restore_run(cp, "r-distroless", &["Completed"], Duration::from_secs(60));
     assert_eq!(run["status"]["hooks"]["succeeded"], 1, "{}", run["status"]);
+
+    // A command that exits non-zero: the hook fails with the container's exit code.
+    let ns = "distroless-fails";
+    namespace(cp, ns, json!({NAMESPACE_LABEL: "r-distroless-fails"}));
+    scenarios::apply_hooks(
+        cp,
+        &[json!({
+            "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+            "metadata": {"name": "reindex", "namespace": ns},
+            "spec": {"postHooks": [{"exec": {
+                "container": "api", "image": "busybox:1.36",
+                "command": ["/bin/sh", "-c", "echo reindex failed >&2; exit 3"]}}]},
+        })],
+    );
+    api["metadata"]["namespace"] = json!(ns);
+    api["spec"].as_object_mut().unwrap().remove("volumes");
+    create(cp, &api);
+    let failed = wait_hooks_ended(cp, ns, "api-0", Duration::from_secs(60));
+    let status = hook_status(&failed).unwrap();
+    assert_eq!(status["hooks"][0]["phase"], "Failed", "{status}");
+    assert_eq!(status["hooks"][0]["exitCode"], 3, "{status}");
+    assert_eq!(
+        status["hooks"][0]["message"], "command terminated with exit code 3",
+        "{status}"
+    );
+    assert_eq!(failed["metadata"]["labels"][EXEC_LABEL], "failed");
+    assert_eq!(
+        failed["spec"]["ephemeralContainers"]
+            .as_array()
+            .map(Vec::len),
+        Some(1),
+        "one container for the one attempt"
+    );
+    let run = wait_restore_run(
+        cp,
+        "r-distroless-fails",
+        &["PartiallyFailed"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(run["status"]["hooks"]["failed"], 1, "{}", run["status"]);
     serve.assert_no_forbidden();
 }
 

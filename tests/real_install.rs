@@ -536,12 +536,18 @@ fn without_the_plan_key_rule_the_server_is_not_ready_and_says_why() {
         })),
         ..InstallOptions::default()
     });
-    // The controller (it reads the key with this Role); no webhook replica runs.
+    // The controller (it reads the key with this Role), and the webhook replica (so that a pod is
+    // refused by the webhook's own answer, not because nothing answers).
     let mut serve = install.serve(ServeOptions {
         no_wait: true,
         ..ServeOptions::of("restore-hooks-controller", 0)
     });
     serve.expect_forbidden();
+    let mut webhook = install.serve(ServeOptions {
+        no_wait: true,
+        ..ServeOptions::of("restore-hooks-webhook", 0)
+    });
+    webhook.expect_forbidden();
     let lines = wait_until("a 403 in the log", Duration::from_secs(60), || {
         if let Some(status) = serve.exited() {
             return Ok(vec![format!("exited: {status}")]);
@@ -576,6 +582,24 @@ fn without_the_plan_key_rule_the_server_is_not_ready_and_says_why() {
         ),
     );
     eprintln!("creating a restored pod: ok={ok} {stderr}");
+    // The API server shows the webhook's 503 as "unable to handle the request": the webhook's
+    // log says it was its own answer (without a webhook, the call would fail to connect).
+    assert!(!ok, "{stderr}");
+    assert!(
+        stderr.contains("unable to handle the request"),
+        "the webhook's 503: {stderr}"
+    );
+    wait_until(
+        "the webhook refusing for want of a key",
+        Duration::from_secs(30),
+        || {
+            webhook
+                .log()
+                .contains("admission refused: the plan key is not loaded yet")
+                .then_some(())
+                .ok_or_else(|| webhook.log_tail(5))
+        },
+    );
     // docs/behaviour.md §9.1: the webhook signs each plan. Without its key it cannot, and a pod
     // admitted with an unsigned plan never gets its exec hooks (the controller refuses the plan):
     // it must be refused instead, so that failurePolicy decides and the pod is retried.

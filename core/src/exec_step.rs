@@ -257,6 +257,7 @@ pub fn next_step(
                                 let blocked = Blocked {
                                     awaiting_slot: ctx.awaiting_slot.contains(&i),
                                     after: awaiting(hook, i, ctx),
+                                    one_pod: !my_turn(hook, i, ctx),
                                 };
                                 cannot_run(hook, entry, pod, now, up(hook), blocked)
                             })
@@ -419,6 +420,8 @@ struct Blocked<'a> {
     awaiting_slot: bool,
     /// Hooks it waits for through `after`, and which.
     after: Option<&'a str>,
+    /// A `runOn: OnePod` hook this pod was not chosen for (yet).
+    one_pod: bool,
 }
 
 /// Why the pending hook can never run, if so. In this order: the pod is gone or terminal, the
@@ -460,6 +463,12 @@ fn cannot_run(
     Some(if let Some(what) = blocked.after.filter(|_| up) {
         format!(
             "waitTimeout {wait} of pod creation passed while waiting for {what} (after); not executed"
+        )
+    } else if blocked.one_pod && up {
+        format!(
+            "waitTimeout {wait} of pod creation passed while another pod was chosen to run it \
+             (runOn: OnePod), or while no pod that may run it was known (a pod counts once \
+             Velero, a workload controller or an identity that may exec created it); not executed"
         )
     } else if blocked.awaiting_slot {
         format!(
@@ -1172,6 +1181,16 @@ mod tests {
             assert_eq!(phases(&d), row.phases, "{}", row.what);
             assert_eq!(d.start, row.start, "{}", row.what);
             assert_eq!(d.finished, row.finished, "{}", row.what);
+            if row.phases[0] == F {
+                assert!(
+                    d.status.hooks[0]
+                        .message
+                        .contains("passed while another pod was chosen to run it (runOn: OnePod)"),
+                    "{}: {}",
+                    row.what,
+                    d.status.hooks[0].message
+                );
+            }
         }
         // Ran elsewhere, and the pod's own hook succeeded: the pod is done, not failed.
         let turns: BTreeMap<usize, OnePodTurn> =

@@ -429,10 +429,51 @@ fn counts_follow_pods_and_fold_deleted_ones_once() {
         (2, 2, 0)
     );
 
+    // A pod the controller finished, whose final state the watch never showed before it went
+    // (a relist found it gone): the controller's own word settles it.
+    index.apply(
+        "u2",
+        marked("shop", "db-2", &[], 2),
+        verified(p.clone(), &[Pending, Pending]),
+    );
+    index.finished("u2", "shop", &p, &status(&p, &[Succeeded, Succeeded]));
+    index.retire("u2");
+    let t = index.totals(&run, t.retired).unwrap();
+    assert_eq!(
+        (t.counts.pending, t.retired.succeeded, t.folded.len()),
+        (0, 2, 1),
+        "retired with its final counts"
+    );
+    index.folded(&run, &t.folded);
+    let retired = t.retired;
+    // ... but not when its plan grew since it finished (late hooks): then it waits for the
+    // worker's last word like any pod deleted with hooks pending.
+    let mut grown = p.clone();
+    grown.hooks.push(grown.hooks[0].clone());
+    grown.hooks[2].index = 2;
+    index.apply(
+        "u3",
+        marked("shop", "db-3", &[], 3),
+        verified(p.clone(), &[Succeeded, Succeeded]),
+    );
+    index.finished("u3", "shop", &p, &status(&p, &[Succeeded, Succeeded]));
+    index.apply(
+        "u3",
+        marked("shop", "db-3", &[], 3),
+        verified(grown.clone(), &[Succeeded, Succeeded, Pending]),
+    );
+    index.retire("u3");
+    let t = index.totals(&run, retired).unwrap();
+    assert_eq!((t.counts.pending, t.folded.len()), (1, 0), "still pending");
+
     // A pod whose plan does not verify is a marked pod (a late-hook candidate), and counts for
     // nothing.
     index.apply("u9", marked("shop", "hand-made", &[], 2), None);
-    assert_eq!(counts(&index, &run), (2, 0, 0, 1), "only db-0 is live");
+    assert_eq!(
+        counts(&index, &run),
+        (4, 0, 1, 2),
+        "db-0 live, db-3 pending, db-2 retired"
+    );
     let marked: Vec<&str> = {
         let mut m: Vec<&str> = index.pods().map(|(_, p)| p.name.as_str()).collect();
         m.sort_unstable();

@@ -1607,6 +1607,9 @@ impl PodWorker {
     }
 
     async fn completed(&self, pod: &PodState, plan: &ExecPlan, status: &ExecStatus, label: &str) {
+        self.shared
+            .restores
+            .finished(&self.uid, &self.namespace, plan, status);
         let count = |p: HookPhase| status.hooks.iter().filter(|h| h.phase == p).count();
         let (ok, failed, skipped, elsewhere) = (
             count(HookPhase::Succeeded),

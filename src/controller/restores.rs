@@ -154,6 +154,16 @@ impl Restores {
             .forget_target(target);
     }
 
+    /// Every hook of a pod ended, as the controller wrote: kept until the pod goes, in case the
+    /// watch never shows that state before it does.
+    pub fn finished(&self, uid: &str, namespace: &str, plan: &ExecPlan, status: &ExecStatus) {
+        self.inner
+            .index
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .finished(uid, namespace, plan, status);
+    }
+
     /// Whether the marked pods were listed once.
     pub fn is_listed(&self) -> bool {
         *self.inner.listed.borrow()

@@ -81,6 +81,9 @@ struct Run {
     awaits: Box<[AwaitedKey]>,
 }
 
+/// What a pod adds to each status target, sorted by target.
+type Parts = Box<[(Target, Contribution)]>;
+
 /// A marked pod whose plan verified: what it is in its restore.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Member {
@@ -91,8 +94,8 @@ struct Member {
     /// Its StatefulSet ordinal, for `OnePod`, when vouched for and one of a StatefulSet's pods.
     ordinal: Option<u64>,
     hooks: Box<[Run]>,
-    /// What it adds to each status target, sorted by target.
-    parts: Box<[(Target, Contribution)]>,
+    /// What it adds to each status target.
+    parts: Parts,
 }
 
 impl Member {
@@ -190,6 +193,9 @@ pub struct RestoreIndex {
     /// watch lags the worker, and an event it still delivers (the pod as it was before it went)
     /// must not bring back hooks the worker ended.
     last_word: HashMap<Arc<str>, (ExecPlan, ExecStatus)>,
+    /// How pods the controller finished ended, by their counts and plan length, until they are
+    /// retired ([`RestoreIndex::finished`]).
+    finished: HashMap<Arc<str>, (usize, Parts)>,
     sums: HashMap<Target, Sum>,
     dirty: BTreeSet<Target>,
     /// Every pod that existed when the watch started has been applied.
@@ -224,21 +230,51 @@ impl RestoreIndex {
     /// when the controller's last word on it came or no hook of it was pending.
     pub fn retire(&mut self, uid: &str) -> Changes {
         let spoken = self.last_word.remove(uid).is_some();
+        let finished = self.finished.remove(uid);
         let Some((uid, old)) = self.pods.remove_entry(uid) else {
             return Changes::default();
         };
         let wake = self.replace(&uid, Some(&old), None);
-        for (target, part) in old.member.into_iter().flat_map(|m| m.parts.into_vec()) {
+        let Some(member) = old.member else {
+            return Changes {
+                wake,
+                first_sight: false,
+            };
+        };
+        // The last state the watch showed may be older than how the pod ended (a relist that
+        // found it gone, an event the watch never delivered): the worker's own word on how it
+        // ended is final, as long as the plan did not grow since (late hooks).
+        let parts = match finished {
+            Some((hooks, parts)) if !spoken && hooks >= member.hooks.len() => (parts, true),
+            _ => (member.parts, spoken),
+        };
+        let (parts, settled) = parts;
+        for (target, part) in parts.into_vec() {
             self.sums
                 .entry(target.clone())
                 .or_default()
-                .bury(&uid, part, spoken);
+                .bury(&uid, part, settled);
             self.dirty.insert(target);
         }
         Changes {
             wake,
             first_sight: false,
         }
+    }
+
+    /// The controller wrote that every hook of a pod ended (its exec label `done` or `failed`):
+    /// kept until the pod is retired, in case the watch never shows that state before the pod
+    /// is gone. Only its counts are kept (a few hundred bytes), with the plan's length: a plan
+    /// that grew since (late hooks) makes it stale.
+    pub fn finished(&mut self, uid: &str, namespace: &str, plan: &ExecPlan, status: &ExecStatus) {
+        if !self.pods.contains_key(uid) {
+            return;
+        }
+        let parts = tally_pod(namespace, plan, Some(status))
+            .into_iter()
+            .collect();
+        self.finished
+            .insert(self.uid(uid), (plan.hooks.len(), parts));
     }
 
     /// The controller's last word on a pod that is gone: how its hooks ended, which its

@@ -653,8 +653,8 @@ impl ControlPlane {
             config.push('\n');
         }
         // kwok runs no container, ephemeral ones included: each one added to a Running pod
-        // (`pods/ephemeralcontainers`) is reported terminated with exit code 0, as a command that
-        // ran and succeeded would be (restore-hooks' image hooks read that state).
+        // (`pods/ephemeralcontainers`) is reported terminated, as its command would have ended
+        // (restore-hooks' image hooks read that state): see EPHEMERAL_STAGE for the exit code.
         config.push_str("---\n");
         config.push_str(EPHEMERAL_STAGE);
         config.push('\n');
@@ -676,7 +676,10 @@ impl ControlPlane {
     }
 }
 
-/// A kwok Stage: ephemeral containers without a status end at once, exit code 0.
+/// A kwok Stage: ephemeral containers without a status end at once. kwok runs no process, so the
+/// exit code is read from the command itself: the number after a trailing `exit N` of its last
+/// argument (`["sh", "-c", "... ; exit 3"]` ends with 3), else 0. A test chooses a hook's exit
+/// code by its command, as it would with a real runtime.
 const EPHEMERAL_STAGE: &str = r#"apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
@@ -702,14 +705,16 @@ spec:
       {{ $now := Now }}
       ephemeralContainerStatuses:
       {{ range .spec.ephemeralContainers }}
+      {{ $code := 0 }}
+      {{ if .command }}{{ $exit := regexFind "exit [0-9]+$" (last .command) }}{{ if $exit }}{{ $code = atoi (trimPrefix "exit " $exit) }}{{ end }}{{ end }}
       - image: {{ .image | Quote }}
         name: {{ .name | Quote }}
         ready: false
         restartCount: 0
         state:
           terminated:
-            exitCode: 0
-            reason: Completed
+            exitCode: {{ $code }}
+            reason: {{ if eq $code 0 }}Completed{{ else }}Error{{ end }}
             startedAt: {{ $now | Quote }}
             finishedAt: {{ $now | Quote }}
       {{ end }}

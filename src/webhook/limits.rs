@@ -11,14 +11,18 @@
 //!   refused connection is a failed admission. For each connection that waits, one open
 //!   connection makes room, chosen so that a stalled client costs only itself:
 //!   1. the connection that has **owed a request the longest** is closed at once (its socket is
-//!      shut: it has no request to answer). A connection owes from its accept until its first
+//!      shut: it has no request to answer), once it has owed for
+//!      [`Timeouts::stalled_after`] (1 s). A connection owes from its accept until its first
 //!      request's body has arrived, and again while a later request's body is arriving. The API
-//!      server owes for the milliseconds its handshake and request take, so its connections are
-//!      always the youngest owing ones; a connection that stays owing is stalled, or trickles;
-//!   2. only when none owes, the connection **idle the longest** is closed gracefully: a
-//!      kept-alive connection is a convenience, and clients reconnect (Go retries a request
-//!      whose connection the server closed while idle), but closing one costs its client a
-//!      handshake, so it comes second;
+//!      server owes for the milliseconds its handshake and request take; a connection that
+//!      stays owing is stalled, or trickles. Younger owing connections are left alone (the one
+//!      just let in must not be closed for the next); a waiter that finds only those waits, and
+//!      the idle sweep makes room for it once one has owed long enough, or has finished;
+//!   2. only when no connection owes at all, the connection **idle the longest** is closed
+//!      gracefully: a kept-alive connection is a convenience, and clients reconnect (Go retries
+//!      a request it had not written yet when the server closed the connection), but closing
+//!      one costs its client, most likely the API server (its connections are the ones that
+//!      finish requests), a handshake, so it comes last;
 //!   3. a connection with a request whose body has arrived is never closed: that request is
 //!      being decided, in milliseconds.
 //!
@@ -103,6 +107,11 @@ pub struct Timeouts {
     /// burst is smoothed over, and the API server (whose webhook timeout is at least 1 s, 5 s
     /// in the chart) still has time to retry.
     pub in_flight_wait: Duration,
+    /// How long a connection may owe a request (its handshake and first request, or a body)
+    /// before it counts as stalled when a waiting connection needs its slot. The API server
+    /// connects and sends a review within milliseconds; younger owing connections are left
+    /// alone, so that a connection just let in is never the one closed for the next.
+    pub stalled_after: Duration,
 }
 
 impl Default for Timeouts {
@@ -113,6 +122,7 @@ impl Default for Timeouts {
             header_read: Duration::from_secs(120),
             request_body: Duration::from_secs(10),
             in_flight_wait: Duration::from_secs(1),
+            stalled_after: Duration::from_secs(1),
         }
     }
 }
@@ -274,8 +284,10 @@ impl Guard {
         })
     }
 
-    fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
+    /// Microseconds since the guard's epoch: fine enough that two requests rarely end in the
+    /// same tick, so "idle the longest" means what it says.
+    fn now_us(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64
     }
 
     fn registered(&self) -> Vec<Arc<Connection>> {
@@ -319,7 +331,11 @@ impl Guard {
         }
         let connections = self.registered();
         while uncovered() > 0 {
-            let standings = connections.iter().map(|c| c.standing());
+            let (now, stalled) = (
+                self.now_us(),
+                self.timeouts.stalled_after.as_micros() as u64,
+            );
+            let standings = connections.iter().map(|c| c.standing(now, stalled));
             let Some((index, eviction)) = victim(standings) else {
                 return; // every connection is busy: the first to go idle makes room
             };
@@ -363,19 +379,19 @@ impl Guard {
         let period = (limit / 8).clamp(Duration::from_millis(10), Duration::from_secs(1));
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let limit_ms = limit.as_millis() as u64;
+        let limit_us = limit.as_micros() as u64;
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = tick.tick() => {}
             }
             self.make_room();
-            let now = self.now_ms();
+            let now = self.now_us();
             for connection in self.registered() {
                 if connection.is_idle()
                     && connection.h2.load(Ordering::Relaxed)
-                    && now.saturating_sub(connection.idle_since_ms.load(Ordering::Relaxed))
-                        >= limit_ms
+                    && now.saturating_sub(connection.idle_since_us.load(Ordering::Relaxed))
+                        >= limit_us
                     && connection.close()
                 {
                     self.count_closed("idle");
@@ -402,9 +418,13 @@ impl Guard {
 /// How a connection stands when room must be made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Standing {
-    /// Owes a request (its first, or a body being received) since this ms.
+    /// Owes a request (its first, or a body being received) since this µs, for at least
+    /// [`Timeouts::stalled_after`].
     Owing(u64),
-    /// Nothing in flight since this ms.
+    /// Owes a request for less than [`Timeouts::stalled_after`]: arriving, like the API
+    /// server's connections.
+    Arriving,
+    /// Nothing in flight since this µs.
     Idle(u64),
     /// A request is being decided or answered, or the connection is closing already.
     Busy,
@@ -418,11 +438,16 @@ enum Eviction {
     Close,
 }
 
-/// Whom to close for a waiting connection: the one owing the longest, else the one idle the
-/// longest, never a busy one.
+/// Whom to close for a waiting connection: the one owing the longest, else, when none is even
+/// arriving, the one idle the longest; never a busy one. While connections are arriving, idle
+/// ones are left alone: an arriving connection either becomes stalled (and is closed then) or
+/// finishes its request, and closing an idle connection costs its client (most likely the API
+/// server, whose connections are the ones that finish requests) a reconnect, for a slot a
+/// stalled client may be about to give up anyway.
 fn victim(standings: impl Iterator<Item = Standing>) -> Option<(usize, Eviction)> {
     let mut owing: Option<(u64, usize)> = None;
     let mut idle: Option<(u64, usize)> = None;
+    let mut arriving = false;
     for (index, standing) in standings.enumerate() {
         match standing {
             Standing::Owing(since) if owing.is_none_or(|(s, _)| since < s) => {
@@ -431,12 +456,15 @@ fn victim(standings: impl Iterator<Item = Standing>) -> Option<(usize, Eviction)
             Standing::Idle(since) if idle.is_none_or(|(s, _)| since < s) => {
                 idle = Some((since, index));
             }
+            Standing::Arriving => arriving = true,
             _ => {}
         }
     }
-    owing
-        .map(|(_, index)| (index, Eviction::Shut))
-        .or(idle.map(|(_, index)| (index, Eviction::Close)))
+    match (owing, arriving, idle) {
+        (Some((_, index)), _, _) => Some((index, Eviction::Shut)),
+        (None, false, Some((_, index))) => Some((index, Eviction::Close)),
+        _ => None,
+    }
 }
 
 /// Shuts a connection's socket from outside its task: once tripped, every read and write of the
@@ -554,15 +582,17 @@ pub(super) struct Connection {
     _slot: OwnedSemaphorePermit,
     /// Requests dispatched and not answered yet.
     active: AtomicUsize,
-    /// When `active` last dropped to 0 (ms since the guard's epoch).
-    idle_since_ms: AtomicU64,
+    /// When `active` last dropped to 0 (µs since the guard's epoch).
+    idle_since_us: AtomicU64,
     /// What the connection owes: 1 from its accept until its first request's body arrived,
     /// plus 1 for each later request whose body is arriving.
     owing: AtomicUsize,
-    /// When `owing` last rose from 0 (ms since the guard's epoch): only that rise sets it, so a
+    /// When `owing` last rose from 0 (µs since the guard's epoch): only that rise sets it, so a
     /// stalled body keeps its connection's age while other requests come and go.
-    owing_since_ms: AtomicU64,
+    owing_since_us: AtomicU64,
     h2: AtomicBool,
+    /// A first request was dispatched.
+    served: AtomicBool,
     /// Set by the first request (axum-server hands it out per request).
     shutdown: OnceLock<ConnectionShutdown>,
     closing: AtomicBool,
@@ -578,13 +608,20 @@ impl Connection {
             && !self.closing.load(Ordering::Relaxed)
     }
 
-    fn standing(&self) -> Standing {
+    /// How it stands at `now_us`: owing counts only once it has owed for `stalled_us`; before,
+    /// the connection is arriving.
+    fn standing(&self, now_us: u64, stalled_us: u64) -> Standing {
         if self.closing.load(Ordering::Acquire) {
             Standing::Busy
         } else if self.owing.load(Ordering::Acquire) > 0 {
-            Standing::Owing(self.owing_since_ms.load(Ordering::Relaxed))
+            let since = self.owing_since_us.load(Ordering::Relaxed);
+            if now_us.saturating_sub(since) >= stalled_us {
+                Standing::Owing(since)
+            } else {
+                Standing::Arriving
+            }
         } else if self.active.load(Ordering::Acquire) == 0 && self.shutdown.get().is_some() {
-            Standing::Idle(self.idle_since_ms.load(Ordering::Relaxed))
+            Standing::Idle(self.idle_since_us.load(Ordering::Relaxed))
         } else {
             Standing::Busy
         }
@@ -615,14 +652,11 @@ impl Connection {
     /// True for the first request.
     fn first_request(&self, version: Version, shutdown: Option<&ConnectionShutdown>) -> bool {
         // After the first request: one atomic load.
-        if self.shutdown.get().is_some() {
-            return false;
+        if self.served.load(Ordering::Relaxed) || self.served.swap(true, Ordering::AcqRel) {
+            return false; // (the swap: another stream of this h2 connection was first)
         }
-        let Some(shutdown) = shutdown else {
-            return false;
-        };
-        if self.shutdown.set(shutdown.clone()).is_err() {
-            return false; // another stream of this h2 connection was first
+        if let Some(shutdown) = shutdown {
+            let _ = self.shutdown.set(shutdown.clone());
         }
         self.h2.store(version == Version::HTTP_2, Ordering::Relaxed);
         true
@@ -630,9 +664,9 @@ impl Connection {
 
     /// The connection owes this request's body until the returned guard is dropped. The first
     /// request takes over the debt the connection has had since its accept.
-    fn owe(self: &Arc<Self>, first: bool, now_ms: u64) -> Owing {
+    fn owe(self: &Arc<Self>, first: bool, now_us: u64) -> Owing {
         if !first && self.owing.fetch_add(1, Ordering::AcqRel) == 0 {
-            self.owing_since_ms.store(now_ms, Ordering::Relaxed);
+            self.owing_since_us.store(now_us, Ordering::Relaxed);
         }
         Owing(self.clone())
     }
@@ -677,8 +711,8 @@ impl Active {
 impl Drop for Active {
     fn drop(&mut self) {
         self.connection
-            .idle_since_ms
-            .store(self.guard.now_ms(), Ordering::Relaxed);
+            .idle_since_us
+            .store(self.guard.now_us(), Ordering::Relaxed);
         if self.connection.active.fetch_sub(1, Ordering::AcqRel) == 1
             && self.guard.stats.waiting_connections() > 0
         {
@@ -719,17 +753,18 @@ where
                 Err(_) => wait_for_slot(&guard).await?,
             };
             guard.stats.0.connections.fetch_add(1, Ordering::Relaxed);
-            let now = guard.now_ms();
+            let now = guard.now_us();
             let switch = Arc::new(KillSwitch::default());
             let connection = Arc::new(Connection {
                 id: guard.next_id.fetch_add(1, Ordering::Relaxed),
                 guard: Arc::downgrade(&guard),
                 _slot: slot,
                 active: AtomicUsize::new(0),
-                idle_since_ms: AtomicU64::new(now),
+                idle_since_us: AtomicU64::new(now),
                 owing: AtomicUsize::new(1),
-                owing_since_ms: AtomicU64::new(now),
+                owing_since_us: AtomicU64::new(now),
                 h2: AtomicBool::new(false),
+                served: AtomicBool::new(false),
                 shutdown: OnceLock::new(),
                 closing: AtomicBool::new(false),
                 switch: switch.clone(),
@@ -806,7 +841,7 @@ pub(super) async fn admit(
                 request.version(),
                 request.extensions().get::<ConnectionShutdown>(),
             );
-            let owing = connection.owe(first, guard.now_ms());
+            let owing = connection.owe(first, guard.now_us());
             (
                 Some(Active::begin(connection.clone(), guard.clone())),
                 Some(owing),
@@ -967,6 +1002,10 @@ mod tests {
             // No debt: the connection idle the longest.
             (&[Idle(300), Busy, Idle(100), Idle(200)], Some((2, Close))),
             (&[Busy, Idle(7)], Some((1, Close))),
+            // Arriving connections are not closed, and keep idle ones from being closed: they
+            // either stall (and are closed then) or finish their request.
+            (&[Arriving, Idle(7)], None),
+            (&[Arriving, Owing(9), Idle(7)], Some((1, Shut))),
         ];
         for (standings, expected) in cases {
             assert_eq!(

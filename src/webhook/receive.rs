@@ -263,6 +263,9 @@ impl Receiver {
                     joined = Some(buffer);
                 }
             }
+            if body.is_end_stream() {
+                break; // known complete: no poll for the end (and no registration) needed
+            }
         }
         Ok(Received {
             bytes: match joined {

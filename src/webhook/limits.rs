@@ -992,7 +992,8 @@ mod tests {
     fn the_connection_owing_the_longest_makes_room_then_the_longest_idle() {
         use Eviction::*;
         use Standing::*;
-        let cases: &[(&[Standing], Option<(usize, Eviction)>)] = &[
+        type Case<'a> = (&'a [Standing], Option<(usize, Eviction)>);
+        let cases: &[Case<'_>] = &[
             (&[], None),
             (&[Busy, Busy], None),
             // Owing beats idle, however long idle.

@@ -353,8 +353,8 @@ mod tests {
     /// the KiB missing, and the indices cut.
     #[test]
     fn the_bodies_incomplete_longest_give_way_first() {
-        #[allow(clippy::type_complexity)]
-        let cases: &[(&[(u32, bool)], usize, u32, &[usize])] = &[
+        type Case<'a> = (&'a [(u32, bool)], usize, u32, &'a [usize]);
+        let cases: &[Case<'_>] = &[
             // One old body holding enough: only it.
             (&[(512, false), (512, false), (4, false)], 2, 100, &[0]),
             // Not enough in the oldest: the next one too.

@@ -143,12 +143,14 @@ pub struct Limits {
     /// cost twenty times its bytes at its peak (a container `env` of millions of tiny JSON
     /// values, kept as a JSON tree by the pod view; a labels map of tiny entries costs ten):
     /// 4 MiB admits one maximum-size review at a time alongside a hundred ordinary ones (or a
-    /// thousand ordinary ones alone), and keeps the worst case under 80 MiB.
+    /// thousand ordinary ones alone), and keeps the worst case under 160 MiB, well below the
+    /// chart's 256 MiB memory limit.
     pub in_flight_body_bytes: usize,
-    /// Bytes of bodies still arriving, held as they arrive (at least [`MAX_BODY_BYTES`]). They
-    /// cost their size once (no decoding yet): 16 MiB lets four maximum-size bodies arrive at
-    /// once next to hundreds of ordinary ones, and adds at most 16 MiB to the in-flight budget's
-    /// worst case, well within the chart's 256 MiB memory limit.
+    /// Bytes of bodies still arriving beyond each connection's own allowance (32 KiB, see
+    /// [`super::receive`]), held as they arrive (at least [`MAX_BODY_BYTES`]). They cost their
+    /// size once (no decoding yet): 16 MiB lets four maximum-size bodies arrive at once, and
+    /// with the allowances (32 MiB at the connection cap) adds at most 48 MiB to the worst case
+    /// above: still within the chart's 256 MiB memory limit.
     pub receiving_body_bytes: usize,
 }
 
@@ -299,23 +301,24 @@ impl Guard {
             .collect()
     }
 
-    fn count_closed(&self, reason: &'static str) {
-        let counter = match reason {
-            "stalled" => &self.stats.0.stalled_closed,
-            "yielded" => &self.stats.0.yielded,
-            "idle" => &self.stats.0.idle_closed,
-            _ => &self.stats.0.refused_connections,
+    fn count_closed(&self, why: Closed) {
+        let (counter, label) = match why {
+            Closed::Stalled => (&self.stats.0.stalled_closed, "stalled"),
+            Closed::Yielded => (&self.stats.0.yielded, "yielded"),
+            Closed::Idle => (&self.stats.0.idle_closed, "idle"),
+            Closed::Refused => (&self.stats.0.refused_connections, "refused"),
         };
         counter.fetch_add(1, Ordering::Relaxed);
         self.metrics
             .webhook_connections_closed
-            .with_label_values(&[reason])
+            .with_label_values(&[label])
             .inc();
     }
 
     /// For each connection waiting for a slot and not yet covered by one closed for it, close
-    /// one open connection: the one owing a request the longest (shut at once), else the one
-    /// idle the longest (gracefully). Busy connections are left alone.
+    /// one open connection ([`victim`]): the one owing a request the longest (shut at once),
+    /// else, when none is arriving, the one idle the longest (gracefully). Busy connections are
+    /// left alone.
     fn make_room(&self) {
         if self.stats.waiting_connections() == 0 {
             return;
@@ -337,7 +340,9 @@ impl Guard {
             );
             let standings = connections.iter().map(|c| c.standing(now, stalled));
             let Some((index, eviction)) = victim(standings) else {
-                return; // every connection is busy: the first to go idle makes room
+                // Nobody stalled, and busy or arriving connections keep the idle ones: a
+                // request's end (Active's drop) or the sweep makes room later.
+                return;
             };
             let connection = &connections[index];
             let closed = match eviction {
@@ -350,12 +355,12 @@ impl Guard {
             self.evictions_owed.fetch_add(1, Ordering::AcqRel);
             match eviction {
                 Eviction::Shut => {
-                    self.count_closed("stalled");
+                    self.count_closed(Closed::Stalled);
                     tracing::debug!(
                         "closed the connection owing a request the longest, for a waiting one"
                     );
                 }
-                Eviction::Close => self.count_closed("yielded"),
+                Eviction::Close => self.count_closed(Closed::Yielded),
             }
         }
     }
@@ -394,7 +399,7 @@ impl Guard {
                         >= limit_us
                     && connection.close()
                 {
-                    self.count_closed("idle");
+                    self.count_closed(Closed::Idle);
                     tracing::debug!(idle = ?limit, "closed an idle HTTP/2 connection");
                 }
             }
@@ -413,6 +418,19 @@ impl Guard {
             .inc();
         response
     }
+}
+
+/// Why the server closed a connection (`restore_hooks_webhook_connections_closed_total`).
+#[derive(Clone, Copy, Debug)]
+enum Closed {
+    /// Owed a request the longest when a waiting connection needed its slot.
+    Stalled,
+    /// Idle the longest when a waiting connection needed its slot.
+    Yielded,
+    /// HTTP/2, idle for the idle limit.
+    Idle,
+    /// A new connection that got no slot.
+    Refused,
 }
 
 /// How a connection stands when room must be made.
@@ -795,7 +813,7 @@ where
 /// handshake timeout; with as many connections waiting as the cap allows, close at once.
 async fn wait_for_slot(guard: &Arc<Guard>) -> std::io::Result<OwnedSemaphorePermit> {
     let refuse = |why: &str| {
-        guard.count_closed("refused");
+        guard.count_closed(Closed::Refused);
         tracing::warn!(
             max_connections = guard.limits.max_connections,
             "closed a new connection: {why}"

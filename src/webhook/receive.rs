@@ -48,7 +48,7 @@ use super::body::BodyError;
 pub(super) struct Receiver {
     budget: Arc<Semaphore>,
     /// Bodies holding (or waiting for) part of the buffer while incomplete, oldest first: keyed
-    /// by (head dispatched, ms since `epoch`; a sequence number).
+    /// by (head dispatched, µs since `epoch`; a sequence number).
     incomplete: Mutex<BTreeMap<(u64, u64), Arc<Incomplete>>>,
     next_id: AtomicU64,
     epoch: Instant,
@@ -154,7 +154,7 @@ impl Receiver {
     /// Registers a body holding `held_kib` of the buffer as one that may be cut.
     fn register(&self, started: Instant, held_kib: u32) -> Registered<'_> {
         let key = (
-            started.saturating_duration_since(self.epoch).as_millis() as u64,
+            started.saturating_duration_since(self.epoch).as_micros() as u64,
             self.next_id.fetch_add(1, Ordering::Relaxed),
         );
         let entry = Arc::new(Incomplete {

@@ -21,6 +21,7 @@ pub const LABEL_VALUES: &[(&str, &[&str])] = &[
             "bad_request",
             "too_large",
             "body_timeout",
+            "body_preempted",
             "overloaded",
             "unavailable",
         ],
@@ -57,6 +58,14 @@ pub const LABEL_VALUES: &[(&str, &[&str])] = &[
         &["creator_may_not_exec", "exec_check_failed"],
     ),
     ("restore_hooks_exec_slot_waiting", &["first", "later"]),
+    (
+        "restore_hooks_webhook_connections_closed_total",
+        &["stalled", "yielded", "idle", "refused"],
+    ),
+    (
+        "restore_hooks_subject_access_reviews_total",
+        &["allowed", "denied", "error", "throttled"],
+    ),
 ];
 
 /// The fixed label values of metric `name` in [`LABEL_VALUES`] (none if it has none).
@@ -129,6 +138,13 @@ pub struct Metrics {
     /// Pods whose status was found behind the controller's own record of what ran (rolled back or
     /// removed): the record won, nothing re-ran.
     pub status_rollbacks: IntCounter,
+    /// `reason`: webhook connections the server closed: `stalled` (owed a request the longest
+    /// when a new connection needed its slot), `yielded` (idle, for a new connection), `idle`
+    /// (HTTP/2 idle limit), `refused` (a new connection that got no slot).
+    pub webhook_connections_closed: IntCounterVec,
+    /// `result`: SubjectAccessReviews the webhook sent (`allowed`, `denied`, `error`) or did not
+    /// send because it was over its budget (`throttled`).
+    pub subject_access_reviews: IntCounterVec,
 }
 
 impl Metrics {
@@ -313,6 +329,22 @@ impl Metrics {
             "Pods whose restore-hooks.dev/status was found behind the controller's record of what ran (rolled back or removed); nothing re-ran",
         )
         .expect("valid metric");
+        let webhook_connections_closed = IntCounterVec::new(
+            Opts::new(
+                "restore_hooks_webhook_connections_closed_total",
+                "Webhook connections the server closed, by reason: stalled (owed a request the longest when a new connection needed its slot), yielded (idle, for a new connection), idle (HTTP/2 idle limit), refused (a new connection that got no slot)",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
+        let subject_access_reviews = IntCounterVec::new(
+            Opts::new(
+                "restore_hooks_subject_access_reviews_total",
+                "SubjectAccessReviews for a pod creator's right to create pods/exec, by result: allowed, denied, error (sent), throttled (not sent: over the webhook's budget; the annotation exec hook is refused)",
+            ),
+            &["result"],
+        )
+        .expect("valid metric");
         let mut names = Vec::new();
         // The process' own resident memory, CPU seconds and file descriptors (from /proc; on other
         // systems the collector reports nothing): what the chart's limits are compared with.
@@ -348,6 +380,8 @@ impl Metrics {
             Box::new(api_forbidden_while_starting.clone()),
             Box::new(annotation_hooks_refused.clone()),
             Box::new(status_rollbacks.clone()),
+            Box::new(webhook_connections_closed.clone()),
+            Box::new(subject_access_reviews.clone()),
         ]) {
             names.extend(c.desc().iter().map(|d| d.fq_name.clone()));
             registry.register(c).expect("metric names are unique");
@@ -360,6 +394,8 @@ impl Metrics {
             &namespace_lookups,
             &plans_rejected,
             &annotation_hooks_refused,
+            &webhook_connections_closed,
+            &subject_access_reviews,
         ] {
             for value in label_values(&counter.desc()[0].fq_name) {
                 counter.with_label_values(&[*value]);
@@ -395,6 +431,8 @@ impl Metrics {
             api_forbidden_while_starting,
             annotation_hooks_refused,
             status_rollbacks,
+            webhook_connections_closed,
+            subject_access_reviews,
         }
     }
 

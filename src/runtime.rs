@@ -121,7 +121,7 @@ async fn run(
             keys: keys.clone(),
             namespaces: client.clone().map(kube::Api::all),
             exec_rights: std::sync::Arc::new(match client.clone() {
-                Some(client) => crate::webhook::exec_rights::ExecRights::api(client),
+                Some(client) => crate::webhook::exec_rights::ExecRights::api(client, &metrics),
                 None => crate::webhook::exec_rights::ExecRights::unavailable(),
             }),
         };

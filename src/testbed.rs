@@ -253,7 +253,7 @@ impl Testbed {
             index: self.index.clone(),
             keys: self.key_ring(),
             namespaces: Some(Api::all(self.client.clone())),
-            exec_rights: Arc::new(ExecRights::api(self.client.clone())),
+            exec_rights: Arc::new(ExecRights::api(self.client.clone(), &self.metrics)),
         };
         let bound = Bound::bind(
             &args,

@@ -1,7 +1,9 @@
 //! Connection limits of the webhook server over real TLS on 127.0.0.1: idle HTTP/2 connections
 //! are closed after the idle limit (as hyper closes idle HTTP/1.1 keep-alive connections), a
-//! request in flight is never cut, and connections over the cap wait for a slot, get one when
-//! another connection goes idle or closes, and are closed once as many again are waiting.
+//! request in flight is never cut, and connections over the cap wait for a slot, which the
+//! connection owing a request the longest gives up first, else the one idle the longest, never
+//! a busy one; waiters beyond the cap are closed at once. (What stalled clients cannot do to the
+//! API server's reviews is in `webhook_port.rs`.)
 //!
 //! Every wait polls a condition with a generous deadline; nothing asserts how long anything
 //! took.
@@ -100,11 +102,9 @@ impl H2 {
     }
 }
 
-/// An HTTP/1.1 request whose head and half of its body were sent: in flight until
-/// [`Busy::finish`] sends the rest.
+/// An HTTP/1.1 request whose head and half of its body were sent, and nothing more.
 struct Busy {
     stream: tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
-    rest: Vec<u8>,
 }
 
 impl Busy {
@@ -120,31 +120,9 @@ impl Busy {
             body.len()
         );
         stream.write_all(head.as_bytes()).await.unwrap();
-        let (first, rest) = body.split_at(body.len() / 2);
-        stream.write_all(first).await.unwrap();
+        stream.write_all(&body[..body.len() / 2]).await.unwrap();
         stream.flush().await.unwrap();
-        Self {
-            stream,
-            rest: rest.to_vec(),
-        }
-    }
-
-    /// Sends the rest of the body; returns the head and body of the answer (the connection stays
-    /// open, kept alive).
-    async fn finish(&mut self) -> String {
-        self.stream.write_all(&self.rest).await.unwrap();
-        self.stream.flush().await.unwrap();
-        let mut answer = Vec::new();
-        let mut buf = [0u8; 4096];
-        while !answer.ends_with(b"}") {
-            let n = tokio::time::timeout(PATIENCE, self.stream.read(&mut buf))
-                .await
-                .expect("an answer")
-                .unwrap();
-            assert!(n > 0, "closed before the answer");
-            answer.extend_from_slice(&buf[..n]);
-        }
-        String::from_utf8_lossy(&answer).into_owned()
+        Self { stream }
     }
 }
 
@@ -177,7 +155,7 @@ async fn idle_h2_connections_are_closed_and_in_flight_requests_never_cut() {
     // In flight first, so that it has been busy for longer than the idle connection is idle.
     let mut busy = H2::connect(&ca, server.addr).await;
     let (mut rest_tx, rest, in_flight) = busy.start(review_body("in-flight"), 100).await;
-    wait_for("the request in flight", || stats.in_flight() == 1).await;
+    wait_for("the request's body arriving", || stats.receiving() == 1).await;
 
     // One request, then idle: closed by the server.
     let mut idle_h2 = H2::connect(&ca, server.addr).await;
@@ -235,11 +213,12 @@ async fn idle_h2_connections_are_closed_and_in_flight_requests_never_cut() {
     server.stop().await.unwrap();
 }
 
-/// Over the connection cap a new connection waits (before its TLS handshake) instead of being
-/// refused; a connection that goes idle while one waits yields its slot; when as many
-/// connections wait as the cap allows, the next one is closed at once. Served again afterwards.
+/// Over the connection cap a new connection waits (before its TLS handshake) for a slot, and an
+/// open connection makes room: first the one owing a request the longest (a body half sent, shut
+/// without an answer), and only when none owes, the one idle the longest (closed gracefully),
+/// while a kept-alive connection used since is left alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_over_the_cap_wait_for_a_slot() {
+async fn at_the_cap_the_connection_owing_longest_makes_room_then_the_longest_idle() {
     let ca = Ca::root("connections root");
     let dir = SecretDir::with_leaf(&ca.leaf(KeyKind::EcdsaPkcs8));
     let limits = Limits {
@@ -247,7 +226,10 @@ async fn connections_over_the_cap_wait_for_a_slot() {
         ..Limits::default()
     };
     let timeouts = Timeouts {
-        // How long a connection may wait for a slot: far longer than this test needs.
+        // What this test is about is the order; every owing connection counts as stalled at
+        // once (webhook_port.rs runs the default, where only the API server's can be young).
+        stalled_after: Duration::ZERO,
+        // Nothing here may end by a timeout: only the cap acts.
         handshake: Duration::from_secs(60),
         first_request: Duration::from_secs(60),
         request_body: Duration::from_secs(60),
@@ -256,34 +238,112 @@ async fn connections_over_the_cap_wait_for_a_slot() {
     let server = TestServer::start(dir.path(), server_options(timeouts, limits)).await;
     let stats = server.stats.clone();
     let addr = server.addr;
+    let client = TlsClient::with_alpn(&ca, &[b"http/1.1"]);
+    let connect = || async {
+        let stream = tokio::time::timeout(PATIENCE, client.connect(addr))
+            .await
+            .expect("a slot for the new connection")
+            .expect("handshake");
+        Conn::over(stream).await
+    };
 
-    // Two connections, each with a request in flight: the cap is reached.
-    let mut first = Busy::start(&ca, addr, "busy-1").await;
-    let mut second = Busy::start(&ca, addr, "busy-2").await;
-    wait_for("two requests in flight", || stats.in_flight() == 2).await;
+    // The cap is reached: a request with half its body, and a kept-alive idle connection.
+    let mut stalled = Busy::start(&ca, addr, "stalled").await;
+    wait_for("the stalled body arriving", || stats.receiving() == 1).await;
+    let mut kept = connect().await;
+    let (status, body) = kept.post("/mutate", review_body("kept-1")).await.unwrap();
+    assert_eq!(
+        (status, response_uid(&body).as_str()),
+        (StatusCode::OK, "kept-1")
+    );
     assert_eq!(stats.connections(), 2);
 
-    // The third waits for a slot: the server holds it before the TLS handshake.
-    let client = TlsClient::with_alpn(&ca, &[b"http/1.1"]);
-    let third = tokio::spawn({
-        let client = client.clone();
-        async move {
-            let mut conn = Conn::over(client.connect(addr).await.expect("handshake")).await;
-            conn.post("/mutate", review_body("third")).await
-        }
-    });
-    wait_for("the third connection to wait", || {
-        stats.waiting_connections() == 1
+    // A third connection: the stalled one is shut, without an answer.
+    let mut third = connect().await;
+    let (status, body) = third.post("/mutate", review_body("third")).await.unwrap();
+    assert_eq!(
+        (status, response_uid(&body).as_str()),
+        (StatusCode::OK, "third")
+    );
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(PATIENCE, stalled.stream.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "the stalled connection is still open");
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    assert_eq!((stats.stalled_closed(), stats.yielded()), (1, 0));
+
+    // Nobody owes now. The kept-alive connection is used again; then a fourth connection
+    // closes the one idle the longest, the third, gracefully.
+    let (status, _) = kept.post("/mutate", review_body("kept-2")).await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    let mut fourth = connect().await;
+    let (status, body) = fourth.post("/mutate", review_body("fourth")).await.unwrap();
+    assert_eq!(
+        (status, response_uid(&body).as_str()),
+        (StatusCode::OK, "fourth")
+    );
+    assert_eq!((stats.stalled_closed(), stats.yielded()), (1, 1));
+    let Conn::H1(third) = &third else {
+        unreachable!("HTTP/1.1 was the only protocol offered")
+    };
+    wait_for("the server to close the third connection", || {
+        third.is_closed()
     })
     .await;
-    assert!(!third.is_finished());
+    let (status, _) = kept.post("/mutate", review_body("kept-3")).await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(stats.refused_connections(), 0);
+    server.stop().await.unwrap();
+}
 
-    // As many wait as the cap allows (two): the next one is closed at once.
-    let fourth = tokio::spawn({
+/// A request whose body has arrived is being decided: its connection is never closed to make
+/// room. With every slot busy, new connections wait; when as many wait as the cap allows, the
+/// next one is closed at once. Once the busy requests are answered, their connections (now idle
+/// while others wait) yield their slots and the waiting connections are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_connections_are_never_closed_and_waiters_beyond_the_cap_are_closed_at_once() {
+    let ca = Ca::root("connections root");
+    let dir = SecretDir::with_leaf(&ca.leaf(KeyKind::EcdsaPkcs8));
+    // A handler that answers only when the test lets it: requests stay busy, bodies complete.
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let router = axum::Router::new().route(
+        "/mutate",
+        axum::routing::post({
+            let gate = gate.clone();
+            move |body: axum::body::Bytes| async move {
+                gate.acquire().await.unwrap().forget();
+                body
+            }
+        }),
+    );
+    let options = ServerOptions {
+        router: Some(router),
+        ..server_options(
+            Timeouts {
+                handshake: Duration::from_secs(60),
+                ..Timeouts::default()
+            },
+            Limits {
+                max_connections: 2,
+                ..Limits::default()
+            },
+        )
+    };
+    let server = TestServer::start(dir.path(), options).await;
+    let stats = server.stats.clone();
+    let addr = server.addr;
+    let client = TlsClient::with_alpn(&ca, &[b"http/1.1"]);
+    let post = |uid: &'static str| {
         let client = client.clone();
-        async move { client.connect(addr).await }
-    });
-    wait_for("the fourth connection to wait", || {
+        tokio::spawn(async move {
+            let mut conn = Conn::over(client.connect(addr).await.expect("handshake")).await;
+            conn.post("/mutate", review_body(uid)).await
+        })
+    };
+
+    let busy = [post("busy-1"), post("busy-2")];
+    wait_for("two requests being decided", || stats.in_flight() == 2).await;
+    let waiting = [post("third"), post("fourth")];
+    wait_for("two connections waiting", || {
         stats.waiting_connections() == 2
     })
     .await;
@@ -292,41 +352,25 @@ async fn connections_over_the_cap_wait_for_a_slot() {
         .await;
     assert!(refused.is_err(), "a fifth connection was served");
     assert_eq!(stats.refused_connections(), 1);
+    assert_eq!((stats.stalled_closed(), stats.yielded()), (0, 0));
+    assert!(busy.iter().all(|b| !b.is_finished()));
 
-    // The first request is answered; its connection, now idle while others wait, yields its
-    // slot (closed gracefully after the answer), and a waiting connection is served.
-    let answer = first.finish().await;
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert!(answer.contains("\"uid\":\"busy-1\""), "{answer}");
-    let mut rest = Vec::new();
-    let closed = tokio::time::timeout(PATIENCE, first.stream.read_to_end(&mut rest)).await;
-    assert!(closed.is_ok(), "the idle connection did not yield its slot");
-    // Fewer than two wait: exactly one, usually, but the third (first in line) may already
-    // have been served and yielded its slot to the fourth when this looks.
-    wait_for("a waiting connection to get the slot", || {
-        stats.waiting_connections() < 2
-    })
-    .await;
+    gate.add_permits(4);
+    for (task, uid) in busy
+        .into_iter()
+        .chain(waiting)
+        .zip(["busy-1", "busy-2", "third", "fourth"])
+    {
+        let (status, body) = tokio::time::timeout(PATIENCE, task)
+            .await
+            .unwrap_or_else(|_| panic!("{uid}: no answer"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(status, StatusCode::OK, "{uid}");
+        // The handler echoes the review it was sent.
+        let echoed: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(echoed["request"]["uid"], uid);
+    }
     assert!(stats.yielded() >= 1);
-
-    // The second request, in flight all along, is answered too; its slot goes to the other one.
-    let answer = second.finish().await;
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    let (status, body) = tokio::time::timeout(PATIENCE, third)
-        .await
-        .expect("the third connection is served")
-        .unwrap()
-        .unwrap();
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(response_uid(&body), "third");
-    let fourth = tokio::time::timeout(PATIENCE, fourth)
-        .await
-        .expect("the fourth connection is served")
-        .unwrap()
-        .expect("handshake of the fourth connection");
-    let mut conn = Conn::over(fourth).await;
-    let (status, body) = conn.post("/mutate", review_body("fourth")).await.unwrap();
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(response_uid(&body), "fourth");
     server.stop().await.unwrap();
 }

@@ -607,8 +607,8 @@ async fn graceful_shutdown_finishes_in_flight_requests_and_closes_idle_ones() {
     let (first, rest) = body.split_at(body.len() / 2);
     stream.write_all(first).await.unwrap();
     stream.flush().await.unwrap();
-    // The server has it: the request holds its in-flight reservation.
-    wait_until("the request in flight", || server.stats.in_flight() == 1).await;
+    // The server has it: its body is arriving.
+    wait_until("the request in flight", || server.stats.receiving() == 1).await;
 
     let started = tokio::time::Instant::now();
     server.shutdown.cancel();

@@ -22,6 +22,9 @@ pub enum BodyError {
     TooSlow(BodyDeadlineExceeded),
     /// The client broke off or sent a malformed body.
     Broken(String),
+    /// Cut off while incomplete: the receive buffer was full and this body had been incomplete
+    /// the longest (see `receive`).
+    Preempted,
 }
 
 /// The request body, read whole.

@@ -6,6 +6,7 @@ mod body_deadline;
 pub mod exec_rights;
 pub mod limits;
 pub mod observed;
+mod receive;
 pub mod review;
 pub mod server;
 pub mod tls;

@@ -640,8 +640,9 @@ impl IntoResponse for BodyError {
     }
 }
 
-/// Maps a body that could not be read: too large (413), too slow (408) or broken mid-way (400).
-fn body_rejection(rejection: BodyError) -> (Response, &'static str) {
+/// Maps a body that could not be read: too large (413), too slow or cut off to make room (408),
+/// or broken mid-way (400).
+pub(super) fn body_rejection(rejection: BodyError) -> (Response, &'static str) {
     match rejection {
         BodyError::TooSlow(deadline) => {
             tracing::warn!(
@@ -655,6 +656,22 @@ fn body_rejection(rejection: BodyError) -> (Response, &'static str) {
             (
                 (StatusCode::REQUEST_TIMEOUT, message).into_response(),
                 "body_timeout",
+            )
+        }
+        BodyError::Preempted => {
+            tracing::warn!(
+                "cut off an admission request whose body had been incomplete the longest when \
+                 the receive buffer was full"
+            );
+            (
+                (
+                    StatusCode::REQUEST_TIMEOUT,
+                    "restore-hooks: the buffer for request bodies still arriving was full, and \
+                     this body had been incomplete the longest: the API server sends a whole \
+                     AdmissionReview at once; a client this slow is stuck or hostile\n",
+                )
+                    .into_response(),
+                "body_preempted",
             )
         }
         BodyError::TooLarge => (too_large_response(None), "too_large"),

@@ -564,6 +564,10 @@ pub struct ServerOptions {
     pub plan_keys: Option<PlanKeys>,
     /// What the API server would answer about a pod creator's right to create pods/exec.
     pub exec_right: ExecRight,
+    /// Where those answers come from instead (a counting fake API server), when set.
+    pub exec_rights: Option<Arc<ExecRights>>,
+    /// Serve this router instead of the real handler (behind the same limits).
+    pub router: Option<axum::Router>,
 }
 
 impl Default for ServerOptions {
@@ -579,6 +583,8 @@ impl Default for ServerOptions {
             engine: EngineConfig::default(),
             plan_keys: Some(test_plan_keys()),
             exec_right: ExecRight::Granted,
+            exec_rights: None,
+            router: None,
         }
     }
 }
@@ -622,7 +628,10 @@ impl TestServer {
                 .clone()
                 .map_or_else(KeyRing::none, KeyRing::fixed),
             namespaces: None,
-            exec_rights: std::sync::Arc::new(ExecRights::fixed(options.exec_right.clone())),
+            exec_rights: options
+                .exec_rights
+                .clone()
+                .unwrap_or_else(|| Arc::new(ExecRights::fixed(options.exec_right.clone()))),
         };
         let bound: Bound = Bound::bind(
             &webhook_args(tls_dir, &options),
@@ -633,10 +642,10 @@ impl TestServer {
         )?
         .with_timeouts(options.timeouts)
         .with_limits(options.limits);
-        let bound = if options.noop {
-            bound.with_router(restore_hooks::webhook::noop_router())
-        } else {
-            bound
+        let bound = match (&options.router, options.noop) {
+            (Some(router), _) => bound.with_router(router.clone()),
+            (None, true) => bound.with_router(restore_hooks::webhook::noop_router()),
+            (None, false) => bound,
         };
         let addr = bound.local_addr();
         let stats = bound.stats();

@@ -653,6 +653,38 @@ mod tests {
             .part
     }
 
+    /// docs/behaviour.md §9.5: a namespace whose pods fill its share of a restore's record leaves
+    /// every other namespace's share as it was.
+    #[test]
+    fn each_namespace_has_its_own_share_of_a_restores_record() {
+        use restore_hooks_core::ledger::MAX_RECORDED_PODS;
+        let mut state = State::default();
+        for i in 0..MAX_RECORDED_PODS {
+            let entry = Execution {
+                namespace: "churn".into(),
+                ..Execution::claimed(&format!("plan-{i}"))
+            };
+            state.absorb("r", &format!("u{i}"), &entry, None);
+        }
+        let pods = |ns: &str| {
+            state
+                .per_namespace
+                .get(&("r".to_string(), ns.to_string()))
+                .copied()
+                .unwrap_or(0)
+        };
+        let full = claim("new", "p", None, None, ("r", "churn"), pods("churn"));
+        assert!(
+            matches!(full, Err(Rejection::RecordFull { ref namespace, .. }) if namespace == "churn"),
+            "{full:?}"
+        );
+        assert_eq!(
+            claim("new", "p", None, None, ("r", "shop"), pods("shop")),
+            Ok(Claim::Free),
+            "another namespace of the same restore still records its pods"
+        );
+    }
+
     #[test]
     fn pods_fill_the_newest_part_and_keep_theirs() {
         let mut state = State::default();

@@ -2,7 +2,7 @@
 //!
 //! - `restore_hooks_core::exec_step`: the pure per-pod state machine (every rule, table-tested);
 //! - [`exec`]: running a command in a container (kube WebSocket exec, and a fake);
-//! - [`reconcile`]: the pending-pod watch and one worker per pending pod;
+//! - [`pods`]: the pending-pod watch, and one worker (`worker`) per pending pod;
 //! - [`slots`]: exec slots shared fairly across namespaces;
 //! - [`status`], [`events`]: what the controller writes on pods;
 //! - [`ledger`]: the controller's own record of what ran, in the RestoreRecords;
@@ -21,12 +21,13 @@ pub mod late;
 pub mod lease;
 pub mod ledger;
 pub mod object_status;
-pub mod reconcile;
+pub mod pods;
 pub mod restores;
 pub mod slim_pod;
 pub mod slots;
 pub mod status;
 pub mod unmutated;
+mod worker;
 pub use restore_hooks_core::exec_step;
 
 use std::sync::Arc;
@@ -48,7 +49,7 @@ use self::late::LateHooks;
 use self::lease::LeaseConfig;
 use self::ledger::Ledger;
 use self::object_status::TallyConfig;
-use self::reconcile::Workers;
+use self::pods::Workers;
 use self::restores::Restores;
 use self::slots::ExecSlots;
 
@@ -207,7 +208,7 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
             ledger: ledger.clone(),
             inherited_grace,
         });
-        let mut pods = AbortOnDrop(tokio::spawn(reconcile::serve_pods(workers, term.clone())));
+        let mut pods = AbortOnDrop(tokio::spawn(pods::serve_pods(workers, term.clone())));
         // (The select only classifies what happened: `wait_for`'s guard must not live across
         // an await.)
         let mut pods_ended = None;

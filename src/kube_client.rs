@@ -5,7 +5,7 @@
 //!
 //! A kube-apiserver that has just started serves requests before its authorizer is ready, and
 //! refuses them with 403 for a few seconds. So a 403 within [`STARTING_WINDOW`] of the API server
-//! being unreachable (or of this process starting) is taken for that: logged as such, counted in
+//! being unreachable (a request that got no answer at all) is taken for that: logged as such, counted in
 //! `restore_hooks_api_forbidden_while_starting_total` instead, and retried by the callers that
 //! wait out a busy API server ([`crate::backoff::is_transient`]).
 //!
@@ -75,9 +75,12 @@ fn epoch() -> Instant {
     *EPOCH.get_or_init(Instant::now)
 }
 
-/// Milliseconds after [`epoch`] when a request last got no answer at all; 0 stands for the
-/// process's own start, when the API server may be starting with it.
-static UNREACHABLE_AT: AtomicU64 = AtomicU64::new(0);
+/// Milliseconds after [`epoch`] when a request last got no answer at all; [`NEVER`] before the
+/// first. A controller that starts with broken RBAC must see its 403s for what they are at once,
+/// so the process's own start does not count.
+static UNREACHABLE_AT: AtomicU64 = AtomicU64::new(NEVER);
+
+const NEVER: u64 = u64::MAX;
 
 fn millis_since_epoch() -> u64 {
     u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX)
@@ -89,7 +92,8 @@ pub fn api_may_be_starting() -> bool {
 }
 
 fn within_starting_window(now_ms: u64, unreachable_ms: u64) -> bool {
-    now_ms.saturating_sub(unreachable_ms) <= STARTING_WINDOW.as_millis() as u64
+    unreachable_ms != NEVER
+        && now_ms.saturating_sub(unreachable_ms) <= STARTING_WINDOW.as_millis() as u64
 }
 
 /// The layer that wraps the client's HTTP stack.
@@ -170,7 +174,7 @@ where
                     namespace = target.namespace.as_deref().unwrap_or(""),
                     name = target.name.as_deref().unwrap_or(""),
                     "the API server refused a request with 403 Forbidden within a minute of being \
-                     unreachable (or of this process starting): it is probably still starting and \
+                     unreachable: it is probably still starting and \
                      its authorizer not ready; retried. If it lasts, this ServiceAccount lacks that \
                      verb on that resource (the chart's RBAC, docs/install.md)"
                 );
@@ -264,13 +268,13 @@ mod tests {
     use super::*;
 
     /// A 403 is taken for a starting API server only within the window after it was last
-    /// unreachable (or after the process started, at 0).
+    /// unreachable.
     #[test]
     fn a_403_counts_as_starting_only_right_after_the_api_server_was_away() {
         let window = STARTING_WINDOW.as_millis() as u64;
         let rows = [
-            ("at the process's start", 5_000, 0, true),
-            ("long after it", window + 5_000, 0, false),
+            ("never unreachable, at the process's start", 5, NEVER, false),
+            ("right after it was", 5_000, 0, true),
             (
                 "just after a lost connection",
                 window + 5_000,

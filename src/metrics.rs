@@ -303,7 +303,7 @@ impl Metrics {
         let api_forbidden_while_starting = IntCounterVec::new(
             Opts::new(
                 "restore_hooks_api_forbidden_while_starting_total",
-                "API requests refused with 403 Forbidden within a minute of the API server being unreachable (or of this process starting): a kube-apiserver that just started answers 403 until its authorizer is ready; retried, and not counted as an RBAC refusal",
+                "API requests refused with 403 Forbidden within a minute of the API server being unreachable: a kube-apiserver that just started answers 403 until its authorizer is ready; retried, and not counted as an RBAC refusal",
             ),
             &["verb", "resource"],
         )

@@ -1292,8 +1292,9 @@ fn a_start_not_recorded_before_the_lease_is_lost_runs_once_under_the_next_leader
     serve.assert_no_forbidden();
 }
 
-/// Exec slots (docs/behaviour.md §6.11) on the real API server, with 2 slots both free to one
-/// namespace: `p`'s first hook and `x`'s hold them; `w` waits and takes the slot `p`'s first hook
+/// Exec slots (docs/behaviour.md §6.11) on the real API server, with 3 slots, 2 of them free to
+/// one namespace (the third is the reserve for namespaces that hold none): `p`'s first hook and
+/// `x`'s hold them; `w` waits and takes the slot `p`'s first hook
 /// frees, so `p`'s second hook queues behind a full house; then `q` comes up and queues after it.
 /// When `x` lets go, `q`'s first hook gets the slot ahead of `p`'s second, which waited longer.
 /// The controller's `restore_hooks_exec_slot_waiting` says who waits at each step.
@@ -1304,7 +1305,7 @@ fn a_pods_first_hook_gets_a_free_exec_slot_before_later_hooks_that_waited_longer
 
     let install = Install::new(InstallOptions {
         helm_args: [
-            "config.maxConcurrentExecs=2",
+            "config.maxConcurrentExecs=3",
             "config.maxConcurrentExecsPerNamespace=2",
         ]
         .iter()

@@ -11,26 +11,8 @@ use std::time::Duration;
 use real::*;
 use serde_json::{Value, json};
 
-/// A ServiceAccount `ns/name` with `rules` in its namespace only; its token's kubeconfig.
 fn tenant(install: &Install, ns: &str, name: &str, rules: Value) -> PathBuf {
-    let cp = &install.cp;
-    apply_list(
-        cp,
-        &[
-            json!({"apiVersion": "v1", "kind": "ServiceAccount",
-                   "metadata": {"name": name, "namespace": ns}}),
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                   "metadata": {"name": name, "namespace": ns}, "rules": rules}),
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                   "metadata": {"name": name, "namespace": ns},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-                   "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]}),
-        ],
-    );
-    let token = cp
-        .token_for_service_account(ns, name, Duration::from_secs(3600))
-        .unwrap();
-    cp.kubeconfig_for_token(&token).unwrap()
+    service_account_with(&install.cp, ns, name, rules)
 }
 
 /// What `user` may do, as the API server answers `kubectl auth can-i --as`.

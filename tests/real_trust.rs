@@ -30,19 +30,7 @@ fn team_member_without_exec(install: &Install, ns: &str, name: &str) -> PathBuf 
         {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["create", "get", "list", "patch", "delete"]},
         {"apiGroups": ["restore-hooks.dev"], "resources": ["restorehooks"], "verbs": ["create", "get", "list"]},
     ]);
-    apply_list(
-        cp,
-        &[
-            json!({"apiVersion": "v1", "kind": "ServiceAccount",
-                   "metadata": {"name": name, "namespace": ns}}),
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                   "metadata": {"name": name, "namespace": ns}, "rules": rules}),
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                   "metadata": {"name": name, "namespace": ns},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-                   "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]}),
-        ],
-    );
+    let kubeconfig = service_account_with(cp, ns, name, rules);
     let user = format!("system:serviceaccount:{ns}:{name}");
     let can = |args: &[&str]| {
         let mut full = vec!["auth", "can-i", "--as", &user];
@@ -57,10 +45,7 @@ fn team_member_without_exec(install: &Install, ns: &str, name: &str) -> PathBuf 
         can(&["create", "pods", "--subresource=exec", "-n", ns]),
         "no"
     );
-    let token = cp
-        .token_for_service_account(ns, name, Duration::from_secs(3600))
-        .unwrap();
-    cp.kubeconfig_for_token(&token).unwrap()
+    kubeconfig
 }
 
 /// `kubectl ARGS -f -` with `object` on stdin, as `kubeconfig`: (succeeded, stdout, stderr).

@@ -565,3 +565,47 @@ fn a_change_wakes_only_the_pods_it_concerns() {
     assert_eq!(gone.wake.iter().map(|u| &**u).collect::<Vec<_>>(), ["m1"]);
     assert!(index.knows("m1") && !index.knows("m2"));
 }
+
+/// Late hooks (§7.2): the pods a hook object that arrives after them may extend are the marked
+/// pods it selects, in its scope, that do not show it already; a pod of a namespace whose labels
+/// are not known is looked at later.
+#[test]
+fn a_late_hook_object_may_extend_only_the_marked_pods_it_selects() {
+    use restore_hooks_core::config::EngineConfig;
+    use restore_hooks_core::hooks::compiled::compile_restore_hook;
+    use restore_hooks_core::hooks::types::{Labels, RestoreHook};
+    use restore_hooks_core::index::HookIndex;
+
+    let object = compile_restore_hook(
+        &serde_json::from_value::<RestoreHook>(json!({
+            "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+            "metadata": {"name": "late", "namespace": "shop"},
+            "spec": {"labelSelector": {"matchLabels": {"app": "db"}},
+                     "postHooks": [{"exec": {"command": ["true"]}}]},
+        }))
+        .unwrap(),
+    );
+    let restored = [("velero.io/restore-name", "r1"), ("app", "db")];
+    let mut index = RestoreIndex::new();
+    let mut add = |uid: &str, ns: &str, labels: &[(&str, &str)], sources: &[&str]| {
+        let mut pod = marked(ns, uid, labels, 0);
+        pod.plan_sources = sources.iter().map(|s| Box::from(*s)).collect();
+        index.apply(uid, pod, None);
+    };
+    add("selected", "shop", &restored, &[]);
+    add("has-it", "shop", &restored, &["restorehook/late"]);
+    add("other-app", "shop", &[("velero.io/restore-name", "r1"), ("app", "web")], &[]);
+    add("not-restored", "shop", &[("app", "db")], &[]);
+    add("other-namespace", "team-b", &restored, &[]);
+    add("unknown-namespace", "new", &restored, &[]);
+    let known: std::collections::BTreeMap<String, Labels> =
+        [("shop".to_string(), Labels::new()), ("team-b".to_string(), Labels::new())].into();
+    let got = index.late_candidates(
+        &object,
+        |ns| known.get(ns),
+        &HookIndex::new(),
+        &EngineConfig::default(),
+    );
+    let uids: Vec<&str> = got.iter().map(|(uid, ..)| uid.as_str()).collect();
+    assert_eq!(uids, ["selected"]);
+}

@@ -463,6 +463,28 @@ pub fn apply_docs(cp: &ControlPlane, docs: &[String]) {
     .unwrap_or_else(|e| panic!("the API server refused the objects: {e:#}"));
 }
 
+/// A ServiceAccount `ns/name` that may do `rules` in its namespace only (a Role and its
+/// binding); its token's kubeconfig: an identity that lacks every other right.
+pub fn service_account_with(cp: &ControlPlane, ns: &str, name: &str, rules: Value) -> PathBuf {
+    apply_list(
+        cp,
+        &[
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": name, "namespace": ns}}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                   "metadata": {"name": name, "namespace": ns}, "rules": rules}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                   "metadata": {"name": name, "namespace": ns},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                   "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]}),
+        ],
+    );
+    let token = cp
+        .token_for_service_account(ns, name, Duration::from_secs(3600))
+        .unwrap();
+    cp.kubeconfig_for_token(&token).unwrap()
+}
+
 /// kubectl (admin) `ARGS -o json`, parsed; `None` when kubectl fails (not found, ...).
 pub fn get_json(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
     let mut args = args.to_vec();

@@ -505,8 +505,12 @@ impl PodWorker {
             if let Some(observed) = self.mailbox.take() {
                 self.observe(observed);
             }
-            // The watch let go of this pod: finish what runs, start nothing.
-            if self.mailbox.is_closed() {
+            // The watch let go of this pod, or the leadership ended while the last step ran (an
+            // API call can outlast it): finish what runs, start nothing, and leave the pod's
+            // status to the next leader. This leadership's record may hold starts whose write
+            // never landed; applied to the pod, they would make hooks that never ran look
+            // started, and end them interrupted (docs/behaviour.md §6.10, §9.5).
+            if self.mailbox.is_closed() || self.term.is_cancelled() {
                 stopping = true;
             }
             let idle = |w: &Self| w.running.is_empty() && w.results.is_empty();
@@ -907,6 +911,11 @@ impl PodWorker {
         status.hooks[index].started_at = Some(started_at);
         status.hooks[index].retries = attempt - 1;
         status.hooks[index].retry_at = None;
+        // A new attempt has no exit code or output yet: the last one's would otherwise stay on
+        // an attempt that ends without them (interrupted, §6.10) as if it were this one's.
+        status.hooks[index].exit_code = None;
+        status.hooks[index].stdout.clear();
+        status.hooks[index].stderr.clear();
         // The `Running` record on the pod and the start in the controller's record go out
         // together, and the exec starts only once both are written: the pod's is won against
         // every other change of the pod, the record's is what a rolled-back status or a new

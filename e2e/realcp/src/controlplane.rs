@@ -68,6 +68,10 @@ pub struct ControlPlane {
     default_exec_dir: PathBuf,
     kubeconfigs: AtomicUsize,
     started_in: Duration,
+    /// kube-apiserver's flags, to start it again as it was (see `start_apiserver`).
+    apiserver_args: Vec<String>,
+    /// The startup timeout of [`Options`], also for an API server started again.
+    startup_timeout: Duration,
     /// Stopped after the API server, before the work dir is removed (see `drop`).
     egress: Option<EgressProxy>,
 }
@@ -125,6 +129,8 @@ impl ControlPlane {
             kubectl: bin("kubectl"),
             kubeconfigs: AtomicUsize::new(0),
             started_in: Duration::ZERO,
+            apiserver_args: Vec::new(),
+            startup_timeout: opts.startup_timeout,
             egress: None,
         };
         let timeout = opts.startup_timeout;
@@ -206,12 +212,10 @@ impl ControlPlane {
         }
         apiserver.extend(emulated.iter().cloned());
         apiserver.extend(opts.apiserver_args.iter().cloned());
+        cp.apiserver_args = apiserver.clone();
         cp.spawn("kube-apiserver", apiserver, vec![])?;
         cp.write_kubeconfig(&cp.kubeconfig, "admin", &admin_token)?;
-        cp.wait_for("kube-apiserver /readyz", "kube-apiserver", timeout, |cp| {
-            let out = cp.kubectl(["get", "--raw", "/readyz"]);
-            Ok(out.status.success().then_some(()))
-        })?;
+        cp.wait_apiserver_ready(timeout)?;
 
         let kubeconfig = format!("--kubeconfig={}", cp.kubeconfig.display());
         let delegated = [
@@ -565,6 +569,62 @@ impl ControlPlane {
         }
     }
 
+    /// SIGKILLs kube-apiserver (its process group) and reaps it: no graceful shutdown, every
+    /// connection to it cut, as when its node dies or it is OOM-killed. etcd and the other
+    /// components keep running (they retry, as in a cluster). Start it again with
+    /// [`ControlPlane::start_apiserver`]; a control plane dropped meanwhile stops the rest as
+    /// usual.
+    pub fn kill_apiserver(&self) -> Result<()> {
+        let mut procs = lock(&self.procs);
+        let p = procs
+            .iter_mut()
+            .find(|p| p.name == "kube-apiserver")
+            .context("no kube-apiserver in this control plane")?;
+        if p.exited().is_some() {
+            bail!("kube-apiserver is not running");
+        }
+        p.kill();
+        Ok(())
+    }
+
+    /// Starts kube-apiserver again after [`ControlPlane::kill_apiserver`], with exactly the flags
+    /// it first ran with: the same etcd (every object is still there), port, certificates and
+    /// token file, so that every client's kubeconfig and token still work. Its output is appended
+    /// to the same log. Returns once `/readyz` answers (the startup timeout of [`Options`]).
+    /// Requests it answers before its authorizer has synced may still be refused (403) for a
+    /// moment after that, as in any cluster whose API server restarts.
+    pub fn start_apiserver(&self) -> Result<()> {
+        {
+            let mut procs = lock(&self.procs);
+            let at = procs
+                .iter()
+                .position(|p| p.name == "kube-apiserver")
+                .context("no kube-apiserver in this control plane")?;
+            if procs[at].exited().is_none() {
+                bail!("kube-apiserver is still running: kill_apiserver first");
+            }
+            // In the same place: the components are stopped newest first (see `stop_all`).
+            procs[at] = Proc::spawn(Spec {
+                name: "kube-apiserver",
+                program: &bin("kube-apiserver"),
+                args: self.apiserver_args.iter().map(OsString::from).collect(),
+                cwd: &self.work,
+                env: vec![],
+                clear_env: false,
+                log: self.log_path("kube-apiserver"),
+                append: true,
+            })?;
+        }
+        self.wait_apiserver_ready(self.startup_timeout)
+    }
+
+    fn wait_apiserver_ready(&self, timeout: Duration) -> Result<()> {
+        self.wait_for("kube-apiserver /readyz", "kube-apiserver", timeout, |cp| {
+            let out = cp.kubectl(["get", "--raw", "/readyz"]);
+            Ok(out.status.success().then_some(()))
+        })
+    }
+
     /// Gives pod `namespace/name` its own exec work dir, `<work dir>/pods/<namespace>/<name>`,
     /// and returns it: `pods/exec` then runs commands there (kwok applies one work dir per exec
     /// rule, not per pod, so this adds a kwok `Exec` rule for the pod). kwok learns of it
@@ -783,6 +843,7 @@ pub(crate) fn spawn_into(
         env,
         clear_env: false,
         log: work.join(format!("{name}.log")),
+        append: false,
     })?;
     lock(procs).push(proc);
     Ok(())

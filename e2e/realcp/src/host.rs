@@ -89,6 +89,7 @@ impl HostProcess {
                 .collect(),
             clear_env: cmd.clear_env,
             log: cmd.log.clone(),
+            append: false,
         })?;
         Ok(HostProcess { proc })
     }

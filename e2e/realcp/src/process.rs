@@ -2,7 +2,6 @@
 //! killed by the kernel if the test process dies first.
 
 use std::ffi::OsString;
-use std::fs::File;
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -35,11 +34,19 @@ pub(crate) struct Spec<'a> {
     /// Start from an empty environment (only `env`), instead of inheriting this process's.
     pub(crate) clear_env: bool,
     pub(crate) log: PathBuf,
+    /// Append to `log` instead of truncating it: a component started again (see
+    /// `ControlPlane::start_apiserver`) keeps its earlier output in the same file.
+    pub(crate) append: bool,
 }
 
 impl Proc {
     pub(crate) fn spawn(spec: Spec<'_>) -> Result<Proc> {
-        let log = File::create(&spec.log)
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(spec.append)
+            .truncate(!spec.append)
+            .open(&spec.log)
             .with_context(|| format!("{}: cannot create {}", spec.name, spec.log.display()))?;
         let mut cmd = match setpriv() {
             // The kernel sends SIGKILL when the parent dies: a test process that is itself killed
@@ -85,6 +92,14 @@ impl Proc {
             self.exited = self.child.try_wait().ok().flatten();
         }
         self.exited
+    }
+
+    /// SIGKILL to its process group, then reaped.
+    pub(crate) fn kill(&mut self) {
+        signal_group(self.child.id(), "KILL");
+        if self.exited.is_none() {
+            self.exited = self.child.wait().ok();
+        }
     }
 
     /// The error for a component that died: its status and the end of its log.

@@ -391,6 +391,32 @@ fn emulates_kubernetes_1_34() {
     wait_running(&cp, "default", "old");
 }
 
+/// `kill_apiserver` then `start_apiserver`: the same etcd (objects kept), port and credentials;
+/// the scheduler and kwok reconnect on their own, and exec through it works again.
+#[test]
+fn the_apiserver_starts_again_on_the_same_etcd_and_port() {
+    let cp = start(Options::default());
+    cp.apply(&pod("default", "before")).unwrap();
+    wait_running(&cp, "default", "before");
+    cp.kill_apiserver().unwrap();
+    assert!(cp.kill_apiserver().is_err(), "killed twice");
+    assert!(
+        !cp.kubectl(["get", "--raw", "/readyz"]).status.success(),
+        "kube-apiserver still answers after SIGKILL"
+    );
+    cp.start_apiserver().unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(cp.start_apiserver().is_err(), "started twice");
+    assert!(get_json(&cp, &["get", "pod", "before", "-n", "default"]).is_some());
+    cp.apply(&pod("default", "after")).unwrap();
+    wait_running(&cp, "default", "after");
+    // kwok's exec rules and its connection to the API server survived the restart.
+    let out = wait_until("exec after the restart", Duration::from_secs(60), || {
+        let out = sh(&cp, "default", "after", "echo again");
+        out.status.success().then_some(out)
+    });
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "again\n");
+}
+
 #[test]
 fn velero_backup_delete_restore_round_trip() {
     let cp = start(Options::default());

@@ -275,8 +275,12 @@ impl PodWorker {
             if let Some(observed) = self.mailbox.take() {
                 self.observe(observed);
             }
-            // The watch let go of this pod: finish what runs, start nothing.
-            if self.mailbox.is_closed() {
+            // The watch let go of this pod, or the leadership ended while the last step ran (an
+            // API call can outlast it): finish what runs, start nothing, and leave the pod's
+            // status to the next leader. This leadership's record may hold starts whose write
+            // never landed; applied to the pod, they would make hooks that never ran look
+            // started, and end them interrupted (docs/behaviour.md §6.10, §9.5).
+            if self.mailbox.is_closed() || self.term.is_cancelled() {
                 stopping = true;
             }
             let idle = |w: &Self| w.running.is_empty() && w.results.is_empty();

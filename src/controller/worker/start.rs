@@ -86,6 +86,11 @@ impl PodWorker {
         status.hooks[index].started_at = Some(started_at);
         status.hooks[index].retries = attempt - 1;
         status.hooks[index].retry_at = None;
+        // A new attempt has no exit code or output yet: the last one's would otherwise stay on
+        // an attempt that ends without them (interrupted, §6.10) as if it were this one's.
+        status.hooks[index].exit_code = None;
+        status.hooks[index].stdout.clear();
+        status.hooks[index].stderr.clear();
         // The `Running` record on the pod and the start in the controller's record go out
         // together, and the exec starts only once both are written: the pod's is won against
         // every other change of the pod, the record's is what a rolled-back status or a new

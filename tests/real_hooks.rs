@@ -1407,3 +1407,206 @@ fn a_pods_first_hook_gets_a_free_exec_slot_before_later_hooks_that_waited_longer
     assert_eq!(run["status"]["hooks"]["succeeded"], 5, "{}", run["status"]);
     serve.assert_no_forbidden();
 }
+
+/// The exec slots' reserve and fair share (docs/behaviour.md §6.11) on the real API server, with
+/// the chart's `config.maxConcurrentExecs=8`: at most 6 slots per namespace (three quarters),
+/// 1 (the last eighth) kept for namespaces that hold none, and a namespace that holds slots takes
+/// another only below its share of the 7 others (among the namespaces that hold or wait).
+///
+/// Namespace A's 7 long hooks take 6 slots, its cap; B's 7 then take the one slot left outside
+/// the reserve and no more (a namespace that holds a slot never takes the reserve); C's one quick
+/// hook takes the reserve and runs to `Succeeded` while A's and B's still hold theirs, and nobody
+/// takes the slot it hands back. Then 5 of A's hooks end: A's last one starts, and B grows to its
+/// share, 4 (7 slots over 2 namespaces, rounded up), and no further, though 2 slots are free and
+/// 3 of its hooks wait. Once the test releases them all, every hook ends `Succeeded`, each run
+/// once. Which hooks hold slots is decided by the test (a file each command waits for), never by
+/// timing.
+#[test]
+fn exec_slots_keep_a_reserve_for_a_namespace_that_holds_none_and_share_the_rest_fairly() {
+    use serde_json::json;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    const PODS: usize = 7;
+    let install = Install::new(InstallOptions {
+        helm_args: vec!["--set".into(), "config.maxConcurrentExecs=8".into()],
+        ..InstallOptions::default()
+    });
+    let serve = install.start(0);
+    let controller = serve.controller();
+    assert!(
+        controller
+            .args
+            .iter()
+            .any(|a| a == "--max-concurrent-execs=8")
+            && !controller
+                .args
+                .iter()
+                .any(|a| a.starts_with("--max-concurrent-execs-per-namespace")),
+        "8 slots, the per-namespace cap at its default: {:?}",
+        controller.args
+    );
+    let cp = &install.cp;
+    let [a, b, c] = ["fair-a", "fair-b", "fair-c"];
+    let marks = |ns: &str| install.mark(ns);
+    for ns in [a, b, c] {
+        namespace(cp, ns, json!({NAMESPACE_LABEL: format!("r-{ns}")}));
+    }
+    // Holds its slot until the test releases its pod (10 minutes at most).
+    let release = |pod: &str| std::fs::write(install.mark(&format!("release-{pod}")), b"").unwrap();
+    let hold = |ns: &str| {
+        json!({
+            "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+            "metadata": {"name": "hold", "namespace": ns},
+            "spec": {"postHooks": [{"exec": {"container": "app", "execTimeout": "11m",
+                "command": ["sh", "-c", format!(
+                    "echo $(POD_NAME) >> '{mark}'; r='{dir}/release-$(POD_NAME)'; i=0; \
+                     until [ -e \"$r\" ] || [ $i -ge 1200 ]; do sleep 0.5; i=$((i+1)); done; [ -e \"$r\" ]",
+                    mark = marks(ns).display(),
+                    dir = install.marks.display()
+                )]}}]},
+        })
+    };
+    scenarios::apply_hooks(
+        cp,
+        &[
+            hold(a),
+            hold(b),
+            json!({
+                "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+                "metadata": {"name": "quick", "namespace": c},
+                "spec": {"postHooks": [{"exec": {"container": "app",
+                    "command": ["sh", "-c", mark_cmd(&marks(c), "ran")]}}]},
+            }),
+        ],
+    );
+    let pods = |ns: &str| (0..PODS).map(|i| format!("{ns}-{i}")).collect::<Vec<_>>();
+    let slots = || {
+        let metrics = controller.metrics();
+        (
+            metric(&metrics, "restore_hooks_exec_slots_in_use"),
+            metric(&metrics, "restore_hooks_exec_slot_waiting{turn=\"first\"}"),
+        )
+    };
+    // The pods of `ns` by their hook's phase (a hook that never started may have no status yet:
+    // Pending too).
+    let phases = |ns: &str| {
+        let mut by_phase = BTreeMap::<String, Vec<String>>::new();
+        let list = get_json(cp, &["get", "pods", "-n", ns]).expect("the pods of the namespace");
+        for pod in list["items"].as_array().unwrap() {
+            let phase = hook_status(pod)
+                .and_then(|s| s["hooks"][0]["phase"].as_str().map(str::to_string))
+                .unwrap_or_else(|| "Pending".to_string());
+            let name = pod["metadata"]["name"].as_str().unwrap().to_string();
+            by_phase.entry(phase).or_default().push(name);
+        }
+        by_phase
+    };
+    let counts = |ns: &str| {
+        phases(ns)
+            .into_iter()
+            .map(|(phase, pods)| (phase, pods.len()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let want = |pairs: &[(&str, usize)]| {
+        pairs
+            .iter()
+            .map(|(phase, n)| (phase.to_string(), *n))
+            .collect::<BTreeMap<_, _>>()
+    };
+    // Waits until A's and B's hooks are in the phases given, and the slots `(in use, first
+    // hooks waiting)` as given.
+    let settle =
+        |what: &str, in_a: &[(&str, usize)], in_b: &[(&str, usize)], slots_now: (f64, f64)| {
+            wait_until(what.to_string(), Duration::from_secs(120), || {
+                let now = (counts(a), counts(b), slots());
+                if now == (want(in_a), want(in_b), slots_now) {
+                    Ok(())
+                } else {
+                    Err(format!("(A, B, (in use, waiting)) = {now:?}"))
+                }
+            })
+        };
+
+    for name in pods(a) {
+        create(cp, &pod(a, &name, &["app"], json!({}), json!({})));
+    }
+    settle(
+        "A to hold its cap of 6 slots",
+        &[("Pending", 1), ("Running", 6)],
+        &[],
+        (6.0, 1.0),
+    );
+    for name in pods(b) {
+        create(cp, &pod(b, &name, &["app"], json!({}), json!({})));
+    }
+    settle(
+        "B to hold the last slot outside the reserve",
+        &[("Pending", 1), ("Running", 6)],
+        &[("Pending", 6), ("Running", 1)],
+        (7.0, 7.0),
+    );
+
+    create(cp, &pod(c, "quick-0", &["app"], json!({}), json!({})));
+    let done = wait_hooks_ended(cp, c, "quick-0", Duration::from_secs(120));
+    let status = hook_status(&done).unwrap();
+    assert_eq!(status["hooks"][0]["phase"], "Succeeded", "{status}");
+    assert_eq!(mark_lines(&marks(c)).len(), 1, "C's hook ran once");
+    // C's slot was handed back before its result was written, and nobody took it: A is at its
+    // cap, and B holds a slot, so the reserve is not B's.
+    assert_eq!(slots(), (7.0, 7.0), "(in use, first hooks waiting)");
+    assert_eq!(
+        counts(a),
+        want(&[("Pending", 1), ("Running", 6)]),
+        "A's hooks"
+    );
+    assert_eq!(
+        counts(b),
+        want(&[("Pending", 6), ("Running", 1)]),
+        "B's hooks"
+    );
+    assert_eq!(
+        (mark_lines(&marks(a)).len(), mark_lines(&marks(b)).len()),
+        (6, 1),
+        "A's and B's commands that started"
+    );
+
+    // 5 of A's hooks end: A (1 left) is below its share and its last hook starts; B takes slots
+    // up to its share, 4, and stops there with 2 slots free.
+    for name in phases(a)["Running"].iter().take(5) {
+        release(name);
+    }
+    settle(
+        "A's last hook to start and B to reach its share",
+        &[("Running", 2), ("Succeeded", 5)],
+        &[("Pending", 3), ("Running", 4)],
+        (6.0, 3.0),
+    );
+
+    for name in pods(a).iter().chain(&pods(b)) {
+        release(name);
+    }
+    for ns in [a, b] {
+        for name in pods(ns) {
+            let done = wait_hooks_ended(cp, ns, &name, Duration::from_secs(180));
+            let status = hook_status(&done).unwrap();
+            assert_eq!(status["hooks"][0]["phase"], "Succeeded", "{name}: {status}");
+        }
+        let mut ran = mark_lines(&marks(ns));
+        ran.sort();
+        assert_eq!(ran, pods(ns), "each hook of {ns} ran once");
+        let run = wait_restore_run(
+            cp,
+            &format!("r-{ns}"),
+            &["Completed"],
+            Duration::from_secs(60),
+        );
+        assert_eq!(
+            run["status"]["hooks"]["succeeded"], PODS,
+            "{}",
+            run["status"]
+        );
+    }
+    assert_eq!(slots(), (0.0, 0.0), "every slot handed back");
+    serve.assert_no_forbidden();
+}

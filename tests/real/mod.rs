@@ -13,6 +13,7 @@
 //! Waits are bounded failure guards, never performance assertions.
 #![allow(dead_code)]
 
+pub mod lossy_proxy;
 pub mod scenarios;
 pub mod serve;
 pub mod tls;
@@ -27,7 +28,8 @@ use std::time::{Duration, Instant};
 pub use realcp::{ControlPlane, NODE, Options};
 use serde_json::{Value, json};
 
-pub use serve::{Replica, Serve, ServeOptions};
+#[allow(unused_imports)]
+pub use serve::{Replica, Serve, ServeOptions, Via};
 #[allow(unused_imports)]
 pub use tls::{Certs, MeshWebhook};
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use realcp::{HostCommand, HostProcess};
@@ -32,6 +32,34 @@ pub struct ServeOptions {
     pub listen_port: Option<u16>,
     /// Do not wait for `/readyz` (a test that expects the process to fail).
     pub no_wait: bool,
+    /// The controller's way to the API server, when not the control plane's own address: a
+    /// proxy in front of it (see `lossy_proxy.rs`). [`Replica::start`] gives it to the
+    /// controller (or `serve`) only; the webhook talks to the API server directly.
+    pub via: Option<Via>,
+}
+
+/// A way to the API server through something in front of it: a process's token kubeconfig
+/// (same user, same token) gets `server` and trusts `ca_file` instead.
+#[derive(Clone, Debug)]
+pub struct Via {
+    pub server: String,
+    /// The CA certificate (PEM) that signed the certificate `server` presents.
+    pub ca_file: PathBuf,
+}
+
+impl Via {
+    /// A copy of `kubeconfig` (one the harness wrote) pointed at this way to the API server.
+    pub fn kubeconfig(&self, kubeconfig: &Path) -> PathBuf {
+        let mut config: Value = serde_json::from_str(&std::fs::read_to_string(kubeconfig).unwrap())
+            .expect("the harness writes kubeconfigs as JSON");
+        for cluster in config["clusters"].as_array_mut().unwrap() {
+            cluster["cluster"]["server"] = self.server.clone().into();
+            cluster["cluster"]["certificate-authority"] = self.ca_file.display().to_string().into();
+        }
+        let path = kubeconfig.with_extension("via.kubeconfig");
+        std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+        path
+    }
 }
 
 impl ServeOptions {
@@ -149,7 +177,10 @@ impl Serve {
             );
         }
 
-        let kubeconfig = install.kubeconfig_for(&service_account);
+        let mut kubeconfig = install.kubeconfig_for(&service_account);
+        if let Some(via) = &opts.via {
+            kubeconfig = via.kubeconfig(&kubeconfig);
+        }
         let home = install.cp.work_dir().join(format!("home-{identity}"));
         std::fs::create_dir_all(&home).unwrap();
         let log = install
@@ -262,6 +293,14 @@ impl Serve {
         self.log_fields()
             .into_iter()
             .filter(|f| f["message"] == message && f["object"] == object)
+            .collect()
+    }
+
+    /// The log lines (their `fields`) whose message starts with `prefix`.
+    pub fn lines_starting(&self, prefix: &str) -> Vec<Value> {
+        self.log_fields()
+            .into_iter()
+            .filter(|f| f["message"].as_str().is_some_and(|m| m.starts_with(prefix)))
             .collect()
     }
 
@@ -402,12 +441,13 @@ impl Replica {
         deployments.sort_by_key(|(_, webhook)| *webhook);
         let procs = deployments
             .into_iter()
-            .map(|(name, _)| {
+            .map(|(name, webhook)| {
                 Serve::start(
                     install,
                     ServeOptions {
                         args: opts.args.clone(),
                         no_wait: opts.no_wait,
+                        via: if webhook { None } else { opts.via.clone() },
                         ..ServeOptions::of(&name, replica)
                     },
                 )

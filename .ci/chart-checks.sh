@@ -227,7 +227,7 @@ step "NOTES.txt renders (helm install --dry-run=client)"
 notes() {
   local label="$1"; shift
   if "$HELM" install "$RELEASE" "$CHART" --namespace "$NAMESPACE" --dry-run=client "$@" >"$OUT/notes.log" 2>&1 \
-     && grep -q "^NOTES:" "$OUT/notes.log" && grep -q "failurePolicy is" "$OUT/notes.log"; then
+     && grep -q "^NOTES:" "$OUT/notes.log" && grep -q "While no replica answers, pods Velero creates are" "$OUT/notes.log"; then
     ok "NOTES ($label)"
   else
     bad "NOTES ($label)"; tail -20 "$OUT/notes.log" | sed 's/^/        /' >&2

@@ -542,7 +542,10 @@ def check_webhooks(ctx: Ctx, ca_bundle: str | None) -> None:
         ctx.c(h.get("sideEffects") == "None", f"{w}: sideEffects must be None")
         ctx.c(h.get("reinvocationPolicy") == v["webhook"]["reinvocationPolicy"], f"{w}: reinvocationPolicy")
         ctx.c(h.get("timeoutSeconds") == v["webhook"]["timeoutSeconds"], f"{w}: timeoutSeconds")
-        ctx.c(h.get("failurePolicy") == v["webhook"]["failurePolicy"], f"{w}: failurePolicy")
+        # Velero never creates a rejected pod again (and restores volume data only into the pod
+        # it created): its entry has its own policy, Ignore by default.
+        policy = v["webhook"]["veleroPodFailurePolicy"] if h["name"].startswith("pod-label.") else v["webhook"]["failurePolicy"]
+        ctx.c(h.get("failurePolicy") == policy, f"{w}: failurePolicy {h.get('failurePolicy')} != {policy}")
         ctx.c(h.get("matchPolicy") == "Equivalent", f"{w}: matchPolicy must be Equivalent")
         cc = h.get("clientConfig") or {}
         ctx.c("url" not in cc, f"{w}: clientConfig.url must not be used")
@@ -1115,7 +1118,7 @@ ALERTS = {"RestoreHooksWebhookDown", "RestoreHooksNoLeader", "RestoreHooksAdmiss
           "RestoreHooksAdmissionSlow", "RestoreHooksWebhookFailOpen", "RestoreHooksCertificateExpiringSoon",
           "RestoreHooksCertificateExpiringCritical", "RestoreHooksWatchUnhealthy", "RestoreHooksPlansRejected",
           "RestoreHooksApiForbidden", "RestoreHooksStatusRolledBack", "RestoreHooksMemoryNearLimit",
-          "RestoreHooksExecSlotsSaturated"}
+          "RestoreHooksExecSlotsSaturated", "RestoreHooksNotApplied"}
 # metric -> the alert that uses it, and which pods export it (job selector): webhook, controller or any.
 METRICS = {
     "restore_hooks_admission_requests_total": ("RestoreHooksAdmissionDenied", "webhook"),
@@ -1130,6 +1133,7 @@ METRICS = {
     "restore_hooks_status_rollbacks_total": ("RestoreHooksStatusRolledBack", "controller"),
     "process_resident_memory_bytes": ("RestoreHooksMemoryNearLimit", "any"),
     "restore_hooks_exec_slot_waiting": ("RestoreHooksExecSlotsSaturated", "controller"),
+    "restore_hooks_unmutated_pods_total": ("RestoreHooksNotApplied", "controller"),
 }
 # Quantity suffixes of resources.limits.memory, in bytes (the alert's threshold is 90% of it).
 MEMORY_UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,

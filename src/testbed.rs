@@ -509,6 +509,7 @@ pub fn sh_hook(name: &str, container: &str, script: &str) -> PlannedHook {
         wait_for_ready: false,
         allowed_by: None,
         refused: None,
+        invalid: None,
         run_on: Default::default(),
         after: Vec::new(),
         retry: None,

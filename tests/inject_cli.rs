@@ -161,19 +161,21 @@ fn reads_the_pod_from_stdin_and_honours_restore_namespace() {
 
 #[test]
 fn denial_prints_the_webhook_message_and_exits_1() {
+    // A pod created in a restore namespace (its controller will create it again once the hook is
+    // fixed) is denied for an invalid hook under the default --on-invalid deny.
     let pod = r#"
 apiVersion: v1
 kind: Pod
 metadata:
   name: db-0
   namespace: shop
-  labels: {velero.io/restore-name: r1}
   annotations:
     post.hook.restore.velero.io/command: '["/bin/sh", "-c"'
 spec:
   containers: [{name: db, image: postgres}]
 "#;
-    let out = inject(&["-f", "-", "--velero-hooks", "own"], Some(pod));
+    let args = ["-f", "-", "--velero-hooks", "own", "--restore", "r1"];
+    let out = inject(&args, Some(pod));
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(err.contains("denied"), "{err}");
@@ -181,13 +183,29 @@ spec:
     assert!(err.contains("post.hook.restore.velero.io/command"), "{err}");
     assert!(out.stdout.is_empty());
     // The same pod with --on-invalid warn is admitted, with a warning on stderr.
-    let out = inject(
-        &["-f", "-", "--velero-hooks", "own", "--on-invalid", "warn"],
-        Some(pod),
-    );
+    let out = inject(&[&args[..], &["--on-invalid", "warn"]].concat(), Some(pod));
     assert!(out.status.success());
     assert!(
         text(&out.stderr).contains("Warning: restore-hooks: pod shop/db-0: skipped invalid hook")
+    );
+    // A pod Velero restores (the restore label) is never denied: nothing would create it again.
+    // It is admitted with the warning, and its plan carries the invalid hook so that the
+    // controller ends it Failed with the reason (docs/behaviour.md §3.6).
+    let labelled = pod.replace(
+        "  namespace: shop\n",
+        "  namespace: shop\n  labels: {velero.io/restore-name: r1}\n",
+    );
+    let out = inject(&["-f", "-", "--velero-hooks", "own"], Some(&labelled));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("Warning: restore-hooks: pod shop/db-0"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("invalid"),
+        "{}",
+        text(&out.stdout)
     );
 }
 

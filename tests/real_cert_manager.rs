@@ -11,9 +11,9 @@
 //! leaves loopback; the product reads the Secret cert-manager writes through a directory kept in
 //! sync the way the kubelet does (a `..data` symlink swapped atomically), as its pod would.
 //!
-//! Every admission below is a restored pod created with `failurePolicy: Fail`: a TLS failure
-//! (wrong DNS name, CA not injected, a CA the bundle does not hold) rejects it, and the test
-//! fails with kubectl's error. Waits are failure guards, never performance bounds.
+//! Every admission below is a pod Velero would restore (the restore label): a TLS failure (wrong
+//! DNS name, CA not injected, a CA the bundle does not hold) admits it unmutated under the chart's
+//! `veleroPodFailurePolicy: Ignore`, and the test fails naming the pod that was not mutated. Waits are failure guards, never performance bounds.
 
 mod real;
 

@@ -14,12 +14,15 @@ use serde_json::Value;
 
 use crate::config::{EngineConfig, OnInvalid};
 use crate::exec_step::timestamp;
+use crate::hooks::plan::PlannedHook;
 use crate::hooks::plan::{
     EXEC_LABEL, EXEC_PENDING, ExecPlan, INJECTED_ANNOTATION, MAX_PLAN_BYTES, MAX_STATUS_BYTES,
     MAX_TOTAL_ANNOTATION_BYTES, PLAN_ANNOTATION, RESTORE_RUN_LABEL, STATUS_ANNOTATION,
 };
-use crate::hooks::resolve::{Placement, PodContext, Resolution, resolve_hooks};
-use crate::hooks::scope::restore_scope;
+use crate::hooks::resolve::{
+    Placement, PodContext, RESTORE_WAIT_CONTAINERS, Resolution, invalid_hook, resolve_hooks,
+};
+use crate::hooks::scope::{ScopeVia, restore_scope};
 use crate::hooks::signing::{
     PLAN_SIGNATURE_ANNOTATION, PlanKeys, PodBinding, STATUS_SIGNATURE_ANNOTATION,
 };
@@ -99,7 +102,12 @@ pub fn answer(
     issuer: &Issuer<'_>,
 ) -> Admission {
     let who = ctx.pod.display(ctx.namespace);
-    if !resolution.problems.is_empty() && config.on_invalid == OnInvalid::Deny {
+    // A pod nothing would create again is never denied for its hooks (docs/behaviour.md §3.6):
+    // Velero does not retry a pod it could not create, and restores volume data only into the
+    // pod it created, so a denied pod is lost, or its replacement starts on empty volumes.
+    let restores_volumes = restores_volume_data(ctx.pod);
+    let never_denied = restores_volumes || resolution.scope.via == ScopeVia::PodLabel;
+    if !resolution.problems.is_empty() && config.on_invalid == OnInvalid::Deny && !never_denied {
         let problems: Vec<String> = resolution.problems.iter().map(|p| p.to_string()).collect();
         return Admission::Deny {
             message: format!(
@@ -111,10 +119,19 @@ pub fn answer(
             ),
         };
     }
+    let why = match config.on_invalid {
+        OnInvalid::Deny if restores_volumes => {
+            " (admitted all the same: the pod restores volume data, which a denial would lose)"
+        }
+        OnInvalid::Deny => {
+            " (admitted all the same: Velero created the pod and would not create it again)"
+        }
+        OnInvalid::Warn => "",
+    };
     let mut warnings: Vec<String> = resolution
         .problems
         .iter()
-        .map(|p| format!("restore-hooks: pod {who}: skipped invalid hook {p}"))
+        .map(|p| format!("restore-hooks: pod {who}: skipped invalid hook {p}{why}"))
         .collect();
     warnings.extend(
         resolution
@@ -122,11 +139,47 @@ pub fn answer(
             .iter()
             .map(|n| format!("restore-hooks: pod {who}: {n}")),
     );
+    // The hooks it is admitted without are planned as failed, so that they show on the pod, in
+    // its Events and in the restore's counts, not only in a warning nobody reads (§3.6).
+    let mut resolution = resolution;
+    let invalid: Vec<PlannedHook> = resolution
+        .problems
+        .iter()
+        .map(|p| invalid_hook(p, config))
+        .collect();
+    resolution.exec.extend(invalid);
     let restore = resolution.restore.clone();
     let refused_annotation_hook = resolution.refused_annotation_hook;
+    // For a pod that restores volume data, a plan that does not fit is recorded as one failed
+    // hook rather than a denial; should even that not fit (the pod's own annotations fill the
+    // budget), it is admitted unmarked, and the controller reports it (§6.1).
+    let fallback = never_denied.then(|| {
+        let mut r = resolution.clone();
+        r.exec.clear();
+        r
+    });
     match build_patch(ctx, resolution, issuer) {
-        Err(message) => Admission::Deny {
-            message: format!("restore-hooks: pod {who} (restore {restore:?}): {message}"),
+        Err(message) => match fallback {
+            Some(mut fallback) => {
+                let problem = crate::hooks::problem::Problem::new("annotation", message.clone());
+                fallback.exec.push(invalid_hook(&problem, config));
+                warnings.push(format!(
+                    "restore-hooks: pod {who}: its exec hooks are not planned: {message} (admitted \
+                     all the same: nothing would create the pod again)"
+                ));
+                match build_patch(ctx, fallback, issuer) {
+                    Ok((ops, injected)) if !ops.is_empty() => Admission::Patch {
+                        patch: Patch(ops),
+                        warnings,
+                        injected,
+                        refused_annotation_hook,
+                    },
+                    _ => Admission::Unchanged { warnings },
+                }
+            }
+            None => Admission::Deny {
+                message: format!("restore-hooks: pod {who} (restore {restore:?}): {message}"),
+            },
         },
         Ok((ops, _)) if ops.is_empty() => Admission::Unchanged { warnings },
         Ok((ops, injected)) => Admission::Patch {
@@ -136,6 +189,17 @@ pub fn answer(
             refused_annotation_hook,
         },
     }
+}
+
+/// Whether Velero restores volume data into the pod (file-system backup): it carries the
+/// `restore-wait` (or, before Velero 1.10, `restic-wait`) init container. Velero creates the
+/// pod's PodVolumeRestores only once the pod exists, so a pod denied at admission loses that
+/// data (docs/behaviour.md §3.6).
+pub fn restores_volume_data(pod: &crate::hooks::pod::AdmittedPod<'_>) -> bool {
+    pod.init_containers()
+        .into_iter()
+        .flatten()
+        .any(|c| RESTORE_WAIT_CONTAINERS.contains(&&*c.name))
 }
 
 fn pointer<'t>(tokens: impl IntoIterator<Item = &'t str>) -> PointerBuf {

@@ -245,10 +245,11 @@ pub fn next_step(
                 HookPhase::Pending if let Some(why) = elsewhere(hook, i, ctx) => {
                     Some((HookPhase::OtherPod, format!("runOn: OnePod: {why}")))
                 }
-                // A hook refused at admission ends at once, with the refusal (§9.9).
+                // A hook refused or invalid at admission ends at once, with why (§9.9, §3.6).
                 HookPhase::Pending => hook
                     .refused
                     .clone()
+                    .or_else(|| hook.invalid.clone())
                     .or_else(|| {
                         ctx.out_of_scope
                             .filter(|_| pod.presence == Presence::Present)
@@ -1396,6 +1397,24 @@ mod tests {
             &at(1),
         );
         assert_eq!(phases(&d), vec![F, S, S]);
+        assert_eq!(d.finished, Some(EXEC_FAILED));
+    }
+
+    /// §3.6: a hook the pod was admitted without, planned as invalid (no command, no container),
+    /// fails at once with why; the pod's other hooks run and the pod ends `failed`.
+    #[test]
+    fn an_invalid_hook_fails_at_once_without_a_container() {
+        let mut invalid = hook("broken", "");
+        invalid.command.clear();
+        invalid.invalid =
+            Some("invalid, not executed: restorehook/broken postHooks[0].exec onError: ...".into());
+        let p = plan(vec![hook("a", "db"), invalid.clone()]);
+        let up = pod(&[("db", true, true)]);
+        let d = next_step(&p, None, &up, &at(1));
+        assert_eq!(phases(&d), vec![P, F]);
+        assert_eq!(d.status.hooks[1].message, invalid.invalid.clone().unwrap());
+        assert_eq!(d.start, vec![0], "the valid hook starts");
+        let d = next_step(&p, Some(&with_phases(&p, &[OK, F])), &up, &at(2));
         assert_eq!(d.finished, Some(EXEC_FAILED));
     }
 

@@ -168,11 +168,40 @@ fn admit(pod: &Value, catalog: &StaticCatalog, config: &EngineConfig) -> Admitte
     }
 }
 
+/// The denial of `pod` as a pod that a workload's controller creates in a restore namespace:
+/// only such pods are denied for their hooks (§3.6). The same pod as Velero creates it (with the
+/// restore label) is admitted, its invalid hooks planned as failed, whatever `config` says.
 fn denied(pod: &Value, catalog: &StaticCatalog, config: &EngineConfig) -> String {
-    match evaluate(pod, NS, catalog, config).expect("pod decodes") {
+    let restore = pod["metadata"]["labels"]["velero.io/restore-name"]
+        .as_str()
+        .map(str::to_string);
+    let (as_controllers, catalog_ns) = match &restore {
+        Some(restore) => {
+            let mut p = pod.clone();
+            p["metadata"]["labels"]
+                .as_object_mut()
+                .unwrap()
+                .remove("velero.io/restore-name");
+            (p, with_ns_label(catalog.clone(), restore))
+        }
+        None => (pod.clone(), catalog.clone()),
+    };
+    let message = match evaluate(&as_controllers, NS, &catalog_ns, config).expect("pod decodes") {
         Admission::Deny { message } => message,
         other => panic!("expected a denial, got {other:?}"),
+    };
+    if restore.is_some() {
+        match evaluate(pod, NS, catalog, config).expect("pod decodes") {
+            Admission::Deny { message } => {
+                panic!("Velero's pod is never denied for its hooks, but: {message}")
+            }
+            Admission::Unchanged { warnings } | Admission::Patch { warnings, .. } => assert!(
+                !warnings.is_empty(),
+                "Velero's pod is admitted with a warning for its invalid hooks"
+            ),
+        }
     }
+    message
 }
 
 const TWO_HOOKS: &str = r#"
@@ -1145,14 +1174,33 @@ spec:
     // The broken init hook is dropped whole: its first container may be a prerequisite of the
     // second one, so injecting half of it would be worse than none.
     assert_eq!(a.init_names(), ["ok-init"]);
-    let cmds: Vec<_> = a
+    // The valid exec hook is planned to run; each invalid hook is planned as one that failed,
+    // with where it is and what is wrong (§3.6), so that it shows on the pod and in the counts.
+    let planned: Vec<(Vec<String>, Option<String>)> = a
         .plan()
         .unwrap()
         .hooks
         .iter()
-        .map(|h| h.command[0].clone())
+        .map(|h| (h.command.clone(), h.invalid.clone()))
         .collect();
-    assert_eq!(cmds, ["/good"]);
+    assert_eq!(planned[0], (vec!["/good".to_string()], None));
+    assert_eq!(
+        planned.len(),
+        2,
+        "the exec hook for a missing container does not apply"
+    );
+    let (command, invalid) = &planned[1];
+    assert!(command.is_empty());
+    let why = invalid.as_deref().unwrap_or_default();
+    assert!(
+        why.starts_with("invalid, not executed: restorehook/mixed postHooks[1].init"),
+        "{why}"
+    );
+    assert_eq!(
+        a.exec_label(),
+        Some("pending"),
+        "the controller records them"
+    );
     assert_eq!(a.warnings.len(), 2, "{:?}", a.warnings);
     assert!(
         a.warnings[0].contains("restorehook/mixed postHooks[1].init"),
@@ -1163,6 +1211,113 @@ spec:
         a.warnings[1].contains("postHooks[3].exec"),
         "{:?}",
         a.warnings
+    );
+}
+
+/// docs/behaviour.md §3.6: a pod nothing would create again is never denied for a hook problem,
+/// under `--on-invalid deny` too: one whose volume data Velero restores (it carries
+/// `restore-wait`), or one Velero created (the restore pod label): Velero creates each pod once,
+/// and restores the data only into it. Its invalid hooks are planned as failed; its valid ones
+/// run. A pod a workload's controller creates in a labelled namespace is still denied: its
+/// controller tries again once the hook is fixed.
+#[test]
+fn a_pod_nothing_would_create_again_is_never_denied_for_its_hooks() {
+    let docs = r#"
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: mixed}
+spec:
+  postHooks:
+  - exec: {command: [/good]}
+  - exec: {command: [/bad], onError: fail}
+"#;
+    let unlabelled = |extra: Value| {
+        let mut p = pod(extra);
+        p["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove("velero.io/restore-name");
+        p
+    };
+    let in_labelled_namespace = with_ns_label(catalog(docs), "r1");
+    let message = denied(&unlabelled(json!({})), &in_labelled_namespace, &own());
+    assert!(message.contains("postHooks[1].exec onError"), "{message}");
+    let restoring = |name: &str| {
+        json!({"spec": {"initContainers": [
+            {"name": name, "image": "velero/velero-restore-helper:v1.18.0"}]}})
+    };
+    let cases = [
+        (
+            "Velero's pod",
+            pod(json!({})),
+            catalog(docs),
+            "Velero created the pod",
+        ),
+        (
+            "restore-wait",
+            unlabelled(restoring("restore-wait")),
+            in_labelled_namespace.clone(),
+            "the pod restores volume data",
+        ),
+        (
+            "restic-wait",
+            unlabelled(restoring("restic-wait")),
+            in_labelled_namespace.clone(),
+            "the pod restores volume data",
+        ),
+    ];
+    for (what, p, c, why) in cases {
+        let decision = evaluate(&p, NS, &c, &own()).unwrap();
+        let Admission::Patch {
+            patch, warnings, ..
+        } = decision
+        else {
+            panic!("{what}: admitted with a patch, got {decision:?}");
+        };
+        let mut patched = p.clone();
+        json_patch::patch(&mut patched, &patch.0).unwrap();
+        let plan = ExecPlan::from_annotation(
+            patched["metadata"]["annotations"]["restore-hooks.dev/plan"]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(plan.hooks.len(), 2, "{what}");
+        assert_eq!(plan.hooks[0].command, ["/good"], "{what}");
+        let invalid = plan.hooks[1].invalid.as_deref().unwrap_or_default();
+        assert!(
+            invalid.contains("postHooks[1].exec onError"),
+            "{what}: {invalid}"
+        );
+        assert_eq!(
+            (plan.hooks[1].index, plan.hooks[1].source.as_str()),
+            (1, "restorehook/mixed"),
+            "{what}"
+        );
+        assert!(
+            warnings.iter().any(|w| w.contains(why)),
+            "{what}: {warnings:?}"
+        );
+    }
+    let without = unlabelled(json!({}));
+    // A plan too large to sign: one failed hook says so, rather than a denial.
+    let long = "x".repeat(70 * 1024);
+    let big = format!(
+        "apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {{name: big}}\n\
+         spec:\n  postHooks: [{{exec: {{command: [/bin/echo, {long}]}}}}]\n"
+    );
+    let message = denied(&without, &with_ns_label(catalog(&big), "r1"), &own());
+    assert!(message.contains("KiB restore-hooks allows"), "{message}");
+    let a = admit(&pod(restoring("restore-wait")), &catalog(&big), &own());
+    let plan = a.plan().unwrap();
+    assert_eq!(plan.hooks.len(), 1);
+    assert!(
+        plan.hooks[0]
+            .invalid
+            .as_deref()
+            .is_some_and(|w| w.contains("KiB restore-hooks allows")),
+        "{:?}",
+        plan.hooks[0]
     );
 }
 
@@ -1647,20 +1802,11 @@ spec:
 
     let typo = "apiVersion: restore-hooks.dev/v1alpha1\nkind: RestoreHook\nmetadata: {name: m}\n\
                 spec:\n  postHooks: [{exec: {command: [/bin/true], runOn: onePod}}]\n";
-    match evaluate(
-        &pod(json!({})),
-        NS,
-        &catalog(typo),
-        &EngineConfig::default(),
-    )
-    .unwrap()
-    {
-        Admission::Deny { message } => assert!(
-            message.contains("runOn") && message.contains("neither EveryPod nor OnePod"),
-            "{message}"
-        ),
-        other => panic!("a misspelt runOn must be denied: {other:?}"),
-    }
+    let message = denied(&pod(json!({})), &catalog(typo), &EngineConfig::default());
+    assert!(
+        message.contains("runOn") && message.contains("neither EveryPod nor OnePod"),
+        "{message}"
+    );
 }
 
 /// `after` (docs/behaviour.md §6.16): hook objects' entries reach the signed plan resolved to one
@@ -1745,16 +1891,24 @@ spec:
         message.contains("clusterrestorehook/b-seed postHooks[0].exec after: waits in a cycle (clusterrestorehook/b-seed → a-migrate → clusterrestorehook/b-seed)"),
         "{message}"
     );
-    // Under --on-invalid warn the pod is admitted with the hooks outside the cycle only.
+    // Under --on-invalid warn the pod is admitted with the hooks outside the cycle to run, and
+    // those on it planned as failed (§3.6).
     let warned = admit(&pod(json!({})), &catalog(cycle), &warn_own());
-    let names: Vec<String> = warned
+    let names: Vec<(String, bool)> = warned
         .plan()
         .unwrap()
         .hooks
         .iter()
-        .map(|h| h.name.clone())
+        .map(|h| (h.name.clone(), h.invalid.is_some()))
         .collect();
-    assert_eq!(names, ["c-other"]);
+    assert_eq!(
+        names,
+        [
+            ("c-other".to_string(), false),
+            ("b-seed".to_string(), true),
+            ("a-migrate".to_string(), true)
+        ]
+    );
     assert!(
         warned
             .warnings

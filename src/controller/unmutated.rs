@@ -1,7 +1,8 @@
 //! Restored pods that the webhook never saw (docs/behaviour.md §6.1).
 //!
-//! Under `failurePolicy: Ignore`, a restored pod created while no webhook replica answered is
-//! admitted without its hooks, and nothing in the pod says so. Every pod the webhook admits in a
+//! Under `failurePolicy: Ignore` (by default, the entry for pods Velero creates, §3.7), a restored
+//! pod created while no webhook replica answered is admitted without its hooks, and nothing in the
+//! pod says so. Every pod the webhook admits in a
 //! restore scope carries `restore-hooks.dev/restore-run`; a pod in a restore scope without it was
 //! not seen. The leader looks for such pods and reports each once: a Warning Event on the pod, a
 //! log line and `restore_hooks_unmutated_pods_total`.
@@ -158,11 +159,20 @@ impl Unmutated {
         let namespace = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
         self.metrics.unmutated_pods.inc();
-        let message = "this restored pod was admitted without restore-hooks' webhook (it was \
-                       unavailable and the webhook configuration's failurePolicy is Ignore, or the \
-                       pod predates the installation): its restore hooks were not applied. Delete \
-                       the pod so that its controller recreates it through the webhook, or run its \
-                       hooks by hand";
+        let by_velero = pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(&self.engine.restore_label))
+            .is_some_and(|v| !v.is_empty());
+        // Deleting a pod Velero restored would not bring its hooks back: nothing but Velero
+        // creates it with the restore label, and its file-system volume data was restored into
+        // this very pod (docs/behaviour.md §3.7).
+        let message = if by_velero {
+            "this restored pod was admitted without restore-hooks' webhook (no replica answered,              and pods Velero creates are admitted then so that their volume data is restored; or              the pod predates the installation): its restore hooks were not applied and will not              run. Run them by hand; `restore-hooks inject -f <this pod> --hooks <hook objects>`              shows which they are"
+        } else {
+            "this pod of a restore namespace was admitted without restore-hooks' webhook (it was              unavailable and the webhook configuration's failurePolicy is Ignore, or the pod              predates the installation): its restore hooks were not applied. Delete the pod so              that its controller creates it again through the webhook, or run its hooks by hand"
+        };
         warn!(pod = %format!("{namespace}/{name}"), "restored pod admitted without the webhook: its hooks were not applied");
         let about = Regarding {
             api_version: "v1",

@@ -253,3 +253,8 @@ Namespaces never sent to the webhook (namespaceSelector NotIn) and passed to the
 {{- fail (printf "certManager.enabled=false requires %s; certs/make-certs.sh SERVICE NAMESPACE creates both (see certs/README.md)" (join " and " $missing)) }}
 {{- end }}
 {{- end }}
+
+{{/* What the API server does with pods while no webhook replica answers, per webhook entry. */}}
+{{- define "restore-hooks.whileDown" -}}
+pods Velero creates are {{ if eq .Values.webhook.veleroPodFailurePolicy "Fail" }}REJECTED (Velero does not retry them){{ else }}admitted WITHOUT their restore hooks (reported as RestoreHooksNotApplied){{ end }}, and other pods of restore namespaces are {{ if eq .Values.webhook.failurePolicy "Fail" }}rejected (their controllers retry){{ else }}admitted WITHOUT their restore hooks{{ end }}
+{{- end }}

@@ -253,6 +253,11 @@ pub struct PlannedHook {
     /// authored, §9.9). The controller records it `Failed` with this message without running it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// JSON `invalid`: the hook was invalid at admission, and the pod was admitted without it
+    /// (`--on-invalid warn`, or a pod whose volume data Velero restores, §3.6). The controller
+    /// records it `Failed` with this message; it has no command and never runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalid: Option<String>,
     /// JSON `runOn`: `OnePod` when one pod of the restore runs the hook for all the pods that
     /// plan it (§6.15); absent: every pod runs it.
     #[serde(default, skip_serializing_if = "RunOn::is_every_pod")]
@@ -333,6 +338,7 @@ impl PlannedHook {
             wait_for_ready: false,
             allowed_by: None,
             refused: None,
+            invalid: None,
             run_on: RunOn::EveryPod,
             after: Vec::new(),
             retry: None,

@@ -22,7 +22,8 @@ use super::compiled::{
 };
 use super::parameters::{RestoreParameters, VeleroFacts, references};
 use super::plan::{
-    AfterRef, AwaitedKey, HookKind, HookRef, PlannedHook, RunOn, Voucher, awaited_keys,
+    AfterRef, AwaitedKey, DEFAULT_EXEC_TIMEOUT_MS, HookKind, HookRef, OnError, PlannedHook, RunOn,
+    Voucher, awaited_keys,
 };
 use super::pod::{AdmittedPod, ContainerView};
 use super::problem::{ExecField, Problem};
@@ -842,6 +843,52 @@ fn planned(
         wait_for_ready: template.wait_for_ready,
         allowed_by: None,
         refused: None,
+        invalid: None,
+        run_on: RunOn::EveryPod,
+        after: Vec::new(),
+        retry: None,
+        ephemeral: None,
+    }
+}
+
+/// A plan entry for an invalid hook the pod is admitted without (docs/behaviour.md §3.6): it says
+/// where the hook is and what is wrong, has no command, and the controller records it `Failed`.
+pub fn invalid_hook(problem: &Problem, config: &EngineConfig) -> PlannedHook {
+    // `restorehook/pg postHooks[1].exec`, `velero-restore/r resources[0] "db" postHooks[0].init`,
+    // `annotation`: the plan source is the first word.
+    let source = problem
+        .source
+        .split(' ')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let name = match source.split_once('/') {
+        None => ANNOTATION_HOOK_NAME.to_string(),
+        Some((_, object)) => problem
+            .source
+            .split('"')
+            .nth(1)
+            .unwrap_or(object)
+            .to_string(),
+    };
+    let index = problem
+        .source
+        .split_once("postHooks[")
+        .and_then(|(_, rest)| rest.split(']').next()?.parse().ok())
+        .unwrap_or(0);
+    PlannedHook {
+        name,
+        source,
+        index,
+        container: String::new(),
+        command: Vec::new(),
+        on_error: OnError::Continue,
+        exec_timeout_ms: DEFAULT_EXEC_TIMEOUT_MS,
+        wait_timeout_ms: config.default_wait_timeout_ms,
+        wait_for_ready: false,
+        allowed_by: None,
+        refused: None,
+        invalid: Some(format!("invalid, not executed: {problem}")),
         run_on: RunOn::EveryPod,
         after: Vec::new(),
         retry: None,

@@ -120,6 +120,16 @@ impl PodWorker {
                         .publish(&about, EventType::Normal, HOOK_SUCCEEDED, &msg)
                         .await;
                 }
+                HookPhase::Failed if hook.invalid.is_some() => {
+                    let msg = format!(
+                        "hook {} (#{i}, {}) {}",
+                        hook.name, hook.source, entry.message
+                    );
+                    self.shared
+                        .events
+                        .publish(&about, EventType::Warning, HOOK_FAILED, &msg)
+                        .await;
+                }
                 HookPhase::Failed if hook.refused.is_some() => {
                     let msg = format!(
                         "hook {} (#{i}, {}) in container {} {}",

@@ -104,7 +104,10 @@ fn runnable_here(workload: &Value) -> Value {
             .map(|c| json!({"name": c["metadata"]["name"], "emptyDir": {}}))
             .collect();
         spec["volumes"] = json!(volumes);
-        w["spec"].as_object_mut().unwrap().remove("volumeClaimTemplates");
+        w["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("volumeClaimTemplates");
     }
     w
 }
@@ -329,11 +332,28 @@ fn run_ephemeral_container(cp: &ControlPlane, pod: &Value, name: &str, dir: &Pat
         .arg("runtime")
         .args(&command)
         .env_clear()
-        .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        .env(
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        )
         .env("LANG", "C.UTF-8")
         .current_dir("/")
         .output()
         .expect("cannot run unshare")
+}
+
+/// The pod annotations of docs/hooks.md's Velero annotation example (the ```yaml block that sets
+/// `post.hook.restore.velero.io/command`).
+fn docs_annotation_example() -> Value {
+    let text = std::fs::read_to_string(root().join("docs/hooks.md")).unwrap();
+    let block = text
+        .split("```yaml\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .find(|b| b.contains("post.hook.restore.velero.io/command:"))
+        .expect("docs/hooks.md has an annotation example");
+    let doc: Value = serde_yaml::from_str(block).unwrap();
+    doc["metadata"]["annotations"].clone()
 }
 
 /// Waits (bounded) until table `orders` of `database` was analyzed by a client, not autovacuum
@@ -362,6 +382,9 @@ fn analyzed(pg: &Postgres, database: &str) {
 ///    migration is skipped, the database is unchanged.
 /// 3. The Velero-restored pod of restored-pod.yaml: hooks.yaml's hooks wait for the server,
 ///    analyze it and create pg_prewarm, as the image's user, in POSTGRES_DB.
+/// 4. The annotation example of docs/hooks.md (the REINDEX the docs show in four places), on a
+///    server that trusts local connections as the image does: the index is rebuilt (a new
+///    relfilenode) in database `app`.
 #[test]
 fn postgres_examples_check_and_migrate_a_real_database() {
     let docs = example("postgres");
@@ -386,8 +409,8 @@ fn postgres_examples_check_and_migrate_a_real_database() {
     // ... and the one whose backup came back empty.
     let empty = Postgres::start(user, password, database);
 
-    let container = &named(&docs, "StatefulSet", "postgres")["spec"]["template"]["spec"]
-        ["containers"][0];
+    let container =
+        &named(&docs, "StatefulSet", "postgres")["spec"]["template"]["spec"]["containers"][0];
     let secrets: Vec<&Value> = kind_of(&docs, "Secret")
         .into_iter()
         .chain(kind_of(&app, "Secret"))
@@ -411,6 +434,15 @@ fn postgres_examples_check_and_migrate_a_real_database() {
     let mut env = container_env(&restored_pod["spec"]["containers"][0], &secrets);
     env.extend(velero_pg.client_env());
     exec_rule(cp, "shop", "postgres-0", &env);
+    // docs/hooks.md's annotation example, on its own pod and server.
+    let docs_pg = Postgres::start_like_the_image(user, password, "app");
+    docs_pg.psql(
+        "app",
+        "CREATE TABLE orders (id int PRIMARY KEY); INSERT INTO orders VALUES (1), (2)",
+    );
+    let mut env = container_env(container, &secrets);
+    env.extend(docs_pg.client_env());
+    exec_rule(cp, "docs", "db-0", &env);
     wait_for_exec_rules(cp, "postgres");
 
     // 1. A restore with data, and the app next to it.
@@ -479,12 +511,7 @@ fn postgres_examples_check_and_migrate_a_real_database() {
     let index = "SELECT count(*) FROM pg_indexes WHERE indexname = 'orders_customer_idx'";
     assert_eq!(pg.psql(database, index), "0", "nothing ran it yet");
     let dir = tempfile::tempdir().unwrap();
-    let out = run_ephemeral_container(
-        cp,
-        ran,
-        containers[0]["name"].as_str().unwrap(),
-        dir.path(),
-    );
+    let out = run_ephemeral_container(cp, ran, containers[0]["name"].as_str().unwrap(), dir.path());
     assert!(
         out.status.success(),
         "the ephemeral container's command: {}{}",
@@ -522,7 +549,10 @@ fn postgres_examples_check_and_migrate_a_real_database() {
         "{status}"
     );
     assert_eq!(
-        empty.psql(database, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"),
+        empty.psql(
+            database,
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+        ),
         "0",
         "the skipped migration created nothing"
     );
@@ -560,8 +590,47 @@ fn postgres_examples_check_and_migrate_a_real_database() {
     );
     analyzed(&velero_pg, database);
     assert_eq!(
-        velero_pg.psql(database, "SELECT extname FROM pg_extension WHERE extname = 'pg_prewarm'"),
+        velero_pg.psql(
+            database,
+            "SELECT extname FROM pg_extension WHERE extname = 'pg_prewarm'"
+        ),
         "pg_prewarm"
+    );
+
+    // 4. docs/hooks.md's annotation example, in a labelled restore namespace (no Velero label:
+    // restore-hooks runs the annotation hooks; their creator, admin, may exec).
+    let annotations = docs_annotation_example();
+    let filenode = "SELECT pg_relation_filenode('orders_pkey')";
+    let before = docs_pg.psql("app", filenode);
+    namespace(cp, "docs", json!({NAMESPACE_LABEL: "r-docs"}));
+    apply_list(
+        cp,
+        &[in_namespace(
+            named(&docs, "Secret", "postgres-credentials"),
+            "docs",
+        )],
+    );
+    let mut p = pod(
+        "docs",
+        "db-0",
+        &["db"],
+        json!({"app": "postgres"}),
+        annotations,
+    );
+    p["spec"]["containers"][0] = json!({"name": "db", "image": "postgres:17",
+        "envFrom": [{"secretRef": {"name": "postgres-credentials"}}]});
+    create(cp, &p);
+    let done = wait_hooks_ended(cp, "docs", "db-0", Duration::from_secs(120));
+    assert_eq!(
+        phases(&done),
+        pairs(&[("<from-annotation>", "Succeeded")]),
+        "{}",
+        status_text(&done)
+    );
+    assert_ne!(
+        docs_pg.psql("app", filenode),
+        before,
+        "REINDEX DATABASE app rebuilt the index"
     );
     serve.assert_no_forbidden();
 }
@@ -650,7 +719,9 @@ fn redis_example_checks_and_migrates_a_real_server() {
     let cp = &install.cp;
 
     let restored = Redis::start(&secret["REDIS_PASSWORD"]);
-    restored.cli(&["MSET", "cart:1", "apples", "cart:2", "pears", "user:1", "ada"]);
+    restored.cli(&[
+        "MSET", "cart:1", "apples", "cart:2", "pears", "user:1", "ada",
+    ]);
     let empty = Redis::start(&secret["REDIS_PASSWORD"]);
     let container =
         &named(&docs, "StatefulSet", "redis")["spec"]["template"]["spec"]["containers"][0];
@@ -684,7 +755,10 @@ fn redis_example_checks_and_migrates_a_real_server() {
         keys,
         ["basket:1", "basket:2", "schema:migrations", "user:1"]
     );
-    assert_eq!(restored.cli(&["MGET", "basket:1", "basket:2", "user:1"]), "apples\npears\nada");
+    assert_eq!(
+        restored.cli(&["MGET", "basket:1", "basket:2", "user:1"]),
+        "apples\npears\nada"
+    );
     assert_eq!(
         restored.cli(&["HGETALL", "schema:migrations"]),
         "2026-12-cart-to-basket\nr-redis"
@@ -699,6 +773,10 @@ fn redis_example_checks_and_migrates_a_real_server() {
         "{}",
         status_text(db)
     );
-    assert_eq!(empty.cli(&["DBSIZE"]), "0", "the skipped migration wrote nothing");
+    assert_eq!(
+        empty.cli(&["DBSIZE"]),
+        "0",
+        "the skipped migration wrote nothing"
+    );
     serve.assert_no_forbidden();
 }

@@ -102,8 +102,18 @@ pub struct Postgres {
 impl Postgres {
     /// `initdb` with superuser `user` and its `password` (what the official image does with
     /// POSTGRES_USER and POSTGRES_PASSWORD), then the server, then database `database`
-    /// (POSTGRES_DB).
+    /// (POSTGRES_DB). Every connection needs the password.
     pub fn start(user: &str, password: &str, database: &str) -> Postgres {
+        Self::start_with(user, password, database, "scram-sha-256")
+    }
+
+    /// The same, with the official image's `pg_hba.conf`: local (socket) connections trusted,
+    /// as inside its container, where a hook's psql needs no password.
+    pub fn start_like_the_image(user: &str, password: &str, database: &str) -> Postgres {
+        Self::start_with(user, password, database, "trust")
+    }
+
+    fn start_with(user: &str, password: &str, database: &str, local_auth: &str) -> Postgres {
         let initdb = installed(&format!("{PG_BIN}/initdb"), "postgresql-15");
         let dir = server_dir("restore-hooks-pg-");
         let data = dir.path().join("data");
@@ -130,7 +140,8 @@ impl Postgres {
                 format!("--pgdata={}", data.display()),
                 format!("--username={user}"),
                 format!("--pwfile={}", pwfile.display()),
-                "--auth=scram-sha-256".into(),
+                format!("--auth-local={local_auth}"),
+                "--auth-host=scram-sha-256".into(),
                 "--encoding=UTF8".into(),
                 "--no-sync".into(),
             ],
@@ -170,18 +181,22 @@ impl Postgres {
             password: password.into(),
             dir,
         };
-        wait_until("PostgreSQL to accept connections", Duration::from_secs(60), || {
-            let out = pg.psql_raw("postgres", "SELECT 1");
-            if out.status.success() {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{}; its log: {}",
-                    String::from_utf8_lossy(&out.stderr),
-                    pg.process.log_tail(5)
-                ))
-            }
-        });
+        wait_until(
+            "PostgreSQL to accept connections",
+            Duration::from_secs(60),
+            || {
+                let out = pg.psql_raw("postgres", "SELECT 1");
+                if out.status.success() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{}; its log: {}",
+                        String::from_utf8_lossy(&out.stderr),
+                        pg.process.log_tail(5)
+                    ))
+                }
+            },
+        );
         pg.psql("postgres", &format!("CREATE DATABASE \"{database}\""));
         pg
     }
@@ -282,18 +297,22 @@ impl MariaDb {
             socket,
             _dir: dir,
         };
-        wait_until("MariaDB to accept connections", Duration::from_secs(60), || {
-            let out = db.root_raw("SELECT 1");
-            if out.status.success() {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{}; its log: {}",
-                    String::from_utf8_lossy(&out.stderr),
-                    db.process.log_tail(5)
-                ))
-            }
-        });
+        wait_until(
+            "MariaDB to accept connections",
+            Duration::from_secs(60),
+            || {
+                let out = db.root_raw("SELECT 1");
+                if out.status.success() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{}; its log: {}",
+                        String::from_utf8_lossy(&out.stderr),
+                        db.process.log_tail(5)
+                    ))
+                }
+            },
+        );
         db.root(&format!(
             "CREATE DATABASE `{database}`; CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'; \
              GRANT ALL ON `{database}`.* TO '{user}'@'%'"

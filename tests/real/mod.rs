@@ -13,6 +13,7 @@
 //! Waits are bounded failure guards, never performance assertions.
 #![allow(dead_code)]
 
+pub mod databases;
 pub mod lossy_proxy;
 pub mod scenarios;
 pub mod serve;

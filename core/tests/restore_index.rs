@@ -594,12 +594,20 @@ fn a_late_hook_object_may_extend_only_the_marked_pods_it_selects() {
     };
     add("selected", "shop", &restored, &[]);
     add("has-it", "shop", &restored, &["restorehook/late"]);
-    add("other-app", "shop", &[("velero.io/restore-name", "r1"), ("app", "web")], &[]);
+    add(
+        "other-app",
+        "shop",
+        &[("velero.io/restore-name", "r1"), ("app", "web")],
+        &[],
+    );
     add("not-restored", "shop", &[("app", "db")], &[]);
     add("other-namespace", "team-b", &restored, &[]);
     add("unknown-namespace", "new", &restored, &[]);
-    let known: std::collections::BTreeMap<String, Labels> =
-        [("shop".to_string(), Labels::new()), ("team-b".to_string(), Labels::new())].into();
+    let known: std::collections::BTreeMap<String, Labels> = [
+        ("shop".to_string(), Labels::new()),
+        ("team-b".to_string(), Labels::new()),
+    ]
+    .into();
     let got = index.late_candidates(
         &object,
         |ns| known.get(ns),

@@ -22,7 +22,9 @@ use crate::hooks::duration::parse_flag as duration;
         A mutating admission webhook injects restore init containers into restored pods and \
         stamps them with an exec plan; a controller runs the post-restore exec hooks once each \
         target container is up, recording every outcome on the pod. Hooks come from Velero pod \
-        annotations, Velero Restore objects, ClusterRestoreHooks and RestoreHooks."
+        annotations, Velero Restore objects, ClusterRestoreHooks and RestoreHooks.\n\n\
+        `restore-hooks describe RESTORE` shows one restore's hooks (as a kubectl plugin: \
+        `kubectl restore-hooks describe RESTORE`)."
 )]
 /// The whole command line, as `main` parses it. `--help` shows the `about` and `long_about`
 /// above, not this comment.
@@ -44,6 +46,13 @@ pub enum Command {
     Controller(ControllerCommand),
     /// Preview offline what the webhook does to a pod (like `istioctl kube-inject`).
     Inject(InjectArgs),
+    /// Show one restore's hooks, like `velero restore describe` (also `kubectl restore-hooks
+    /// describe`).
+    ///
+    /// The phase and conditions, counts and timeline, every failed pod with its hook and
+    /// message, refused, late and missed hooks, each pod's hooks with the output of those that
+    /// failed, and the Events of the pods and their hook objects.
+    Describe(DescribeArgs),
     /// Print the CustomResourceDefinitions (RestoreHook, ClusterRestoreHook, RestoreRun,
     /// RestoreRecord) as YAML.
     Crd,
@@ -443,6 +452,101 @@ pub struct InjectArgs {
     pub creator_cannot_exec: bool,
 }
 
+/// `describe --output`: how the report is printed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum DescribeOutput {
+    /// For a terminal, like `velero restore describe`.
+    #[default]
+    Text,
+    /// The report as JSON: a stable shape (docs/behaviour.md §8.4).
+    Json,
+    /// The same report as YAML.
+    Yaml,
+}
+
+/// `describe --events`: which Events of the restore's pods and hook objects the report shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum EventsArg {
+    /// restore-hooks' Events and other components' Warnings about the pods, and the hook
+    /// objects' Events.
+    #[default]
+    All,
+    /// Only the Warnings among those.
+    Warning,
+    /// None.
+    None,
+}
+
+/// `describe`: one restore's hooks, read from the cluster with the caller's own credentials
+/// (read rights only: docs/operations.md, "Watching a restore").
+#[derive(Clone, Debug, Args)]
+#[command(after_help = "\
+Reads the restore's RestoreRun (get restoreruns), the pods labelled \
+restore-hooks.dev/restore-run=<restore> (list pods) and the Events of their namespaces (list \
+events). Exit status: 0 the report was printed, whatever the restore's phase; 1 no such restore; \
+2 the cluster could not be read.
+
+To wait for a restore's hooks to end, whatever their outcome:
+  kubectl wait --for=condition=Completed restorerun/<restore> --timeout=30m
+
+As a kubectl plugin: put the binary on PATH under the name kubectl-restore_hooks (a symlink \
+will do), then run kubectl restore-hooks describe <restore>.")]
+pub struct DescribeArgs {
+    /// The restore: its full name (a Velero Restore's name), the value of its restore label, or
+    /// its RestoreRun's name.
+    #[arg(value_name = "RESTORE")]
+    pub restore: String,
+    /// Output: for a terminal (`text`), or the report as `json` or `yaml`.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = DescribeOutput::Text)]
+    pub output: DescribeOutput,
+    /// List the restore's pods in this namespace only (repeatable), for a user who may list pods
+    /// in some namespaces only. Default: every namespace.
+    #[arg(short = 'n', long = "namespace", value_name = "NAMESPACE")]
+    pub namespaces: Vec<String>,
+    /// Which Events to show.
+    #[arg(long, value_enum, default_value_t = EventsArg::All)]
+    pub events: EventsArg,
+    /// The kubeconfig file. Default: $KUBECONFIG, else ~/.kube/config, else the pod's
+    /// ServiceAccount.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use. Default: its current context.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Give up on a request to the API server after this long.
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "30s")]
+    pub request_timeout: Duration,
+}
+
+/// The file name kubectl runs the binary by as its plugin `kubectl restore-hooks`.
+pub const KUBECTL_PLUGIN: &str = "kubectl-restore_hooks";
+
+impl Cli {
+    /// The command line, named for how the binary was called (`argv0`): as kubectl's plugin
+    /// ([`KUBECTL_PLUGIN`]) its usage and help say `kubectl restore-hooks`.
+    pub fn command_for(argv0: Option<&std::ffi::OsStr>) -> clap::Command {
+        use clap::CommandFactory;
+        let plugin = argv0
+            .and_then(|a| std::path::Path::new(a).file_name())
+            .is_some_and(|name| name == KUBECTL_PLUGIN);
+        let command = Cli::command();
+        if plugin {
+            command.bin_name("kubectl restore-hooks")
+        } else {
+            command
+        }
+    }
+
+    /// Parses the process's arguments (see [`Cli::command_for`]); exits with clap's message and
+    /// status on a bad command line, `--help` and `--version`.
+    pub fn parse_env() -> Cli {
+        use clap::FromArgMatches;
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        let matches = Cli::command_for(args.first().map(|a| a.as_os_str())).get_matches_from(args);
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+}
+
 /// `demo`: runs on the built-in API-server simulator (the `testbed` module), so it takes no
 /// cluster flags.
 #[derive(Clone, Debug, Args)]
@@ -553,6 +657,55 @@ mod tests {
                 ("deny", OnInvalid::Deny.meaning()),
                 ("warn", OnInvalid::Warn.meaning()),
             ])
+        );
+    }
+
+    /// Called as kubectl's plugin, the binary takes the same arguments and names itself
+    /// `kubectl restore-hooks` in usage and help.
+    #[test]
+    fn describe_parses_as_a_command_and_as_a_kubectl_plugin() {
+        use clap::FromArgMatches;
+        for argv0 in [
+            "restore-hooks",
+            "/usr/local/bin/restore-hooks",
+            "/home/me/bin/kubectl-restore_hooks",
+        ] {
+            let argv = [
+                argv0,
+                "describe",
+                "nightly-1",
+                "-o",
+                "json",
+                "-n",
+                "shop",
+                "-n",
+                "db",
+            ];
+            let mut command = Cli::command_for(Some(argv0.as_ref()));
+            let matches = command.try_get_matches_from_mut(argv).unwrap();
+            let Command::Describe(args) = Cli::from_arg_matches(&matches).unwrap().command else {
+                panic!("expected describe")
+            };
+            assert_eq!(args.restore, "nightly-1");
+            assert_eq!(args.output, DescribeOutput::Json);
+            assert_eq!(args.namespaces, ["shop", "db"]);
+            assert_eq!(args.events, EventsArg::All);
+            assert_eq!(args.request_timeout, Duration::from_secs(30));
+            let usage = command
+                .find_subcommand_mut("describe")
+                .unwrap()
+                .render_usage()
+                .to_string();
+            let plugin = argv0.ends_with(KUBECTL_PLUGIN);
+            assert_eq!(
+                usage.contains("kubectl restore-hooks describe"),
+                plugin,
+                "{argv0}: {usage}"
+            );
+        }
+        assert!(
+            Cli::try_parse_from(["restore-hooks", "describe"]).is_err(),
+            "RESTORE is required"
         );
     }
 

@@ -2,7 +2,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub use restore_hooks_core::{admission, config, hooks, index, ledger};
+pub use restore_hooks_core::{admission, config, hooks, index, ledger, restore};
 
 pub mod admin;
 pub mod backoff;
@@ -12,6 +12,7 @@ pub mod controller;
 pub mod crd;
 #[cfg(feature = "demo")]
 pub mod demo;
+pub mod describe_cli;
 pub mod inject_cli;
 pub mod kube_client;
 pub mod metrics;

@@ -2,7 +2,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use restore_hooks::cli::{Cli, Command};
 
 // Admission allocates many small JSON values per request on every worker thread; mimalloc took
@@ -14,9 +13,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     restore_hooks::install_crypto_provider();
-    let cli = Cli::parse();
+    // Also kubectl's plugin `kubectl restore-hooks` when called as `kubectl-restore_hooks`.
+    let cli = Cli::parse_env();
     let result = match cli.command {
         Command::Inject(args) => return restore_hooks::inject_cli::run(&args),
+        Command::Describe(args) => return restore_hooks::describe_cli::run(&args),
         Command::Crd => restore_hooks::crd::print(),
         #[cfg(feature = "demo")]
         Command::Demo(args) => block_on(restore_hooks::demo::run(args)),

@@ -106,3 +106,78 @@ fn every_event_reason_has_its_row_in_behaviour_md() {
         "docs/behaviour.md §6.12 lacks rows for the Event reasons {missing:?}"
     );
 }
+
+/// docs/behaviour.md §8.4 documents the shape of `restore-hooks describe -o json`: every
+/// top-level field has its row, and every field of a pod, of a pod's hook, of the timeline, of a
+/// condition and of an Event is named in its row. The fields come from the report itself (each
+/// is always present), so a new one without its documentation fails here.
+#[test]
+fn every_field_of_the_describe_report_is_in_behaviour_md() {
+    use restore_hooks::restore::report::{EventLine, PodFacts, Report, build};
+    use serde_json::Value;
+
+    let doc = read("docs/behaviour.md");
+    let start = doc.find("### 8.4 ").expect("docs/behaviour.md has §8.4");
+    let end = start + doc[start..].find("\n## 9.").expect("§9 follows §8.4");
+    let section = &doc[start..end];
+    let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+
+    // A pod with one hook, so that the report holds a pod and a hook entry.
+    let plan = serde_json::json!({"restore": "r", "hooks": [{
+        "name": "a", "source": "annotation", "index": 0, "container": "c", "command": ["true"],
+        "onError": "Continue", "execTimeoutMs": 30000, "waitTimeoutMs": null, "waitForReady": false,
+    }]});
+    let pods = [PodFacts {
+        namespace: "ns".into(),
+        name: "p".into(),
+        plan: Some(plan.to_string()),
+        ..PodFacts::default()
+    }];
+    let report = serde_json::to_value(build(restore_hooks::restore::report::Input {
+        restore: "r",
+        pods: &pods,
+        ..Default::default()
+    }))
+    .unwrap();
+    let mut missing = Vec::new();
+    for key in keys(&report) {
+        if row(section, &key).is_none() {
+            missing.push(format!("a row for `{key}`"));
+        }
+    }
+    let nested = [
+        ("pods", keys(&report["pods"][0])),
+        ("pods[].hooks", keys(&report["pods"][0]["hooks"][0])),
+        (
+            "timeline",
+            keys(&serde_json::to_value(Report::default().timeline).unwrap()),
+        ),
+        (
+            "events",
+            keys(&serde_json::to_value(EventLine::default()).unwrap()),
+        ),
+        (
+            "conditions",
+            keys(
+                &serde_json::to_value(restore_hooks::restore::report::ConditionLine::default())
+                    .unwrap(),
+            ),
+        ),
+    ];
+    for (parent, fields) in nested {
+        let Some(line) = row(section, parent) else {
+            missing.push(format!("a row for `{parent}`"));
+            continue;
+        };
+        for field in fields {
+            if !line.contains(&format!("`{field}`")) {
+                missing.push(format!("`{field}` in the row of `{parent}`"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/behaviour.md §8.4 lacks: {}",
+        missing.join("; ")
+    );
+}

@@ -439,12 +439,52 @@ async fn init_hooks_of_a_late_restore_hook_are_reported_missed_not_applied() {
                 .filter(|s| s.hooks.missed_init == 1 && s.hooks.pending == 0)
         });
         assert_eq!(run.phase, "PartiallyFailed", "{run:?}");
+        assert_eq!(plan.late_from, Some(0), "every hook of the plan came late");
+        // `restore-hooks describe` shows the late exec hook, the missed init hook and the hook
+        // object's InitHooksMissed Event (§8.4).
+        let report = describe(&bed).await;
+        assert_eq!(report.phase, "PartiallyFailed");
+        let late: Vec<(&str, &str, &str)> = report
+            .late_hooks
+            .iter()
+            .map(|l| (l.pod.as_str(), l.source.as_str(), l.phase.as_str()))
+            .collect();
+        assert_eq!(late, [("db-0", "restorehook/db-prepare", "Succeeded")]);
+        let missed: Vec<(&str, &str, usize)> = report
+            .missed_init_hooks
+            .iter()
+            .map(|m| (m.pod.as_str(), m.source.as_str(), m.index))
+            .collect();
+        assert_eq!(missed, [("db-0", "restorehook/db-prepare", 0)]);
+        assert!(
+            report.events.iter().any(|e| e.kind == "RestoreHook"
+                && e.name == "db-prepare"
+                && e.reason == "InitHooksMissed"),
+            "{:?}",
+            report.events
+        );
         assert_eq!(runs(&bed, NS, "db-0", "init.log"), 0);
         assert_eq!(runs(&bed, NS, "db-0", "exec.log"), 1);
         stop(ctl).await;
         bed.stop().await;
     })
     .await;
+}
+
+/// `restore-hooks describe` of restore [`RESTORE`], read through the testbed's client.
+async fn describe(bed: &Testbed) -> restore_hooks::restore::report::Report {
+    use clap::Parser as _;
+    let argv = ["restore-hooks", "describe", RESTORE];
+    let restore_hooks::cli::Command::Describe(args) = restore_hooks::cli::Cli::try_parse_from(argv)
+        .unwrap()
+        .command
+    else {
+        unreachable!()
+    };
+    restore_hooks::describe_cli::collect(&bed.client, &args)
+        .await
+        .unwrap()
+        .expect("a report")
 }
 
 /// A pod whose hooks have all ended gets a late hook object's exec hooks too (its label goes back
@@ -501,6 +541,15 @@ async fn late_hooks_extend_a_finished_pod_without_rerunning_its_hooks() {
         let plan = plan_of(&get_pod(&bed, NS, "web-0").await).unwrap();
         let sources: Vec<&str> = plan.hooks.iter().map(|h| h.source.as_str()).collect();
         assert_eq!(sources, ["restorehook/first", "restorehook/second"]);
+        assert_eq!(plan.late_from, Some(1), "the late hooks begin at #1 (§5.2)");
+        // `restore-hooks describe` lists the appended hook as late, and only it (§8.4).
+        let report = describe(&bed).await;
+        let late: Vec<(&str, usize, &str)> = report
+            .late_hooks
+            .iter()
+            .map(|l| (l.pod.as_str(), l.position, l.hook.as_str()))
+            .collect();
+        assert_eq!(late, [("web-0", 1, "second")]);
         stop(ctl).await;
         bed.stop().await;
     })

@@ -1610,3 +1610,330 @@ fn exec_slots_keep_a_reserve_for_a_namespace_that_holds_none_and_share_the_rest_
     assert_eq!(slots(), (0.0, 0.0), "every slot handed back");
     serve.assert_no_forbidden();
 }
+
+/// `kubectl wait -v=6 ARGS` (the pinned kubectl, admin), returned once it watches the object:
+/// it read it, found the condition unmet and waits for a change. Its log is drained by a thread.
+fn kubectl_waiting(cp: &ControlPlane, args: &[&str]) -> std::process::Child {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(cp.kubectl_path())
+        .arg(format!("--kubeconfig={}", cp.kubeconfig().display()))
+        .args(["wait", "-v=6"])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("watch=true") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    if rx.recv_timeout(std::time::Duration::from_secs(60)).is_err() {
+        let _ = child.kill();
+        panic!("kubectl wait {args:?} never watched");
+    }
+    child
+}
+
+/// docs/behaviour.md §8.3, §8.4 on the real API server, with a restore of more failing pods than
+/// the RestoreRun lists (20): `kubectl wait --for=condition=Completed` and
+/// `--for=condition=Failed`, started while one hook is held, return once the restore ends
+/// `PartiallyFailed`; `restore-hooks describe`, run as an identity with only the read rights
+/// docs/operations.md lists (through the binary and as the kubectl plugin), names every failed
+/// pod, as text and with `-o json`.
+#[test]
+fn describe_lists_every_failed_pod_and_kubectl_wait_returns_on_partially_failed() {
+    use serde_json::json;
+    use std::time::Duration;
+
+    let install = Install::default_chart();
+    let serve = install.start(0);
+    let cp = &install.cp;
+    let ns = "describe";
+    let restore = "r-describe";
+    namespace(cp, ns, json!({NAMESPACE_LABEL: restore}));
+    let gate = install.mark("describe-gate");
+    let hook = |name: &str, selector: serde_json::Value, command: String| {
+        json!({
+            "apiVersion": "restore-hooks.dev/v1alpha1", "kind": "RestoreHook",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "labelSelector": {"matchLabels": selector},
+                "postHooks": [{"exec": {"container": "app", "execTimeout": "10m",
+                                        "command": ["sh", "-c", command]}}],
+            },
+        })
+    };
+    scenarios::apply_hooks(
+        cp,
+        &[
+            hook(
+                "broken",
+                json!({"broken": "true"}),
+                "echo boom >&2; exit 3".into(),
+            ),
+            // Holds the restore InProgress until the test creates the gate file.
+            hook(
+                "held",
+                json!({"held": "true"}),
+                format!(
+                    "while [ ! -f '{}' ]; do sleep 0.2; done; echo released",
+                    gate.display()
+                ),
+            ),
+        ],
+    );
+    // The script of docs/operations.md waits for the RestoreRun to exist first.
+    let created = std::process::Command::new(cp.kubectl_path())
+        .arg(format!("--kubeconfig={}", cp.kubeconfig().display()))
+        .args([
+            "wait",
+            "--for=create",
+            &format!("restorerun/{restore}"),
+            "--timeout=300s",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let failing: Vec<String> = (0..22).map(|i| format!("fail-{i:02}")).collect();
+    let mut pods: Vec<serde_json::Value> = failing
+        .iter()
+        .map(|name| pod(ns, name, &["app"], json!({"broken": "true"}), json!({})))
+        .collect();
+    pods.push(pod(
+        ns,
+        "held-0",
+        &["app"],
+        json!({"held": "true"}),
+        json!({}),
+    ));
+    apply_list(cp, &pods);
+    let out = created.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl wait --for=create: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in &failing {
+        let pod = wait_hooks_ended(cp, ns, name, Duration::from_secs(240));
+        assert_eq!(pod["metadata"]["labels"][EXEC_LABEL], "failed");
+    }
+    let run = wait_until(
+        "RestoreRun r-describe to count the 22 failures while held-0 runs",
+        Duration::from_secs(120),
+        || {
+            let run = get_json(cp, &["get", "restoreruns.restore-hooks.dev", restore])
+                .ok_or("no RestoreRun")?;
+            let s = &run["status"];
+            (s["phase"] == "InProgress" && s["hooks"]["failed"] == 22 && s["hooks"]["pending"] == 1)
+                .then_some(run.clone())
+                .ok_or_else(|| s.to_string())
+        },
+    );
+    let failed_condition = run["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Failed")
+        .cloned()
+        .expect("a Failed condition");
+    assert_eq!(
+        (&failed_condition["status"], &failed_condition["reason"]),
+        (&json!("Unknown"), &json!("InProgress"))
+    );
+
+    // Both waits watch while the restore is in progress, and return when it ends.
+    let object = format!("restorerun/{restore}");
+    let mut waits: Vec<(&str, std::process::Child)> = ["Completed", "Failed"]
+        .into_iter()
+        .map(|c| {
+            let wait = kubectl_waiting(
+                cp,
+                &[&format!("--for=condition={c}"), &object, "--timeout=300s"],
+            );
+            (c, wait)
+        })
+        .collect();
+    for (c, wait) in &mut waits {
+        assert!(
+            wait.try_wait().unwrap().is_none(),
+            "kubectl wait --for=condition={c} returned while held-0's hook ran"
+        );
+    }
+    std::fs::write(&gate, "").unwrap();
+    for (c, wait) in waits {
+        let out = wait.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "--for=condition={c}: {stdout}");
+        assert!(
+            stdout.contains("condition met"),
+            "--for=condition={c}: {stdout}"
+        );
+    }
+    let run = wait_restore_run(cp, restore, &["PartiallyFailed"], Duration::from_secs(10));
+    // The script's check for success fails, at once.
+    let success = cp.kubectl([
+        "wait",
+        "--for=condition=Failed=False",
+        &object,
+        "--timeout=0s",
+    ]);
+    assert!(
+        !success.status.success(),
+        "Failed=False on a PartiallyFailed restore"
+    );
+    assert_eq!(run["status"]["hooks"]["succeeded"], 1, "{}", run["status"]);
+    assert_eq!(run["status"]["hooks"]["failed"], 22);
+    assert_eq!(
+        run["status"]["failedPods"].as_array().unwrap().len(),
+        20,
+        "the RestoreRun lists 20"
+    );
+
+    // `describe` as an identity that may only read: get RestoreRuns, list pods and Events.
+    apply_list(
+        cp,
+        &[
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": "describer", "namespace": ns}}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "restore-hooks-describer"},
+            "rules": [
+                {"apiGroups": ["restore-hooks.dev"], "resources": ["restoreruns"], "verbs": ["get"]},
+                {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["list"]},
+            ]}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": "restore-hooks-describer"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                               "name": "restore-hooks-describer"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "describer", "namespace": ns}]}),
+        ],
+    );
+    let token = cp
+        .token_for_service_account(ns, "describer", Duration::from_secs(3600))
+        .unwrap();
+    let kubeconfig = cp.kubeconfig_for_token(&token).unwrap();
+    let kc = format!("--kubeconfig={}", kubeconfig.display());
+    let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_restore-hooks"));
+    let describe = |program: &std::path::Path, args: &[&str], path: Option<&str>| {
+        let mut command = std::process::Command::new(program);
+        command.args(args);
+        if let Some(path) = path {
+            command.env("PATH", path);
+        }
+        let out = command.output().expect("it runs");
+        assert!(
+            out.status.success(),
+            "{program:?} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json_out = describe(&binary, &["describe", restore, "-o", "json", &kc], None);
+    let report: serde_json::Value = serde_json::from_str(&json_out).unwrap();
+    assert_eq!(report["phase"], "PartiallyFailed");
+    assert_eq!(
+        report["notes"],
+        json!([]),
+        "everything it needs was readable"
+    );
+    let listed: Vec<&str> = report["failedPods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["pod"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, failing, "every failed pod, not 20");
+    for f in report["failedPods"].as_array().unwrap() {
+        assert_eq!(f["hook"], "broken");
+        assert_eq!(f["message"], "command terminated with exit code 3", "{f}");
+    }
+    let pods = report["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 23);
+    let fail_0 = pods.iter().find(|p| p["name"] == "fail-00").unwrap();
+    assert_eq!(fail_0["hooks"][0]["stderr"], "boom\n");
+    assert!(
+        report["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "fail-00" && e["reason"] == "HookFailed"),
+        "{}",
+        report["events"]
+    );
+
+    let text = describe(&binary, &["describe", restore, &kc], None);
+    assert!(text.contains("\nPhase:        PartiallyFailed\n"), "{text}");
+    assert!(text.contains("\nFailed pods (22):\n"), "{text}");
+    for name in &failing {
+        let line = format!("  {ns:<9}  {name}  broken  command terminated with exit code 3\n");
+        assert!(text.contains(&line), "{line:?} in {text}");
+    }
+
+    // An identity that may list pods and Events in this namespace only, and read no RestoreRun:
+    // every namespace is refused (exit status 2, naming -n); with -n the report is the pods',
+    // with a note for the RestoreRun it could not read.
+    let namespaced = service_account_with(
+        cp,
+        ns,
+        "namespace-viewer",
+        json!([{"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["list"]}]),
+    );
+    let nkc = format!("--kubeconfig={}", namespaced.display());
+    let refused = std::process::Command::new(&binary)
+        .args(["describe", restore, &nkc])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("-n NAMESPACE"), "{stderr}");
+    let limited: serde_json::Value = serde_json::from_str(&describe(
+        &binary,
+        &["describe", restore, "-n", ns, "-o", "json", &nkc],
+        None,
+    ))
+    .unwrap();
+    assert_eq!(
+        (&limited["phase"], &limited["phaseFrom"]),
+        (&json!("PartiallyFailed"), &json!("pods"))
+    );
+    assert_eq!(limited["failedPods"].as_array().unwrap().len(), 22);
+    let notes = limited["notes"].to_string();
+    assert!(
+        notes.contains("could not be read (RestoreRun r-describe: ") && notes.contains("(403)"),
+        "{notes}"
+    );
+
+    // As kubectl's plugin (the pinned kubectl): the binary on PATH as kubectl-restore_hooks.
+    let bin = cp.work_dir().join("plugin-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let link = bin.join("kubectl-restore_hooks");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&binary, &link).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let plugin = describe(
+        cp.kubectl_path(),
+        &["restore-hooks", "describe", restore, &kc],
+        Some(&path),
+    );
+    // Up to the Events (one may still land between the two runs).
+    let before_events = |s: &str| s.split("\nEvents (").next().unwrap().to_string();
+    assert_eq!(
+        before_events(&plugin),
+        before_events(&text),
+        "the plugin prints what the binary prints"
+    );
+    serve.assert_no_forbidden();
+}

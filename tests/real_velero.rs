@@ -220,6 +220,42 @@ fn velero_backup_and_restores_run_every_hook_once() {
         assert!(hook_status["hooksFailed"].is_null() || hook_status["hooksFailed"] == 0);
         assert_eq!(run["spec"]["restore"], *name, "{run}");
         assert_eq!(run["status"]["hooks"]["succeeded"], 1, "{}", run["status"]);
+        // `restore-hooks describe` by the pod label's value (hashed when the name is long) finds
+        // the restore by its full name, and shows the RestoreHook's hook as late: it came back
+        // with the restore, after the pod (docs/behaviour.md §8.4).
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_restore-hooks"))
+            .args(["describe", &velero_label(name), "-o", "json"])
+            .arg(format!("--kubeconfig={}", cp.kubeconfig().display()))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "describe: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            (&report["restore"], &report["restoreRun"], &report["phase"]),
+            (&json!(name), &run["metadata"]["name"], &json!("Completed")),
+            "{report}"
+        );
+        let late: Vec<(&str, &str, &str)> = report["lateHooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                (
+                    l["pod"].as_str().unwrap(),
+                    l["source"].as_str().unwrap(),
+                    l["phase"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            late,
+            [("db-0", "restorehook/reindex", "Succeeded")],
+            "{report}"
+        );
         // The RestoreHook that came back with the restore reports the late hook.
         let rh = get_json(cp, &["get", "restorehook", "reindex", "-n", ns]).unwrap();
         eprintln!("restorehook {ns}/reindex: {}", rh["status"]);

@@ -192,11 +192,16 @@ async fn a_restore_with_one_failing_hook_is_partially_failed() {
             message.contains("command terminated with exit code 3"),
             "{message}"
         );
-        let completed = condition(&run.conditions, "Completed").expect("a Completed condition");
-        assert_eq!(
-            (completed.status.as_str(), completed.reason.as_str()),
-            ("True", "PartiallyFailed")
-        );
+        // `Completed` on every end, `Failed` telling this one apart (docs/behaviour.md §8.3).
+        for (type_, want) in [("Completed", "True"), ("Failed", "True")] {
+            let c =
+                condition(&run.conditions, type_).unwrap_or_else(|| panic!("a {type_} condition"));
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_str()),
+                (want, "PartiallyFailed"),
+                "{type_}"
+            );
+        }
         assert!(run.completed_at.is_some());
 
         let all = eventually!("RestoreHook all-web to count its hooks", {
@@ -817,8 +822,9 @@ async fn kubectl_get_prints_the_printer_columns() {
 }
 
 /// A restore script waits for the restore's hooks with
-/// `kubectl wait --for=jsonpath='{.status.phase}'=Completed restorerun/<restore>`: it keeps
-/// waiting while a hook runs, and returns once every hook of the restore has ended.
+/// `kubectl wait --for=condition=Completed restorerun/<restore>` (docs/behaviour.md §8.3): it
+/// keeps waiting while a hook runs, and returns once every hook of the restore has ended; here
+/// they succeeded, and the `Failed` condition says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_wait_returns_once_the_restores_hooks_are_done() {
     if !kubectl_available() {
@@ -855,7 +861,7 @@ async fn kubectl_wait_returns_once_the_restores_hooks_are_done() {
             .command(&[
                 "wait",
                 "-v=6",
-                "--for=jsonpath={.status.phase}=Completed",
+                "--for=condition=Completed",
                 &format!("restorerun/{RESTORE}"),
                 "--timeout=90s",
             ])
@@ -895,6 +901,305 @@ async fn kubectl_wait_returns_once_the_restores_hooks_are_done() {
         assert_eq!(exec_status(&pod).unwrap().hooks[0].phase, HookPhase::Succeeded);
         let log = std::fs::read_to_string(pod_dir(&bed, "slow-0").join("slow.log")).unwrap();
         assert_eq!(log, "warmed\n");
+        let run = restore_run(&bed).await.unwrap();
+        assert_eq!(run.phase, "Completed");
+        let failed = condition(&run.conditions, "Failed").expect("a Failed condition");
+        assert_eq!((failed.status.as_str(), failed.reason.as_str()), ("False", "Completed"));
+        // The script of docs/operations.md: its check for success passes at once.
+        let object = format!("restorerun/{RESTORE}");
+        let (code, _, err) = k
+            .run(&["wait", "--for=condition=Failed=False", &object, "--timeout=0s"])
+            .await;
+        assert_eq!(code, 0, "{err}");
+        stop(ctl).await;
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// Spawns `kubectl wait -v=6 ARGS` and returns once it watches (it read the object, found the
+/// condition unmet, and waits for a change), with its log being drained.
+async fn waiting(
+    k: &Kubectl,
+    args: &[&str],
+) -> (tokio::process::Child, tokio::task::JoinHandle<()>) {
+    let mut argv = vec!["wait", "-v=6"];
+    argv.extend_from_slice(args);
+    let mut wait = k
+        .command(&argv)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(wait.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let watching = tokio::time::timeout(GUARD, async {
+        while let Some(line) = log.next_line().await.unwrap() {
+            let found = line.contains("watch=true");
+            seen.push(line);
+            if found {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        watching.is_ok(),
+        "kubectl wait {args:?} never watched: {seen:#?}"
+    );
+    let drain = tokio::spawn(async move { while let Ok(Some(_)) = log.next_line().await {} });
+    (wait, drain)
+}
+
+/// The condition docs/behaviour.md §8.3 tells scripts to wait for returns on a restore that ends
+/// `PartiallyFailed` (a wait for `.status.phase=Completed` never would): `kubectl wait
+/// --for=condition=Completed` and `--for=condition=Failed` both keep waiting while the failing
+/// hook runs and return once it ended; `--for=condition=Failed=False` does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_wait_for_condition_completed_returns_on_partially_failed() {
+    if !kubectl_available() {
+        eprintln!("note: kubectl not on PATH; skipping");
+        return;
+    }
+    bounded(LIMIT, async {
+        let bed = testbed().await;
+        let ctl = leading(&bed, "ctl").await;
+        // The hook holds until the test creates `go` in the pod's directory, then fails.
+        create_restore_hook(&bed, NS, "slow-fail", json!({
+            "labelSelector": {"matchLabels": {"app": "slow"}},
+            "postHooks": [{"exec": {
+                "container": "app", "execTimeout": "2m",
+                "command": ["/bin/sh", "-c", "while [ ! -f go ]; do sleep 0.1; done; echo broke >&2; exit 4"],
+            }}],
+        }))
+        .await;
+        compiled(&bed, NS, "slow-fail").await;
+        restore_pod(&bed, "slow-0", json!({"app": "slow"})).await;
+        let pods: Api<Pod> = Api::namespaced(bed.client.clone(), NS);
+        eventually!("the hook to be running", {
+            exec_status(&pods.get("slow-0").await.unwrap()).filter(|s| s.hooks[0].phase == HookPhase::Running)
+        });
+        let run = eventually!(
+            "the RestoreRun to be InProgress",
+            restore_run(&bed).await.filter(|s| s.phase == "InProgress")
+        );
+        let failed = condition(&run.conditions, "Failed").expect("a Failed condition");
+        assert_eq!((failed.status.as_str(), failed.reason.as_str()), ("Unknown", "InProgress"));
+
+        let k = Kubectl::new(&bed);
+        let object = format!("restorerun/{RESTORE}");
+        let mut waits = Vec::new();
+        for condition in ["--for=condition=Completed", "--for=condition=Failed"] {
+            let (mut wait, drain) = waiting(&k, &[condition, &object, "--timeout=90s"]).await;
+            assert!(wait.try_wait().unwrap().is_none(), "kubectl wait {condition} returned while the hook ran");
+            waits.push((condition, wait, drain));
+        }
+
+        std::fs::write(pod_dir(&bed, "slow-0").join("go"), "").unwrap();
+        for (condition, wait, drain) in waits {
+            let out = tokio::time::timeout(GUARD, wait.wait_with_output())
+                .await
+                .unwrap_or_else(|_| panic!("kubectl wait {condition} returned"))
+                .unwrap();
+            drain.abort();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{condition}: {stdout}");
+            assert!(stdout.contains("condition met"), "{condition}: {stdout}");
+        }
+        let run = restore_run(&bed).await.unwrap();
+        assert_eq!(run.phase, "PartiallyFailed", "{run:?}");
+        for type_ in ["Completed", "Failed"] {
+            let c = condition(&run.conditions, type_).unwrap();
+            assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "PartiallyFailed"), "{type_}");
+        }
+        // Waiting for success is waiting in vain: it times out (exit status 1).
+        let (code, _, err) = k
+            .run(&["wait", "--for=condition=Failed=False", &object, "--timeout=1s"])
+            .await;
+        assert_ne!(code, 0, "{err}");
+        stop(ctl).await;
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// `restore-hooks describe` of a restore with more failed pods than the RestoreRun lists (20):
+/// the report (read through the API, through the binary with `-o json` and as text, and as the
+/// kubectl plugin `kubectl restore-hooks describe`) names every failed pod with its hook, message
+/// and stderr, the pods that succeeded, and the pods' Events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_shows_every_failed_pod_of_a_restore() {
+    bounded(LIMIT, async {
+        let bed = testbed().await;
+        let ctl = leading(&bed, "ctl").await;
+        create_restore_hook(&bed, NS, "broken", json!({
+            "labelSelector": {"matchLabels": {"broken": "true"}},
+            "postHooks": [{"exec": {"container": "app", "command": ["/bin/sh", "-c", "echo boom >&2; exit 3"]}}],
+        }))
+        .await;
+        create_restore_hook(&bed, NS, "all-web", json!({
+            "labelSelector": {"matchLabels": {"app": "web"}},
+            "postHooks": [{"exec": {"container": "app", "command": ["/bin/sh", "-c", "echo ok"]}}],
+        }))
+        .await;
+        compiled(&bed, NS, "broken").await;
+        compiled(&bed, NS, "all-web").await;
+        let failing: Vec<String> = (0..23).map(|i| format!("fail-{i:02}")).collect();
+        for name in &failing {
+            restore_pod(&bed, name, json!({"app": "web", "broken": "true"})).await;
+        }
+        for name in ["ok-0", "ok-1"] {
+            restore_pod(&bed, name, json!({"app": "web"})).await;
+        }
+        for name in &failing {
+            assert_eq!(finished(&bed, NS, name).await, "failed");
+        }
+        let run = eventually!(
+            "the RestoreRun to end with every pod counted",
+            restore_run(&bed)
+                .await
+                .filter(|s| s.phase != "InProgress" && s.pods_planned == 25 && s.hooks.pending == 0)
+        );
+        assert_eq!(run.phase, "PartiallyFailed");
+        assert_eq!(run.hooks, counts(25, 23), "{run:?}");
+        assert_eq!(run.failed_pods.len(), 20, "the RestoreRun lists 20");
+
+        // The report, built from what the API returns.
+        let args = |output: &str| {
+            use clap::Parser as _;
+            let argv = ["restore-hooks", "describe", RESTORE, "-o", output];
+            match restore_hooks::cli::Cli::try_parse_from(argv).unwrap().command {
+                restore_hooks::cli::Command::Describe(args) => args,
+                _ => unreachable!(),
+            }
+        };
+        let report = restore_hooks::describe_cli::collect(&bed.client, &args("json"))
+            .await
+            .unwrap()
+            .expect("a report");
+        assert_eq!(report.phase, "PartiallyFailed");
+        assert_eq!(report.hooks, run.hooks, "the pods count as the RestoreRun counts them");
+        assert!(report.notes.is_empty(), "{:?}", report.notes);
+        let failed: Vec<&str> = report.failed_pods.iter().map(|f| f.pod.as_str()).collect();
+        assert_eq!(failed, failing, "every failed pod, not 20");
+        assert!(report.failed_pods.iter().all(|f| f.hook == "broken"
+            && f.message.contains("command terminated with exit code 3")));
+        assert_eq!(report.pods.len(), 25);
+        let fail_0 = &report.pods.iter().find(|p| p.name == "fail-00").unwrap().hooks;
+        let broken = fail_0.iter().find(|h| h.name == "broken").unwrap();
+        assert_eq!((broken.phase, broken.exit_code, broken.stderr.as_str()), (HookPhase::Failed, Some(3), "boom\n"));
+        let reasons: Vec<(&str, &str)> = report
+            .events
+            .iter()
+            .filter(|e| e.name == "fail-00")
+            .map(|e| (e.reason.as_str(), e.type_.as_str()))
+            .collect();
+        for want in [("HookFailed", "Warning"), ("HooksCompleted", "Warning")] {
+            assert!(reasons.contains(&want), "{want:?} in {reasons:?}");
+        }
+
+        // Limited to namespaces (a user who may list pods there only): the same pods, and a
+        // note that the listing covers those.
+        let mut limited = args("json");
+        limited.namespaces = vec![NS.to_string()];
+        let report = restore_hooks::describe_cli::collect(&bed.client, &limited)
+            .await
+            .unwrap()
+            .expect("a report");
+        assert_eq!(report.failed_pods.len(), 23);
+        assert_eq!(report.notes, ["pods listed in namespace(s) shop only: counts and lists cover those"]);
+        limited.namespaces = vec!["elsewhere".to_string()];
+        let report = restore_hooks::describe_cli::collect(&bed.client, &limited)
+            .await
+            .unwrap()
+            .expect("the RestoreRun is there");
+        assert_eq!((report.pods.len(), report.phase.as_str()), (0, "PartiallyFailed"));
+
+        // The binary, as a user runs it, with a kubeconfig.
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        bed.sim.write_kubeconfig(&kubeconfig).unwrap();
+        let binary = PathBuf::from(env!("CARGO_BIN_EXE_restore-hooks"));
+        let run_binary = |program: PathBuf, args: Vec<String>| async move {
+            let out = tokio::time::timeout(
+                GUARD,
+                Command::new(program).args(args).kill_on_drop(true).output(),
+            )
+            .await
+            .expect("it finished")
+            .expect("it ran");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let kc = format!("--kubeconfig={}", kubeconfig.display());
+        let json_out = run_binary(
+            binary.clone(),
+            vec!["describe".into(), RESTORE.into(), "-o".into(), "json".into(), kc.clone()],
+        )
+        .await;
+        let value: Value = serde_json::from_str(&json_out).unwrap();
+        assert_eq!(value["kind"], "RestoreReport");
+        assert_eq!(value["phase"], "PartiallyFailed");
+        let listed: Vec<&str> = value["failedPods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["pod"].as_str().unwrap())
+            .collect();
+        assert_eq!(listed, failing);
+        let text = run_binary(binary.clone(), vec!["describe".into(), RESTORE.into(), kc.clone()]).await;
+        assert!(text.contains("\nPhase:        PartiallyFailed\n"), "{text}");
+        assert!(text.contains("\nFailed pods (23):\n"), "{text}");
+        for pod in &failing {
+            let line = format!("  {NS:<9}  {pod}  broken  command terminated with exit code 3");
+            assert!(text.contains(&line), "{line:?} in {text}");
+        }
+
+        // As kubectl's plugin: the binary on PATH as kubectl-restore_hooks (a symlink).
+        if kubectl_available() {
+            let bin = dir.path().join("bin");
+            std::fs::create_dir(&bin).unwrap();
+            std::os::unix::fs::symlink(&binary, bin.join("kubectl-restore_hooks")).unwrap();
+            let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+            let out = tokio::time::timeout(
+                GUARD,
+                Command::new("kubectl")
+                    .args(["restore-hooks", "describe", RESTORE, &kc])
+                    .env("PATH", &path)
+                    .kill_on_drop(true)
+                    .output(),
+            )
+            .await
+            .expect("kubectl finished")
+            .expect("kubectl ran");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            // Up to the Events (one may still land between the two runs).
+            let before_events = |s: &str| s.split("\nEvents (").next().unwrap().to_string();
+            assert_eq!(
+                before_events(&stdout),
+                before_events(&text),
+                "the plugin prints what the binary prints"
+            );
+            let help = Command::new("kubectl")
+                .args(["restore-hooks", "describe", "--help"])
+                .env("PATH", &path)
+                .output()
+                .await
+                .unwrap();
+            let help = String::from_utf8_lossy(&help.stdout);
+            assert!(help.contains("Usage: kubectl restore-hooks describe"), "{help}");
+        } else {
+            eprintln!("note: kubectl not on PATH; the plugin is not tried");
+        }
+
+        // A restore nobody knows: exit status 1.
+        let out = Command::new(&binary)
+            .args(["describe", "no-such-restore", &kc])
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
         stop(ctl).await;
         bed.stop().await;
     })

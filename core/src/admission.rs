@@ -310,6 +310,7 @@ fn build_patch(
             not_applicable,
             missed_init: Vec::new(),
             vouched_by: Some(resolution_voucher),
+            late_from: None,
         };
         let binding = PodBinding {
             namespace: ctx.namespace,

@@ -33,8 +33,8 @@ pub enum LateMerge {
     TooOld,
     /// Write this plan (and set the exec label when `exec > 0`).
     Extended {
-        /// The plan with the object's hooks appended.
-        plan: ExecPlan,
+        /// The plan with the object's hooks appended (boxed: the other variants are empty).
+        plan: Box<ExecPlan>,
         /// `plan` as the annotation value, within [`MAX_PLAN_BYTES`].
         annotation: String,
         /// How many exec hooks were added.
@@ -117,6 +117,11 @@ pub fn merge(
         return Ok(LateMerge::TooOld);
     }
     let (exec, missed_init) = (new_exec.len(), new_missed.len());
+    if exec > 0 {
+        // Where the late hooks begin, kept across later extensions (`restore-hooks describe`
+        // shows them as late, docs/behaviour.md §5.2).
+        plan.late_from.get_or_insert(plan.hooks.len());
+    }
     plan.hooks.extend(new_exec);
     plan.missed_init.extend(new_missed);
     plan.not_applicable.extend(new_not_applicable);
@@ -127,7 +132,7 @@ pub fn merge(
         });
     }
     Ok(LateMerge::Extended {
-        plan,
+        plan: Box::new(plan),
         annotation,
         exec,
         missed_init,

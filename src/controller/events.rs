@@ -55,8 +55,8 @@ pub const REASONS: &[&str] = &[
     NOT_ADMITTED,
 ];
 
-/// The component name in Events.
-pub const COMPONENT: &str = "restore-hooks-controller";
+/// The component name in Events (`restore-hooks describe` selects the pods' Events by it).
+pub const COMPONENT: &str = restore_hooks_core::restore::report::CONTROLLER_COMPONENT;
 
 /// Event messages are capped like the API server's (1 KiB is plenty with the output tails).
 const MAX_MESSAGE: usize = 1024;

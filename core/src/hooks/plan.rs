@@ -73,6 +73,11 @@ pub struct ExecPlan {
     /// count as vouched for (they are signed, so it cannot be taken out of a newer one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vouched_by: Option<Voucher>,
+    /// JSON `lateFrom`: the position of the first hook the controller appended after admission
+    /// (docs/behaviour.md §7.2): hooks from there on are late. Absent while every hook is the
+    /// webhook's, and in plans extended before the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_from: Option<usize>,
 }
 
 /// Who vouches that a pod belongs to its restore (docs/behaviour.md §6.20): the pod's labels,
@@ -606,6 +611,7 @@ mod tests {
             }],
             missed_init: vec![],
             vouched_by: Some(Voucher::Controller),
+            late_from: None,
         };
         let text = plan.to_annotation();
         assert!(

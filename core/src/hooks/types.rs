@@ -470,8 +470,9 @@ impl HookCounts {
 }
 
 /// One restore as restore-hooks saw it: the pods it planned and how their hooks ended. Created
-/// and updated by the controller only; `kubectl wait --for=jsonpath='{.status.phase}'=Completed`
-/// waits for a restore's hooks (docs/behaviour.md §8.3).
+/// and updated by the controller only; `kubectl wait --for=condition=Completed` waits for a
+/// restore's hooks, whatever their outcome (docs/behaviour.md §8.3); `restore-hooks describe`
+/// shows every pod (§8.4).
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[kube(
     group = "restore-hooks.dev",
@@ -512,7 +513,8 @@ pub struct RestoreRunStatus {
     /// because a hook object arrived after its pods.
     #[serde(default)]
     pub hooks: HookCounts,
-    /// Pods with a failed hook, first failure each (at most 20).
+    /// Pods with a failed hook, first failure each (at most 20; `restore-hooks describe` lists
+    /// every one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_pods: Vec<FailedPod>,
     /// `runOn: OnePod` hooks: the pod that runs each, and how it went (at most 20).
@@ -527,8 +529,9 @@ pub struct RestoreRunStatus {
     /// When the phase last left `InProgress` (RFC 3339): the retention period counts from here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<String>,
-    /// `Completed`: `True` once every hook has ended (reason `Completed` or `PartiallyFailed`),
-    /// `False` while `InProgress`.
+    /// `Completed`: `True` once every hook has ended, whatever the outcome (reason: the phase,
+    /// `Completed` or `PartiallyFailed`), `False` while `InProgress`. `Failed`: `True` when it
+    /// ended `PartiallyFailed`, `False` when it ended `Completed`, `Unknown` while `InProgress`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// Where controllers before the record moved to `RestoreRecord`s kept it (docs/behaviour.md

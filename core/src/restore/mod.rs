@@ -6,6 +6,8 @@
 //!   pods belong to a restore, the turn of each `after` waiter ([`after`]), the pod that runs each
 //!   `runOn: OnePod` hook ([`one_pod`]), the counts behind every RestoreHook, ClusterRestoreHook
 //!   and RestoreRun status ([`tally`], [`counts`]) and the pods a late hook object may extend.
+//! - [`report`]: what `restore-hooks describe` shows about one restore, from its pods, its
+//!   RestoreRun and Events as listed.
 //! - Scope lives in the keys: an awaited hook is one object's hooks in the pods of one namespace,
 //!   a `OnePod` hook one object's hook in one restore (and one namespace for a RestoreHook), and
 //!   only pods someone vouches for beyond their own labels count for another pod (§6.20).
@@ -19,6 +21,7 @@ pub mod counts;
 mod index;
 mod marked;
 pub mod one_pod;
+pub mod report;
 pub mod tally;
 
 pub use index::{Changes, RestoreIndex, Standing, Verified};

@@ -168,6 +168,34 @@ pub fn run_phase(counts: &HookCounts) -> &'static str {
     }
 }
 
+/// The RestoreRun condition that is `True` once the restore's hooks have ended, whatever their
+/// outcome (docs/behaviour.md §8.3): what `kubectl wait --for=condition=Completed` waits for.
+pub const CONDITION_COMPLETED: &str = "Completed";
+/// The RestoreRun condition that says whether the ended restore had a hook that did not succeed
+/// (docs/behaviour.md §8.3): `Unknown` while it is in progress.
+pub const CONDITION_FAILED: &str = "Failed";
+
+/// A RestoreRun's conditions in `phase` (docs/behaviour.md §8.3), as `(type, status)`; the
+/// reason of each is the phase.
+///
+/// - `Completed`: `True` in every phase but `InProgress` (Argo Workflows' `Completed`: the run is
+///   over, however it went), so that one `kubectl wait` returns on every end, and a script written
+///   for an earlier version (which had only this condition) keeps working whatever phases are
+///   added later;
+/// - `Failed`: `True` when it ended with a hook that failed, was skipped or missed its init hooks
+///   (`PartiallyFailed`, and any failed end added later), `False` when it ended `Completed`,
+///   `Unknown` while `InProgress` (a failure counted now can still turn pending: a pod whose
+///   exec label is set back, §5.5). As a Job's `Failed`: `kubectl wait --for=condition=Failed`
+///   returns only on a failed end, `--for=condition=Failed=False` only on a successful one.
+pub fn run_conditions(phase: &str) -> [(&'static str, &'static str); 2] {
+    let (completed, failed) = match phase {
+        "InProgress" => ("False", "Unknown"),
+        "Completed" => ("True", "False"),
+        _ => ("True", "True"),
+    };
+    [(CONDITION_COMPLETED, completed), (CONDITION_FAILED, failed)]
+}
+
 /// A RestoreRun's object name for a restore name: the name itself when it is a valid object
 /// name, else a lowercase form of it with a hash suffix (restore names from namespace labels may
 /// hold characters object names may not).
@@ -407,6 +435,21 @@ mod tests {
         assert_eq!(run_phase(&c(0, 0, 0, 0)), "Completed");
         assert_eq!(run_phase(&c(0, 1, 0, 0)), "PartiallyFailed");
         assert_eq!(run_phase(&c(0, 0, 0, 1)), "PartiallyFailed");
+        // Every end makes `Completed` True; `Failed` tells the ends apart, and is Unknown before.
+        let conditions = [
+            (
+                "InProgress",
+                [("Completed", "False"), ("Failed", "Unknown")],
+            ),
+            ("Completed", [("Completed", "True"), ("Failed", "False")]),
+            (
+                "PartiallyFailed",
+                [("Completed", "True"), ("Failed", "True")],
+            ),
+        ];
+        for (phase, want) in conditions {
+            assert_eq!(run_conditions(phase), want, "{phase}");
+        }
         assert_eq!(restore_run_name("nightly-1"), "nightly-1");
         let odd = restore_run_name("Nightly_Backup");
         assert!(

@@ -1,5 +1,5 @@
-//! The `RestoreRun` of each restore (docs/behaviour.md §8.3): its phase, counts and `Completed`
-//! condition, and its retention once it completed.
+//! The `RestoreRun` of each restore (docs/behaviour.md §8.3): its phase, counts and its
+//! `Completed` and `Failed` conditions, and its retention once it completed.
 
 use std::collections::HashMap;
 
@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use restore_hooks_core::hooks::types::{HookCounts, RestoreRecord, RestoreRun, RestoreRunStatus};
 use restore_hooks_core::restore::counts::Totals;
-use restore_hooks_core::restore::tally::{Target, restore_run_name, run_phase};
+use restore_hooks_core::restore::tally::{Target, restore_run_name, run_conditions, run_phase};
 use serde_json::json;
 use tracing::{debug, info, warn};
 
@@ -61,18 +61,13 @@ impl Writer {
             "{planned} pod(s): {} succeeded, {} failed{refused}, {} skipped, {} pending, {} init hooks missed",
             counts.succeeded, counts.failed, counts.skipped, counts.pending, counts.missed_init
         );
-        let cond = condition(
-            "Completed",
-            if phase == "InProgress" {
-                "False"
-            } else {
-                "True"
-            },
-            phase,
-            &message,
-            None,
-            &status.conditions,
-        );
+        // `Completed` on every end, `Failed` telling them apart (docs/behaviour.md §8.3).
+        let conditions: Vec<_> = run_conditions(phase)
+            .into_iter()
+            .map(|(type_, value)| {
+                condition(type_, value, phase, &message, None, &status.conditions)
+            })
+            .collect();
         let body = json!({
             "metadata": {"resourceVersion": existing.metadata.resource_version},
             "status": {
@@ -84,7 +79,7 @@ impl Writer {
                 "retired": retired,
                 "retiredPods": (retired_pods > 0).then_some(retired_pods),
                 "completedAt": completed_at,
-                "conditions": [cond],
+                "conditions": conditions,
             }
         });
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))

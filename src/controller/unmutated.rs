@@ -169,9 +169,22 @@ impl Unmutated {
         // creates it with the restore label, and its file-system volume data was restored into
         // this very pod (docs/behaviour.md §3.7).
         let message = if by_velero {
-            "this restored pod was admitted without restore-hooks' webhook (no replica answered,              and pods Velero creates are admitted then so that their volume data is restored; or              the pod predates the installation): its restore hooks were not applied and will not              run. Run them by hand; `restore-hooks inject -f <this pod> --hooks <hook objects>`              shows which they are"
+            format!(
+                "restore-hooks' webhook did not see this pod when Velero created it (no webhook \
+                 replica answered, and pods Velero creates are admitted without it then, so that \
+                 they and their volume data are restored; or the pod predates the installation): \
+                 its restore hooks were not applied and will not run. To see which they are: \
+                 kubectl get pod -n {namespace} {name} -o yaml > pod.yaml && kubectl get \
+                 restorehooks -n {namespace} -o yaml > rh.yaml && kubectl get clusterrestorehooks \
+                 -o yaml > crh.yaml && restore-hooks inject -f pod.yaml --hooks rh.yaml --hooks \
+                 crh.yaml; then run them by hand"
+            )
         } else {
-            "this pod of a restore namespace was admitted without restore-hooks' webhook (it was              unavailable and the webhook configuration's failurePolicy is Ignore, or the pod              predates the installation): its restore hooks were not applied. Delete the pod so              that its controller creates it again through the webhook, or run its hooks by hand"
+            "this pod of a restore namespace was admitted without restore-hooks' webhook (it was \
+             unavailable and the webhook configuration's failurePolicy is Ignore, or the pod \
+             predates the installation): its restore hooks were not applied. Delete the pod so \
+             that its controller creates it again through the webhook, or run its hooks by hand"
+                .to_string()
         };
         warn!(pod = %format!("{namespace}/{name}"), "restored pod admitted without the webhook: its hooks were not applied");
         let about = Regarding {
@@ -183,7 +196,7 @@ impl Unmutated {
             resource_version: pod.metadata.resource_version.clone(),
         };
         self.events
-            .publish(&about, EventType::Warning, NOT_ADMITTED, message)
+            .publish(&about, EventType::Warning, NOT_ADMITTED, &message)
             .await;
     }
 }

@@ -9,11 +9,11 @@
 #   .ci/chart-apiserver-checks.sh [--emulated-version 1.34]
 #
 # Renders the chart with ci/split-values.yaml and otherwise default values, --velero-hooks defer
-# included (both ServiceAccounts and all three policies exist: the Velero Restore one is rendered
+# included (both ServiceAccounts and all four policies exist: the Velero Restore one is rendered
 # in both modes, and chart_assertions.py checks that the policies are identical under own), applies
 # everything but the cert-manager and prometheus-operator objects (and then removes the
 # MutatingWebhookConfiguration: no webhook runs here, the policies are under test), and checks:
-# - the three policies are accepted with no type-checking warnings, the Velero one before Velero's
+# - the four policies are accepted with no type-checking warnings, the Velero one before Velero's
 #   Restore CRD exists and again after (re-created against the CRD's schema);
 # - hook-authors: a RestoreHook/ClusterRestoreHook author without create pods/exec (in the
 #   namespace / cluster-wide) is refused with the message naming the user and the permission;
@@ -32,6 +32,9 @@
 #   hooks by a user without cluster-wide create pods/exec is refused, by one with it allowed;
 #   without hooks, in another namespace, and status/label-only updates pass; changing spec.hooks
 #   is checked;
+# - namespace-labels: the controller may set and remove the restore-namespace label and its
+#   annotation on a namespace (a bare merge PATCH, as the binary sends it), not another label or
+#   annotation (the refusal names the key and the user); others are not constrained;
 # - RBAC (kubectl auth can-i) of both ServiceAccounts (the webhook's may create
 #   SubjectAccessReviews and get one namespace, the split controller's may not), of view/edit, and of the single
 #   ServiceAccount of a split.enabled=false render (ci/single-process-values.yaml, RBAC objects
@@ -163,7 +166,8 @@ for i in d.get("items", [d]):
 ' "$note" | tee "$W/tc.log"
   PASS=$((PASS + $(grep -c '^  ok' "$W/tc.log"))); FAIL=$((FAIL + $(grep -c '^  FAIL' "$W/tc.log")))
 }
-POLICIES=(restore-hooks-hook-authors restore-hooks-pod-hook-state restore-hooks-velero-restore-hook-authors)
+POLICIES=(restore-hooks-hook-authors restore-hooks-pod-hook-state restore-hooks-velero-restore-hook-authors
+  restore-hooks-namespace-labels)
 echo "== the policies compile and type-check"
 # The policies below are those of the default --velero-hooks defer render.
 expect_ok "both Deployments run --velero-hooks=defer (the default), not own" \
@@ -608,6 +612,34 @@ expect_deny "rita adds hooks to velero/r-plain" "updating Velero Restore velero/
   $K --as=rita -n velero patch restore r-plain --type=merge -p "{\"spec\":$HOOKS}"
 expect_ok "rita removes the hooks of velero/r-hooks" \
   $K --as=rita -n velero patch restore r-hooks --type=merge -p '{"spec":{"hooks":{"resources":[]}}}'
+
+echo "== namespace-labels: the controller changes only the restore-namespace label of a namespace"
+# Restore windows (behaviour.md §1.6): RBAC grants the controller patch on namespaces; the policy
+# keeps it to restore-hooks.dev/restore and the restore-hooks.dev/restore-window annotation.
+$K create namespace windowed >/dev/null 2>&1
+# A bare merge PATCH, as the binary sends it (kubectl label/patch GET the namespace first, which
+# the controller may not); the API server's answer is printed, and a refusal fails.
+nspatch() { # as body
+  local srv code; srv=$($K config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  code=$(curl -sS -o "$W/nspatch.out" -w '%{http_code}' --cacert "$(dirname "$KUBECONFIG")/pki/ca.crt" \
+    -H "Authorization: Bearer admintoken" -H "Impersonate-User: $1" \
+    -H 'Content-Type: application/merge-patch+json' -X PATCH "$srv/api/v1/namespaces/windowed" -d "$2")
+  cat "$W/nspatch.out"; [ "${code:0:1}" = 2 ]
+}
+expect_ok "the controller labels namespace windowed for a restore window" nspatch $CTRL \
+  '{"metadata":{"labels":{"restore-hooks.dev/restore":"r1"},"annotations":{"restore-hooks.dev/restore-window":"r1"}}}'
+expect_deny "the controller sets a Pod Security label" \
+  "restore-hooks' controller may change only the restore-hooks.dev/restore label and the restore-hooks.dev/restore-window annotation of namespace windowed; this update by $CTRL also changes label pod-security.kubernetes.io/enforce" \
+  nspatch $CTRL '{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"privileged"}}}'
+expect_deny "the controller changes another annotation" "also changes annotation example.com/x" \
+  nspatch $CTRL '{"metadata":{"annotations":{"example.com/x":"1"}}}'
+expect_ok "the controller removes the label and the annotation" nspatch $CTRL \
+  '{"metadata":{"labels":{"restore-hooks.dev/restore":null},"annotations":{"restore-hooks.dev/restore-window":null}}}'
+expect_ok "an admin sets a Pod Security label (the policy is about the controller only)" \
+  $K label namespace windowed pod-security.kubernetes.io/enforce=baseline
+can $CTRL yes patch namespaces
+can $CTRL no update namespaces
+can $WH no patch namespaces
 
 echo "== Secrets: list and watch only with the plan-key name selector"
 for who in $CTRL $WH; do

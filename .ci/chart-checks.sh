@@ -161,6 +161,7 @@ render single-process -f "$CHART/ci/single-process-values.yaml"
 render minimal --set rbac.create=false --set rbac.aggregateToDefaultRoles=false \
   --set admissionPolicies.hookAuthorsNeedExec.enabled=false --set admissionPolicies.podHookStateControllerOnly.enabled=false \
   --set admissionPolicies.veleroRestoreHookAuthorsNeedExec.enabled=false \
+  --set admissionPolicies.namespaceLabelsControllerOnly.enabled=false --set config.labelRestoreNamespaces=false \
   --set webhook.excludeMirrorPods=false --set podDisruptionBudget.enabled=false --set priorityClassName= \
   --set podAntiAffinity=soft --set terminationGracePeriodSeconds=40
 render no-cert-manager --set certManager.enabled=false --set tls.existingSecret=restore-hooks-tls-manual \

@@ -166,6 +166,9 @@ def expected_objects(ctx: Ctx) -> set:
         # Every policy, the Velero Restore one included, whatever config.veleroHooks says.
         if v["admissionPolicies"][key]["enabled"]:
             objs |= {("ValidatingAdmissionPolicy", f"{fn}-{name}"), ("ValidatingAdmissionPolicyBinding", f"{fn}-{name}")}
+    if v["config"]["labelRestoreNamespaces"] and v["admissionPolicies"]["namespaceLabelsControllerOnly"]["enabled"]:
+        objs |= {("ValidatingAdmissionPolicy", f"{fn}-namespace-labels"),
+                 ("ValidatingAdmissionPolicyBinding", f"{fn}-namespace-labels")}
     if v["priorityClassQuota"]["enabled"] and v["priorityClassName"]:
         objs.add(("ResourceQuota", f"{fn}-priority-class"))
     cm = v["certManager"]
@@ -284,7 +287,8 @@ def expected_args(ctx: Ctx, role: str) -> list[str]:
             f"--velero-hooks={cfg['veleroHooks']}",
             f"--on-invalid={cfg['onInvalid']}",
             f"--max-exec-timeout={cfg['maxExecTimeout']}",
-            f"--default-wait-timeout={cfg['defaultWaitTimeout']}"]
+            f"--default-wait-timeout={cfg['defaultWaitTimeout']}",
+            f"--restore-window={cfg['restoreWindow']}"]
     args += [f"--exclude-namespace={n}" for n in ctx.excluded]
     if role != "controller":
         args += [f"--listen=0.0.0.0:{v['webhook']['port']}",
@@ -297,7 +301,8 @@ def expected_args(ctx: Ctx, role: str) -> list[str]:
         if cfg.get("maxConcurrentExecsPerNamespace") is not None:
             args.append(f"--max-concurrent-execs-per-namespace={cfg['maxConcurrentExecsPerNamespace']}")
         args += [f"--inherited-exec-grace={cfg['inheritedExecGrace']}",
-                 f"--late-hook-window={cfg['lateHookWindow']}"]
+                 f"--late-hook-window={cfg['lateHookWindow']}",
+                 f"--label-restore-namespaces={str(cfg['labelRestoreNamespaces']).lower()}"]
         if cfg.get("unmutatedLookback") is not None:
             args.append(f"--unmutated-lookback={cfg['unmutatedLookback']}")
         args += [
@@ -610,6 +615,9 @@ HOOK_STATUS = ("restorehooks/status", "clusterrestorehooks/status")
 # main ClusterRole holds that rule only with split.enabled=false (one process), at this position.
 NS_GET_RULE = ((""), ("namespaces",), ("get",))
 NS_GET_AT = 7
+# Restore windows (docs/behaviour.md §1.6): with config.labelRestoreNamespaces, after the
+# namespaces' list/watch (and the single-process get).
+NS_PATCH_RULE = ((""), ("namespaces",), ("patch",))
 CONTROLLER_CLUSTER_RULES = [
     ((""), ("pods",), ("list", "watch")),
     ((""), ("pods",), ("get",)),
@@ -728,6 +736,8 @@ def check_rbac(ctx: Ctx) -> None:
     if cr:
         got = norm_rules(cr.get("rules") or [])
         spec = list(CONTROLLER_CLUSTER_RULES)
+        if v["config"]["labelRestoreNamespaces"]:
+            spec.insert(NS_GET_AT, NS_PATCH_RULE)
         if not ctx.split:
             spec.insert(NS_GET_AT, NS_GET_RULE)
             spec.append(SAR_RULE)
@@ -784,6 +794,8 @@ def check_rbac(ctx: Ctx) -> None:
     # Cluster-wide rights of each ServiceAccount, exactly.
     got = effective[ctx.controller_sa]
     want_ctl = CONTROLLER_VERBS if ctx.split else {**CONTROLLER_VERBS, ("", "namespaces"): {"get", "list", "watch"}, **SAR_VERBS}
+    if v["config"]["labelRestoreNamespaces"]:
+        want_ctl = {**want_ctl, ("", "namespaces"): want_ctl[("", "namespaces")] | {"patch"}}
     ctx.c(got == want_ctl, f"controller ServiceAccount's cluster-wide rights:\n      want {fmt(want_ctl)}\n      got  {fmt(got)}")
     if ctx.split:
         ctx.c(("authorization.k8s.io", "subjectaccessreviews") not in got,
@@ -1038,6 +1050,25 @@ def check_policies(ctx: Ctx) -> None:
     else:
         ctx.c(("ValidatingAdmissionPolicy", vname) not in ctx.objs,
               "velero-restore-hook-authors policy rendered although disabled")
+    nname = f"{fn}-namespace-labels"
+    # The controller may patch namespaces (restore windows, §1.6), and this policy is what keeps
+    # that to its one label and annotation.
+    if v["config"]["labelRestoreNamespaces"] and pols["namespaceLabelsControllerOnly"]["enabled"]:
+        s = check_policy_common(ctx, nname, [
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["namespaces"]}])
+        if s:
+            w = "policy namespace-labels"
+            conds = {c_["name"]: c_["expression"] for c_ in s.get("matchConditions") or []}
+            ctx.c(conds == {"the-controller": f"request.userInfo.username == '{ctx.controller_user}'"},
+                  f"{w}: only the controller's requests: {conds}")
+            others = next((x["expression"] for x in s.get("variables") or [] if x["name"] == "others"), "")
+            for frag in (f"k != '{v['config']['restoreNamespaceLabel']}'", "k != 'restore-hooks.dev/restore-window'",
+                         "variables.oldLabels", "variables.oldAnnotations"):
+                ctx.c(frag in others, f"{w}: `others` must contain {frag!r}: {others!r}")
+            ctx.c([x["expression"] for x in s.get("validations") or []] == ["size(variables.others) == 0 && variables.sameSpec"],
+                  f"{w}: one validation: nothing but the label and the annotation, and the same spec")
+    else:
+        ctx.c(("ValidatingAdmissionPolicy", nname) not in ctx.objs, "namespace-labels policy rendered although off")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1118,7 +1149,7 @@ ALERTS = {"RestoreHooksWebhookDown", "RestoreHooksNoLeader", "RestoreHooksAdmiss
           "RestoreHooksAdmissionSlow", "RestoreHooksWebhookFailOpen", "RestoreHooksCertificateExpiringSoon",
           "RestoreHooksCertificateExpiringCritical", "RestoreHooksWatchUnhealthy", "RestoreHooksPlansRejected",
           "RestoreHooksApiForbidden", "RestoreHooksStatusRolledBack", "RestoreHooksMemoryNearLimit",
-          "RestoreHooksExecSlotsSaturated", "RestoreHooksNotApplied"}
+          "RestoreHooksExecSlotsSaturated", "RestoreHooksNotApplied", "RestoreHooksStaleRestoreNamespaceLabel"}
 # metric -> the alert that uses it, and which pods export it (job selector): webhook, controller or any.
 METRICS = {
     "restore_hooks_admission_requests_total": ("RestoreHooksAdmissionDenied", "webhook"),
@@ -1134,6 +1165,7 @@ METRICS = {
     "process_resident_memory_bytes": ("RestoreHooksMemoryNearLimit", "any"),
     "restore_hooks_exec_slot_waiting": ("RestoreHooksExecSlotsSaturated", "controller"),
     "restore_hooks_unmutated_pods_total": ("RestoreHooksNotApplied", "controller"),
+    "restore_hooks_stale_restore_namespace_labels": ("RestoreHooksStaleRestoreNamespaceLabel", "controller"),
 }
 # Quantity suffixes of resources.limits.memory, in bytes (the alert's threshold is 90% of it).
 MEMORY_UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
@@ -1302,8 +1334,8 @@ def help_flags(binary: str, sub: str) -> set[str]:
 
 
 # Object counts of each render: a changed count is a deliberate change of this file.
-COUNTS = {"default": 34, "all-on": 38, "byo-issuer": 31, "split": 37, "single-process": 30, "minimal": 15,
-          "no-cert-manager": 30}
+COUNTS = {"default": 36, "all-on": 40, "byo-issuer": 33, "split": 39, "single-process": 32, "minimal": 15,
+          "no-cert-manager": 32}
 
 
 def main() -> int:
@@ -1343,7 +1375,9 @@ def main() -> int:
     ci = a.chart / "ci"
     off = {"rbac": {"create": False, "aggregateToDefaultRoles": False},
            "admissionPolicies": {"hookAuthorsNeedExec": {"enabled": False}, "podHookStateControllerOnly": {"enabled": False},
-                                 "veleroRestoreHookAuthorsNeedExec": {"enabled": False}},
+                                 "veleroRestoreHookAuthorsNeedExec": {"enabled": False},
+                                 "namespaceLabelsControllerOnly": {"enabled": False}},
+           "config": {"labelRestoreNamespaces": False},
            "webhook": {"excludeMirrorPods": False}, "podDisruptionBudget": {"enabled": False}, "priorityClassName": "",
            "podAntiAffinity": "soft", "terminationGracePeriodSeconds": 40}
     variants = [
@@ -1380,7 +1414,7 @@ def main() -> int:
 
     # Neither the mode (split or single-process) nor --velero-hooks (defer or own) changes what the
     # admission policies enforce: the default render (split, defer) and ci/single-process-values.yaml
-    # (serve, own; same release, names and Velero namespace) carry the same three policies and bindings.
+    # (serve, own; same release, names and Velero namespace) carry the same four policies and bindings.
     # They differ only in Velero's ServiceAccount (config.veleroServiceAccount, velero-sa there), which
     # the pod-hook-state policy names: compared with the default's username put in its place.
     d, sp = policy_objs.get("default", {}), policy_objs.get("single-process", {})
@@ -1388,7 +1422,7 @@ def main() -> int:
                for x in (values_for(a.chart), values_for(a.chart, ci / "single-process-values.yaml")))
     check(dv != spv, f"ci/single-process-values.yaml is meant to set another config.veleroServiceAccount than the default ({dv})")
     sp = {k: json.loads(json.dumps(o).replace(spv, dv)) for k, o in sp.items()}
-    check(len(d) == 6 and d == sp,
+    check(len(d) == 8 and d == sp,
           f"[default vs single-process] the admission policies must not depend on split.enabled or config.veleroHooks: "
           f"default has {sorted(n for _, n in d)}, single-process {sorted(n for _, n in sp)}"
           + ("" if set(d) != set(sp) else f"; differing: {sorted(k[0] + '/' + k[1] for k in d if d[k] != sp.get(k))}"))

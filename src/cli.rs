@@ -109,6 +109,12 @@ pub struct EngineArgs {
         value_delimiter = ','
     )]
     pub exclude_namespaces: Vec<String>,
+    /// How long after a Velero Restore ended the namespaces it wrote to stay restore
+    /// namespaces: their new pods get the restore's hooks while it runs and this long after.
+    /// Past it, a restore-namespace label naming that Restore brings no pod into scope (the
+    /// controller removes the labels it set itself and reports those it did not).
+    #[arg(long, env = "RESTORE_HOOKS_RESTORE_WINDOW", value_parser = duration, default_value = "30m")]
+    pub restore_window: Duration,
 }
 
 /// `--velero-hooks`: the command-line face of [`VeleroHooksMode`].
@@ -168,6 +174,7 @@ impl EngineArgs {
             max_exec_timeout_ms: millis(self.max_exec_timeout),
             default_wait_timeout_ms: Some(millis(self.default_wait_timeout)).filter(|&ms| ms > 0),
             excluded_namespaces: self.exclude_namespaces.clone(),
+            restore_window_ms: millis(self.restore_window),
         }
     }
 }
@@ -312,6 +319,11 @@ pub struct ControllerArgs {
     /// larger of --late-hook-window and 30m.
     #[arg(long, env = "RESTORE_HOOKS_UNMUTATED_LOOKBACK", value_parser = duration)]
     pub unmutated_lookback: Option<Duration>,
+    /// Label the namespaces a Velero Restore writes to with --restore-namespace-label while it
+    /// runs and for --restore-window after, and remove the label afterwards (needs `patch` on
+    /// namespaces). `false`: only labels written by hand bring replacement pods into scope.
+    #[arg(long, env = "RESTORE_HOOKS_LABEL_RESTORE_NAMESPACES", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub label_restore_namespaces: bool,
     /// RestoreRun objects (and their RestoreRecords) are deleted this long after their restore's
     /// hooks completed, once no pod their record holds exists any more.
     #[arg(long, env = "RESTORE_HOOKS_RESTORE_RUN_RETENTION", value_parser = duration, default_value = "168h")]

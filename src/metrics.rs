@@ -66,6 +66,7 @@ pub const LABEL_VALUES: &[(&str, &[&str])] = &[
         "restore_hooks_subject_access_reviews_total",
         &["allowed", "denied", "error", "throttled"],
     ),
+    ("restore_hooks_restore_windows_total", &["set", "removed"]),
 ];
 
 /// The fixed label values of metric `name` in [`LABEL_VALUES`] (none if it has none).
@@ -125,6 +126,11 @@ pub struct Metrics {
     pub namespace_lookups: IntCounterVec,
     /// Restored pods found without the webhook's mark: admitted while it was unavailable.
     pub unmutated_pods: IntCounter,
+    /// `action`: restore-namespace labels the leader set or removed for a Velero Restore's window.
+    pub restore_windows: IntCounterVec,
+    /// Namespaces whose restore-namespace label, written by someone else, names a Velero Restore
+    /// whose window is over.
+    pub stale_restore_namespace_labels: IntGauge,
     /// `verb`, `resource`: API requests the API server refused with 403 (the RBAC lacks a rule).
     pub api_forbidden: IntCounterVec,
     /// `verb`, `resource`: API requests the API server answered 429 (throttled); each is retried
@@ -292,6 +298,19 @@ impl Metrics {
             "Restored pods found admitted without the webhook (failurePolicy Ignore while it was unavailable): their hooks were not applied",
         )
         .expect("valid metric");
+        let restore_windows = IntCounterVec::new(
+            Opts::new(
+                "restore_hooks_restore_windows_total",
+                "Restore-namespace labels the leader set (action=set) on a namespace a Velero Restore writes to, or removed (action=removed) once its window was over",
+            ),
+            &["action"],
+        )
+        .expect("valid metric");
+        let stale_restore_namespace_labels = IntGauge::new(
+            "restore_hooks_stale_restore_namespace_labels",
+            "Namespaces whose restore-namespace label (not set by restore-hooks) names a Velero Restore whose restore window is over: remove the label",
+        )
+        .expect("valid metric");
         let api_forbidden = IntCounterVec::new(
             Opts::new(
                 "restore_hooks_api_forbidden_total",
@@ -375,6 +394,8 @@ impl Metrics {
             Box::new(exec_slot_waiting.clone()),
             Box::new(namespace_lookups.clone()),
             Box::new(unmutated_pods.clone()),
+            Box::new(restore_windows.clone()),
+            Box::new(stale_restore_namespace_labels.clone()),
             Box::new(api_forbidden.clone()),
             Box::new(api_throttled.clone()),
             Box::new(api_forbidden_while_starting.clone()),
@@ -396,6 +417,7 @@ impl Metrics {
             &annotation_hooks_refused,
             &webhook_connections_closed,
             &subject_access_reviews,
+            &restore_windows,
         ] {
             for value in label_values(&counter.desc()[0].fq_name) {
                 counter.with_label_values(&[*value]);
@@ -426,6 +448,8 @@ impl Metrics {
             exec_slot_waiting,
             namespace_lookups,
             unmutated_pods,
+            restore_windows,
+            stale_restore_namespace_labels,
             api_forbidden,
             api_throttled,
             api_forbidden_while_starting,

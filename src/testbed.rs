@@ -63,6 +63,8 @@ pub struct TestbedOptions {
     pub engine: EngineConfig,
     /// Where the simulated pods run (a temporary directory when `None`).
     pub workdir: Option<PathBuf>,
+    /// Install Velero's `Restore` CRD (schema-less) and its namespace, as a Velero install would.
+    pub velero: bool,
 }
 
 impl Default for TestbedOptions {
@@ -75,6 +77,7 @@ impl Default for TestbedOptions {
                 ..EngineConfig::default()
             },
             workdir: None,
+            velero: false,
         }
     }
 }
@@ -183,6 +186,24 @@ impl Testbed {
                     )
                 })?;
         }
+        if options.velero {
+            // Only what the watch of Velero Restores needs: the kind, its scope and the status
+            // subresource Velero writes through.
+            let crd: CustomResourceDefinition = serde_json::from_value(json!({
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "restores.velero.io"},
+                "spec": {"group": "velero.io", "scope": "Namespaced",
+                         "names": {"kind": "Restore", "plural": "restores", "singular": "restore",
+                                   "listKind": "RestoreList"},
+                         "versions": [{"name": "v1", "served": true, "storage": true,
+                                       "subresources": {"status": {}},
+                                       "schema": {"openAPIV3Schema": {"type": "object",
+                                           "x-kubernetes-preserve-unknown-fields": true}}}]},
+            }))?;
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .context("creating Velero's Restore CRD")?;
+        }
         let key_bytes = crate::plan_key::generate()?;
         let keys = Arc::new(PlanKeys::new(&key_bytes, None).map_err(|e| anyhow::anyhow!("{e}"))?);
         let shutdown = CancellationToken::new();
@@ -219,6 +240,10 @@ impl Testbed {
         bed.tasks.append(&mut tasks);
         // The installation's own namespace (the Lease lives there), as the chart creates it.
         bed.create_namespace("restore-hooks", json!({})).await?;
+        if options.velero {
+            let velero = bed.engine.velero_namespace.clone();
+            bed.create_namespace(&velero, json!({})).await?;
+        }
         if options.webhook {
             bed.serve_webhook(&workdir.join("tls")).await?;
         }
@@ -303,6 +328,7 @@ impl Testbed {
             inherited_exec_grace: Duration::from_secs(2),
             late_hook_window: Duration::from_secs(30 * 60),
             unmutated_lookback: None,
+            label_restore_namespaces: true,
             restore_run_retention: Duration::from_secs(7 * 24 * 3600),
             lease_name: "restore-hooks-controller".into(),
             lease_namespace: "restore-hooks".into(),

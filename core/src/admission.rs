@@ -26,6 +26,7 @@ use crate::hooks::scope::{ScopeVia, restore_scope};
 use crate::hooks::signing::{
     PLAN_SIGNATURE_ANNOTATION, PlanKeys, PodBinding, STATUS_SIGNATURE_ANNOTATION,
 };
+use crate::hooks::window::closed_window;
 use crate::index::HookIndex;
 
 /// How plans are issued: the installation's keys (none: unsigned, `inject` without a key), the
@@ -90,6 +91,37 @@ pub fn evaluate(
     ) else {
         return Admission::Unchanged { warnings: vec![] };
     };
+    // A restore-namespace label naming a Velero Restore whose window is over brings no pod into
+    // scope any more (docs/behaviour.md §1.6): the rollout of the next day is not a restore.
+    if scope.via == ScopeVia::NamespaceLabel {
+        let restore = index.velero_restore(&config.velero_namespace, &scope.restore);
+        let window = restore.and_then(|r| r.window.as_ref());
+        if let Some(closed) = closed_window(window, config.restore_window(), issuer.now) {
+            let warnings = vec![format!(
+                "restore-hooks: namespace {} still carries {}={}, but that Velero Restore's \
+                     restore window closed at {closed}: this pod is not a restored pod. Remove \
+                     the label (kubectl label namespace {} {}-)",
+                ctx.namespace,
+                config.restore_namespace_label,
+                scope.restore,
+                ctx.namespace,
+                config.restore_namespace_label
+            )];
+            // The pod-state policy lets a pod bring restore-hooks state into a labelled
+            // namespace because the webhook replaces it there (§9.5); out of scope, it is removed.
+            let ops = strip_restore_state(ctx.pod);
+            return if ops.is_empty() {
+                Admission::Unchanged { warnings }
+            } else {
+                Admission::Patch {
+                    patch: Patch(ops),
+                    warnings,
+                    injected: Vec::new(),
+                    refused_annotation_hook: false,
+                }
+            };
+        }
+    }
     let resolution = resolve_hooks(ctx, &scope, index, config, requester);
     answer(ctx, resolution, config, issuer)
 }
@@ -200,6 +232,36 @@ pub fn restores_volume_data(pod: &crate::hooks::pod::AdmittedPod<'_>) -> bool {
         .into_iter()
         .flatten()
         .any(|c| RESTORE_WAIT_CONTAINERS.contains(&&*c.name))
+}
+
+/// Removes the plan, the status, their signatures and the exec and restore-run labels a pod was
+/// created with: a pod no restore scope covers carries none of restore-hooks' state.
+fn strip_restore_state(pod: &crate::hooks::pod::AdmittedPod<'_>) -> Vec<PatchOperation> {
+    let no_entries = BTreeMap::new();
+    let annotations = pod.annotations().unwrap_or(&no_entries);
+    let labels = pod.labels().unwrap_or(&no_entries);
+    let annotation_keys = [
+        PLAN_ANNOTATION,
+        PLAN_SIGNATURE_ANNOTATION,
+        STATUS_ANNOTATION,
+        STATUS_SIGNATURE_ANNOTATION,
+    ];
+    let annotation_ops = annotation_keys
+        .into_iter()
+        .filter(|k| annotations.contains_key(*k))
+        .map(|k| ("annotations", k));
+    let label_ops = [EXEC_LABEL, RESTORE_RUN_LABEL]
+        .into_iter()
+        .filter(|k| labels.contains_key(*k))
+        .map(|k| ("labels", k));
+    annotation_ops
+        .chain(label_ops)
+        .map(|(field, key)| {
+            PatchOperation::Remove(RemoveOperation {
+                path: pointer(["metadata", field, key]),
+            })
+        })
+        .collect()
 }
 
 fn pointer<'t>(tokens: impl IntoIterator<Item = &'t str>) -> PointerBuf {

@@ -30,6 +30,9 @@ impl StaticCatalog {
                 IndexObject::Namespace {
                     name: name.clone(),
                     labels: labels.clone(),
+                    created: None,
+                    window_of: None,
+                    resource_version: None,
                 },
             );
         }

@@ -83,12 +83,20 @@ pub struct EngineConfig {
     pub default_wait_timeout_ms: Option<u64>,
     /// Namespaces never mutated and never exec'd into (docs/behaviour.md §1.3).
     pub excluded_namespaces: Vec<String>,
+    /// `--restore-window`: how long after a Velero Restore ended the namespaces it wrote to stay
+    /// restore namespaces (docs/behaviour.md §1.6).
+    pub restore_window_ms: u64,
 }
 
 /// Default `--default-wait-timeout`: 1 h. Long enough for a large volume's data to be restored
 /// before its container starts; short enough that a restore whose container never comes up ends
 /// (docs/behaviour.md §6.5).
 pub const DEFAULT_WAIT_TIMEOUT_MS: u64 = 3_600_000;
+
+/// Default `--restore-window`: 30 min, as the late-hook window: long enough for the replacement
+/// pods that restored workloads create once Velero is done, short enough that a rollout the next
+/// day is an ordinary rollout (docs/behaviour.md §1.6).
+pub const DEFAULT_RESTORE_WINDOW_MS: u64 = 30 * 60_000;
 
 /// Default `--max-exec-timeout`: 4 h, Velero's own cap.
 pub const DEFAULT_MAX_EXEC_TIMEOUT_MS: u64 = 4 * 3_600_000;
@@ -106,6 +114,11 @@ pub const DEFAULT_VELERO_NAMESPACE: &str = "velero";
 pub const DEFAULT_VELERO_SERVICE_ACCOUNT: &str = "velero";
 
 impl EngineConfig {
+    /// `--restore-window` as a duration.
+    pub fn restore_window(&self) -> jiff::SignedDuration {
+        jiff::SignedDuration::from_millis(i64::try_from(self.restore_window_ms).unwrap_or(i64::MAX))
+    }
+
     /// The username Velero's ServiceAccount authenticates as (`request.userInfo.username`).
     pub fn velero_username(&self) -> String {
         format!(
@@ -127,6 +140,7 @@ impl Default for EngineConfig {
             max_exec_timeout_ms: DEFAULT_MAX_EXEC_TIMEOUT_MS,
             default_wait_timeout_ms: Some(DEFAULT_WAIT_TIMEOUT_MS),
             excluded_namespaces: Vec::new(),
+            restore_window_ms: DEFAULT_RESTORE_WINDOW_MS,
         }
     }
 }

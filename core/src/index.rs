@@ -55,6 +55,12 @@ pub enum IndexObject {
         name: String,
         /// Its current labels.
         labels: Labels,
+        /// `metadata.creationTimestamp` (restore windows, §1.6); `None` from files.
+        created: Option<jiff::Timestamp>,
+        /// The restore the controller set its restore-namespace label for (§1.6).
+        window_of: Option<String>,
+        /// `metadata.resourceVersion`: the controller's label writes are conditional on it.
+        resource_version: Option<String>,
     },
 }
 
@@ -79,7 +85,7 @@ type Key = (String, Origin);
 /// §3.2.
 #[derive(Clone, Debug, Default)]
 pub struct HookIndex {
-    namespaces: HashMap<String, Labels>,
+    namespaces: HashMap<String, KnownNamespace>,
     /// RestoreHooks by namespace, then by name (the order they apply in).
     restore_hooks: HashMap<String, BTreeMap<Key, Arc<CompiledObject>>>,
     /// ClusterRestoreHooks by name.
@@ -89,6 +95,19 @@ pub struct HookIndex {
     /// Velero's label value of each Restore whose name is longer than a label value
     /// (`GetValidName`), to its name, per namespace.
     velero_hashed: HashMap<String, HashMap<String, String>>,
+}
+
+/// A namespace as the index keeps it.
+#[derive(Clone, Debug, Default)]
+pub struct KnownNamespace {
+    /// Its labels.
+    pub labels: Labels,
+    /// `metadata.creationTimestamp`.
+    pub created: Option<jiff::Timestamp>,
+    /// The restore the controller set its restore-namespace label for (§1.6).
+    pub window_of: Option<String>,
+    /// `metadata.resourceVersion`.
+    pub resource_version: Option<String>,
 }
 
 impl IndexObject {
@@ -118,10 +137,22 @@ impl HookIndex {
     /// Adds or replaces one object; returns the compiled form of hook objects (for status).
     pub fn apply(&mut self, origin: Origin, object: IndexObject) -> Option<Arc<CompiledObject>> {
         match object {
-            IndexObject::Namespace { name, labels } => {
+            IndexObject::Namespace {
+                name,
+                labels,
+                created,
+                window_of,
+                resource_version,
+            } => {
                 // Namespaces only come from the cluster or from `inject --namespace-label`; a
                 // namespace in both is the same namespace.
-                self.namespaces.insert(name, labels);
+                let known = KnownNamespace {
+                    labels,
+                    created,
+                    window_of,
+                    resource_version,
+                };
+                self.namespaces.insert(name, known);
                 None
             }
             IndexObject::RestoreHook(hook) => {
@@ -273,14 +304,29 @@ impl HookIndex {
     pub fn namespaces_with_label(&self, key: &str) -> Vec<String> {
         self.namespaces
             .iter()
-            .filter(|(_, labels)| labels.get(key).is_some_and(|v| !v.is_empty()))
+            .filter(|(_, ns)| ns.labels.get(key).is_some_and(|v| !v.is_empty()))
             .map(|(name, _)| name.clone())
             .collect()
     }
 
     /// The labels of a namespace, if known.
     pub fn namespace_labels(&self, namespace: &str) -> Option<&Labels> {
-        self.namespaces.get(namespace)
+        self.namespaces.get(namespace).map(|ns| &ns.labels)
+    }
+
+    /// Every namespace known, by name.
+    pub fn namespaces(&self) -> impl Iterator<Item = (&str, &KnownNamespace)> {
+        self.namespaces.iter().map(|(n, ns)| (n.as_str(), ns))
+    }
+
+    /// The windows of every Velero Restore in `namespace` (§1.6).
+    pub fn velero_windows(&self, namespace: &str) -> Vec<&crate::hooks::window::RestoreWindow> {
+        self.velero
+            .get(namespace)
+            .into_iter()
+            .flat_map(|r| r.values())
+            .filter_map(|o| o.window.as_ref())
+            .collect()
     }
 
     /// The Velero Restore in `namespace` that a pod's restore label value names: by name, or by

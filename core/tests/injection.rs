@@ -2154,3 +2154,96 @@ spec:
         "{message}"
     );
 }
+
+/// §1.6: a restore-namespace label brings a pod into scope only while the Velero Restore it names
+/// is in its window (running, or ended less than --restore-window ago). Past it, the pod is not a
+/// restored pod: admitted unchanged with a warning that says to remove the label, and any
+/// restore-hooks state it was created with removed. A label naming no Velero Restore (another
+/// tool) and the pods Velero creates are not affected.
+#[test]
+fn a_restore_namespace_label_counts_only_in_its_restores_window() {
+    let restore = |name: &str, status: &str| {
+        format!(
+            r#"
+apiVersion: velero.io/v1
+kind: Restore
+metadata: {{name: {name}, creationTimestamp: "2026-12-04T08:00:00Z"}}
+spec: {{includedNamespaces: [{NS}]}}
+status: {status}
+"#
+        )
+    };
+    let hook = r#"
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: warm}
+spec:
+  postHooks: [{exec: {command: [/warm]}}]
+"#;
+    let docs = [
+        restore(
+            "done",
+            r#"{phase: Completed, completionTimestamp: "2026-12-04T09:00:00Z"}"#,
+        ),
+        restore("running", "{phase: InProgress}"),
+        hook.to_string(),
+    ]
+    .join("---\n");
+    // Created by a ReplicaSet: no restore label.
+    let mut replacement = pod(json!({}));
+    replacement["metadata"]["labels"]
+        .as_object_mut()
+        .unwrap()
+        .remove("velero.io/restore-name");
+    let config = EngineConfig::default();
+    // Issued at 10:00: the window of `done` closed at 09:30.
+    let a = admit(
+        &replacement,
+        &with_ns_label(catalog(&docs), "done"),
+        &config,
+    );
+    assert!(a.plan().is_none(), "{}", a.pod);
+    assert_eq!(a.warnings.len(), 1, "{:?}", a.warnings);
+    assert!(
+        a.warnings[0].contains("restore window closed at 2026-12-04T09:30:00Z")
+            && a.warnings[0].contains("kubectl label namespace shop restore-hooks.dev/restore-"),
+        "{:?}",
+        a.warnings
+    );
+    // A longer window, a running Restore, or another tool's restore name: in scope.
+    let long = EngineConfig {
+        restore_window_ms: 2 * 3_600_000,
+        ..EngineConfig::default()
+    };
+    for (label, config) in [
+        ("done", &long),
+        ("running", &config),
+        ("other-tool", &config),
+    ] {
+        let a = admit(&replacement, &with_ns_label(catalog(&docs), label), config);
+        let plan = a.plan().unwrap_or_else(|| panic!("{label}: {}", a.pod));
+        assert_eq!(plan.hooks[0].command, ["/warm"], "{label}");
+    }
+    // Velero's own pod names its restore itself.
+    let a = admit(
+        &pod(json!({})),
+        &with_ns_label(catalog(&docs), "done"),
+        &config,
+    );
+    assert!(a.plan().is_some());
+    // State brought along into a closed window is removed, not left for the controller.
+    let forged = pod(json!({"metadata": {
+        "labels": {"velero.io/restore-name": null, "restore-hooks.dev/exec": "pending",
+                   "restore-hooks.dev/restore-run": "done"},
+        "annotations": {"restore-hooks.dev/plan": "{}", "restore-hooks.dev/plan-signature": "x",
+                        "restore-hooks.dev/status": "{}"},
+    }}));
+    let a = admit(&forged, &with_ns_label(catalog(&docs), "done"), &config);
+    assert_eq!(a.pod["metadata"]["annotations"], json!({}), "{}", a.pod);
+    assert_eq!(
+        a.pod["metadata"]["labels"],
+        json!({"app": "db"}),
+        "{}",
+        a.pod
+    );
+}

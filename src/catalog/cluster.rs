@@ -18,6 +18,7 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource, ResourceExt};
 use restore_hooks_core::hooks::compiled::SourceKind;
+use restore_hooks_core::hooks::window::WINDOW_ANNOTATION;
 use serde::de::DeserializeOwned;
 
 use super::{IndexKind, IndexObject, Origin, SharedIndex};
@@ -109,6 +110,14 @@ pub fn watch_into(
                 Absent::Wait,
                 |ns: PartialObjectMeta<Namespace>| IndexObject::Namespace {
                     name: ns.name_any(),
+                    window_of: ns
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(WINDOW_ANNOTATION))
+                        .cloned(),
+                    created: ns.metadata.creation_timestamp.map(|t| t.0),
+                    resource_version: ns.metadata.resource_version.clone(),
                     labels: ns.metadata.labels.unwrap_or_default(),
                 },
             ),
@@ -179,6 +188,7 @@ impl Watch {
         let mut relist: Option<Vec<IndexObject>> = None;
         // Log an absent CRD once per outage, not at every backoff retry.
         let mut reported_absent = false;
+        let scope = matches!(kind, IndexKind::Namespace | IndexKind::VeleroRestore);
         while let Some(item) = stream.next().await {
             match item {
                 Ok(Event::Init) => relist = Some(Vec::new()),
@@ -241,6 +251,9 @@ impl Watch {
                                 "{message}; treating it as empty and retrying"
                             );
                         }
+                        if scope {
+                            self.index.scope_changed();
+                        }
                         continue;
                     }
                     self.metrics
@@ -254,6 +267,9 @@ impl Watch {
                     self.index.watch_failed(resource, err.to_string());
                     tracing::warn!(resource, error = %err, "watch failed; retrying with backoff (the cache keeps serving what it had)");
                 }
+            }
+            if scope {
+                self.index.scope_changed();
             }
         }
     }

@@ -37,6 +37,8 @@ pub struct SharedIndex {
     health: Mutex<BTreeMap<&'static str, WatchState>>,
     /// Generations already announced, to tell a relist from a change.
     seen: Mutex<BTreeMap<(IndexKind, String, String), Option<i64>>>,
+    /// Bumped whenever a namespace or a Velero Restore changes: restore windows (§1.6).
+    scope_changes: tokio::sync::watch::Sender<u64>,
 }
 
 /// How one watch is doing.
@@ -58,6 +60,7 @@ impl SharedIndex {
             events,
             health: Mutex::new(BTreeMap::new()),
             seen: Mutex::new(BTreeMap::new()),
+            scope_changes: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -70,6 +73,15 @@ impl SharedIndex {
 
     pub(crate) fn write(&self) -> RwLockWriteGuard<'_, HookIndex> {
         self.index.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes whenever a namespace or a Velero Restore changed (restore windows, §1.6).
+    pub fn scope_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.scope_changes.subscribe()
+    }
+
+    pub(crate) fn scope_changed(&self) {
+        self.scope_changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Hook objects as they are compiled.

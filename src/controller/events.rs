@@ -39,6 +39,14 @@ pub const LATE_HOOKS_ADDED: &str = "LateHooksAdded";
 /// not applied.
 pub const NOT_ADMITTED: &str = "RestoreHooksNotApplied";
 
+/// On a namespace a Velero Restore writes to: the leader labelled it as a restore namespace.
+pub const RESTORE_WINDOW_OPENED: &str = "RestoreWindowOpened";
+/// On a namespace: the leader removed the label it set, the Restore's window being over.
+pub const RESTORE_WINDOW_CLOSED: &str = "RestoreWindowClosed";
+/// On a namespace: a restore-namespace label the leader did not set outlived its Restore's
+/// window; it brings no pod into scope any more and should be removed.
+pub const RESTORE_WINDOW_OVER: &str = "RestoreWindowOver";
+
 /// Every reason the controller writes Events with, [`NOT_ADMITTED`] included: a
 /// new reason belongs here, and `tests/docs_tables.rs` checks that docs/behaviour.md §6.12 lists
 /// each.
@@ -53,6 +61,9 @@ pub const REASONS: &[&str] = &[
     INIT_HOOKS_MISSED,
     LATE_HOOKS_ADDED,
     NOT_ADMITTED,
+    RESTORE_WINDOW_OPENED,
+    RESTORE_WINDOW_CLOSED,
+    RESTORE_WINDOW_OVER,
 ];
 
 /// The component name in Events (`restore-hooks describe` selects the pods' Events by it).

@@ -13,6 +13,8 @@
 //! - [`late`]: exec hooks of hook objects that arrive after their pods (the merge is
 //!   `restore_hooks_core::late_hooks`);
 //! - [`unmutated`]: restored pods the webhook never saw;
+//! - [`windows`]: restore windows, the restore-namespace label on the namespaces a Velero Restore
+//!   writes to;
 //! - [`lease`]: leader election, so that only one replica execs.
 
 pub mod events;
@@ -27,6 +29,7 @@ pub mod slim_pod;
 pub mod slots;
 pub mod status;
 pub mod unmutated;
+pub mod windows;
 mod worker;
 pub use restore_hooks_core::exec_step;
 
@@ -195,6 +198,18 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
             }
             .run(term.clone()),
         ));
+        let windows = AbortOnDrop(tokio::spawn(
+            windows::RestoreWindows {
+                client: client.clone(),
+                index: index.clone(),
+                restores: restores.clone(),
+                engine: engine.clone(),
+                events: events.clone(),
+                metrics: metrics.clone(),
+                write_labels: args.label_restore_namespaces,
+            }
+            .run(term.clone()),
+        ));
         let workers = Arc::new(Workers {
             client: client.clone(),
             exec: exec.clone(),
@@ -235,6 +250,7 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
         }
         let _ = late.join().await;
         let _ = unmutated.join().await;
+        let _ = windows.join().await;
         let _ = tally_task.join().await;
         let _ = restores_task.join().await;
         let _ = ledger_task.join().await;

@@ -25,6 +25,7 @@ use kube::api::{Api, ListParams};
 use kube::core::PartialObjectMeta;
 use restore_hooks_core::config::EngineConfig;
 use restore_hooks_core::hooks::plan::RESTORE_RUN_LABEL;
+use restore_hooks_core::hooks::window::closed_window;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
@@ -119,21 +120,32 @@ impl Unmutated {
         &self,
         labelled_since: &mut HashMap<String, Timestamp>,
     ) -> Vec<PartialObjectMeta<Pod>> {
-        let labelled: Vec<String> = {
+        let now = Timestamp::now();
+        // With the time its restore window closed, if the label names a Velero Restore whose
+        // window is over: pods created after it are not restored pods (§1.6).
+        let labelled: Vec<(String, Option<Timestamp>)> = {
             let index = self.index.read();
             index
                 .namespaces_with_label(&self.engine.restore_namespace_label)
                 .into_iter()
                 .filter(|n| !self.engine.excluded_namespaces.contains(n))
+                .map(|n| {
+                    let restore = index
+                        .namespace_labels(&n)
+                        .and_then(|l| l.get(&self.engine.restore_namespace_label))
+                        .and_then(|r| index.velero_restore(&self.engine.velero_namespace, r));
+                    let window = restore.and_then(|r| r.window.as_ref());
+                    let closed = closed_window(window, self.engine.restore_window(), now);
+                    (n, closed)
+                })
                 .collect()
         };
         let reach =
             jiff::SignedDuration::try_from(self.lookback).unwrap_or(jiff::SignedDuration::MAX);
-        let now = Timestamp::now();
         let first_seen = now.checked_sub(reach).unwrap_or(Timestamp::MIN);
-        labelled_since.retain(|ns, _| labelled.contains(ns));
+        labelled_since.retain(|ns, _| labelled.iter().any(|(n, _)| n == ns));
         let mut out = Vec::new();
-        for namespace in labelled {
+        for (namespace, closed) in labelled {
             let since = *labelled_since
                 .entry(namespace.clone())
                 .or_insert(first_seen);
@@ -147,7 +159,7 @@ impl Unmutated {
                     p.metadata
                         .creation_timestamp
                         .as_ref()
-                        .is_some_and(|t| t.0 > since)
+                        .is_some_and(|t| t.0 > since && closed.is_none_or(|c| t.0 < c))
                 })),
                 Err(e) => warn!(namespace, error = %e, "cannot list pods of a restore namespace"),
             }

@@ -26,6 +26,7 @@ use super::types::{
     AfterHook, ClusterRestoreHook, ExecRestoreHook, HookVolumeMount, Labels, PodAnnotationHooks,
     RestoreHook, RestoreResourceHook, RestoreResourceHookSpec, RetryPolicy, VeleroRestore,
 };
+use super::window::RestoreWindow;
 
 /// Which kind of object a compiled source came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -89,6 +90,8 @@ pub struct CompiledObject {
     pub backup_name: Option<String>,
     /// A Velero Restore's `spec.namespaceMapping`, source → target (§2.8).
     pub namespace_mapping: BTreeMap<String, String>,
+    /// A Velero Restore's window: when it ran and which namespaces it writes to (§1.6).
+    pub window: Option<RestoreWindow>,
 }
 
 impl CompiledObject {
@@ -754,6 +757,7 @@ fn compile_hook_object(
         name,
         backup_name: None,
         namespace_mapping: BTreeMap::new(),
+        window: None,
     }
 }
 
@@ -810,6 +814,7 @@ pub fn compile_velero_restore(restore: &VeleroRestore) -> CompiledObject {
         name,
         backup_name: restore.spec.backup_name.clone(),
         namespace_mapping: restore.spec.namespace_mapping.clone(),
+        window: Some(RestoreWindow::of(restore)),
     }
 }
 
@@ -846,6 +851,7 @@ pub fn unreadable(
         }],
         backup_name: None,
         namespace_mapping: BTreeMap::new(),
+        window: None,
     }
 }
 

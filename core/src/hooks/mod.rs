@@ -18,3 +18,4 @@ pub mod selector;
 pub mod signing;
 pub mod targets;
 pub mod types;
+pub mod window;

@@ -40,6 +40,7 @@ where
     kind = "Restore",
     namespaced,
     schema = "disabled",
+    status = "VeleroRestoreStatus",
     crates(kube_core = "::kube_core")
 )]
 #[serde(rename_all = "camelCase")]
@@ -58,6 +59,34 @@ pub struct RestoreSpec {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub namespace_mapping: BTreeMap<String, String>,
+    /// `spec.includedNamespaces`: globs on the backup's namespaces; empty or `*`: all of them.
+    /// With the mapping, which namespaces the restore writes to (its restore window, §1.6).
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub included_namespaces: Vec<String>,
+    /// `spec.excludedNamespaces`: globs on the backup's namespaces.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub excluded_namespaces: Vec<String>,
+}
+
+/// The part of a Velero Restore's status that says when it ran: its restore window (§1.6).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VeleroRestoreStatus {
+    /// `New`, `InProgress`, `WaitingForPluginOperations…`, `Finalizing…`, or an end:
+    /// `Completed`, `PartiallyFailed`, `Failed`, `FailedValidation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// When Velero finished it (RFC 3339); set with the end phases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_timestamp: Option<String>,
 }
 
 /// Velero's `Restore` object, named for what it is in this crate.

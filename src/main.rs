@@ -18,6 +18,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Inject(args) => return restore_hooks::inject_cli::run(&args),
         Command::Crd => restore_hooks::crd::print(),
+        Command::Convert(args) => return restore_hooks::convert_cli::run(&args),
         #[cfg(feature = "demo")]
         Command::Demo(args) => block_on(restore_hooks::demo::run(args)),
         Command::Serve(args) => block_on(restore_hooks::runtime::run_serve(args)),

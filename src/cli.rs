@@ -56,6 +56,10 @@ pub enum Command {
     /// Print the CustomResourceDefinitions (RestoreHook, ClusterRestoreHook, RestoreRun,
     /// RestoreRecord) as YAML.
     Crd,
+    /// Write Velero's own restore hooks (workload annotations, Restore spec.hooks) as
+    /// RestoreHooks and ClusterRestoreHooks, optionally with the workloads and Restores without
+    /// them, so that restore-hooks runs them instead of Velero.
+    Convert(crate::convert_cli::ConvertArgs),
     /// Run the whole flow on a built-in API-server simulator: no cluster needed.
     #[cfg(feature = "demo")]
     Demo(DemoArgs),
@@ -80,7 +84,9 @@ pub struct EngineArgs {
     /// namespace, or a RestoreHook/ClusterRestoreHook with `podAnnotationHooks: Allow` selects it.
     #[arg(long, env = "RESTORE_HOOKS_VELERO_SERVICE_ACCOUNT", value_name = "NAME", default_value = DEFAULT_VELERO_SERVICE_ACCOUNT)]
     pub velero_service_account: String,
-    /// Who runs the hooks of Velero pod annotations and Velero Restore objects.
+    /// Who runs the hooks of Velero pod annotations and Velero Restore objects. Velero always
+    /// runs them on the pods it creates (it has no switch to turn them off); `restore-hooks
+    /// convert` moves them into hook objects.
     // What each value does is said once, in `VeleroHooksMode::meaning` (docs/behaviour.md §3.3):
     // `--help` lists it under the values.
     #[arg(long, env = "RESTORE_HOOKS_VELERO_HOOKS", value_enum, default_value_t = VeleroHooksArg::Defer)]

@@ -78,6 +78,11 @@ pub fn preview(args: &InjectArgs) -> anyhow::Result<Preview> {
     };
     let mut catalog = load_with_defaults(&args.hooks, &defaults)?;
     let namespace_labels = catalog.namespaces.entry(namespace.clone()).or_default();
+    // The API server gives every namespace this label (ClusterRestoreHooks select by it, e.g.
+    // those `restore-hooks convert` writes, docs/behaviour.md §4.9).
+    namespace_labels
+        .entry(restore_hooks_core::convert::NAMESPACE_NAME_LABEL.to_string())
+        .or_insert_with(|| namespace.clone());
     namespace_labels.extend(args.namespace_labels.iter().cloned());
     if let Some(restore) = &args.restore {
         namespace_labels.insert(config.restore_namespace_label.clone(), restore.clone());

@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod catalog;
 pub mod cli;
 pub mod controller;
+pub mod convert_cli;
 pub mod crd;
 #[cfg(feature = "demo")]
 pub mod demo;

@@ -19,6 +19,7 @@ fn main() -> ExitCode {
         Command::Inject(args) => return restore_hooks::inject_cli::run(&args),
         Command::Describe(args) => return restore_hooks::describe_cli::run(&args),
         Command::Crd => restore_hooks::crd::print(),
+        Command::Convert(args) => return restore_hooks::convert_cli::run(&args),
         #[cfg(feature = "demo")]
         Command::Demo(args) => block_on(restore_hooks::demo::run(args)),
         Command::Serve(args) => block_on(restore_hooks::runtime::run_serve(args)),

@@ -17,14 +17,18 @@ impl VeleroHooksMode {
     pub const fn meaning(self) -> &'static str {
         match self {
             Self::Defer => {
-                "Pods Velero created (restore pod label) keep Velero's own hooks: only the hooks of \
-                 RestoreHooks and ClusterRestoreHooks apply to them, placed after Velero's own \
-                 init hooks. Every other in-scope pod gets all four sources (Velero pod \
-                 annotations, Velero Restore hooks, ClusterRestoreHooks, RestoreHooks)"
+                "Velero (1.5 and later) runs its own annotation and Restore hooks on the pods it \
+                 creates, and cannot be told not to: on those pods (restore pod label) only \
+                 RestoreHooks and ClusterRestoreHooks apply, placed after Velero's own init \
+                 hooks. Every other in-scope pod (Velero never sees them: replacement pods in a \
+                 labelled restore namespace) gets all four sources (Velero pod annotations, \
+                 Velero Restore hooks, ClusterRestoreHooks, RestoreHooks)"
             }
             Self::Own => {
-                "All four sources for every in-scope pod: for Velero without its own hook engine, \
-                 or another restore tool"
+                "All four sources for every in-scope pod. Velero runs its own hooks on the pods \
+                 it creates all the same, so there each of them runs twice: for restore tools \
+                 other than Velero. With Velero, use defer, and `restore-hooks convert` to move \
+                 Velero's hooks into hook objects"
             }
         }
     }

@@ -9,6 +9,7 @@
 pub mod admission;
 pub mod catalog;
 pub mod config;
+pub mod convert;
 pub mod documents;
 pub mod exec_slots;
 pub mod exec_step;

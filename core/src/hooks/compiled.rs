@@ -656,7 +656,7 @@ fn compile_restores(patterns: Option<&[String]>) -> Result<Option<Vec<NamePatter
 
 /// Velero (with the resources deviation of docs/behaviour.md §11): an entry applies only when its
 /// resources are empty, `*` or include pods, and pods are not excluded.
-fn applies_to_pods(entry: &RestoreResourceHookSpec) -> bool {
+pub(crate) fn applies_to_pods(entry: &RestoreResourceHookSpec) -> bool {
     let is_pods = |r: &String| matches!(r.to_ascii_lowercase().as_str(), "pods" | "pod" | "po");
     let included_ok = entry.included_resources.is_empty()
         || entry

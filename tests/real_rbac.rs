@@ -3,8 +3,8 @@
 //! One scenario exercises every code path that talks to the API server: start-up (Lease, plan key,
 //! watches, the record of started hooks, retention), a RestoreHook compiled and reported, a pod
 //! whose annotation exec hook needs a SubjectAccessReview, hooks exec'd and recorded (pod status,
-//! Events, RestoreRun), a hook object that arrives after its pod (late hooks), and a namespace the
-//! webhook's cache does not know. With the chart's RBAC as rendered it completes and the API
+//! Events, RestoreRun), a hook object that arrives after its pod (late hooks), a namespace the
+//! webhook's cache does not know, and a Velero Restore whose namespace the leader labels. With the chart's RBAC as rendered it completes and the API
 //! server refuses nothing. Then each rule of each role bound to the product's ServiceAccounts is
 //! dropped in turn: the scenario must meet a 403 for exactly that rule's verb and resource, which
 //! the product logs at WARN (and counts). That log line is what fails every real-control-plane
@@ -313,6 +313,22 @@ fn exercise(
                 .is_some_and(|h| h["status"]["hooks"]["succeeded"] == 1)
     };
     wait("the RestoreRun and RestoreHook counts", &counted)?;
+    // A Velero Restore that writes to a namespace: the leader labels it for the restore's window
+    // (docs/behaviour.md §1.6). Played by the test: Velero's CRDs, no Velero.
+    let windowed = format!("rbac-win-{round}");
+    create(
+        cp,
+        &json!({"apiVersion": "velero.io/v1", "kind": "Restore",
+                "metadata": {"name": windowed, "namespace": "velero"},
+                "spec": {"backupName": "b1", "includedNamespaces": [windowed]},
+                "status": {"phase": "InProgress"}}),
+    );
+    namespace(cp, &windowed, json!({}));
+    let labelled = || {
+        get_json(cp, &["get", "namespace", &windowed])
+            .is_some_and(|n| n["metadata"]["labels"][NAMESPACE_LABEL] == windowed.as_str())
+    };
+    wait("the restore window's namespace label", &labelled)?;
     Ok(())
 }
 
@@ -330,6 +346,7 @@ fn every_rbac_rule_of_the_chart_is_needed_and_a_missing_one_is_reported() {
     let rules = rules(&install);
     assert!(rules.len() >= 20, "{} rules", rules.len());
 
+    realcp::Velero::install_crds(&install.cp).unwrap_or_else(|e| panic!("{e:#}"));
     // The chart as rendered: the scenario completes, nothing is refused.
     prepare(&install, 0);
     let (mut controller, mut webhook) = start(&install);

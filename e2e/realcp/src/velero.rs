@@ -38,6 +38,33 @@ impl<'cp> Velero<'cp> {
         Self::start_with(cp, &[])
     }
 
+    /// Velero's CRDs (as `velero install --crds-only` writes them) and its namespace, without a
+    /// server: for tests that write Velero objects themselves, playing Velero.
+    pub fn install_crds(cp: &ControlPlane) -> Result<()> {
+        cache::ensure_built(Group::Velero)?;
+        let home = cp.work_dir().join("velero-cli");
+        std::fs::create_dir_all(&home)?;
+        let args = ["install", "--crds-only", "--dry-run", "-o", "yaml"];
+        let out = Command::new(bin("velero"))
+            .args(args)
+            .env("HOME", &home)
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("realcp: cannot run {}", bin("velero").display()))?;
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        let crds = checked(&args, out).map_err(|e| anyhow!("{e:#}").context("velero CLI"))?;
+        cp.with_log(
+            "kube-apiserver",
+            cp.kubectl_stdin(["apply", "--server-side", "-f", "-"], &crds)
+                .and_then(|_| cp.wait_crds_established(&[])),
+        )?;
+        cp.apply(
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": Self::NAMESPACE}})
+                .to_string(),
+        )?;
+        Ok(())
+    }
+
     /// [`Velero::start`] with more `velero server` flags, e.g.
     /// `--restore-resource-priorities=...`.
     pub fn start_with(cp: &'cp ControlPlane, server_flags: &[String]) -> Result<Velero<'cp>> {

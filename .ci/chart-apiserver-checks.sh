@@ -17,7 +17,10 @@
 #   Restore CRD exists and again after (re-created against the CRD's schema);
 # - hook-authors: a RestoreHook/ClusterRestoreHook author without create pods/exec (in the
 #   namespace / cluster-wide) is refused with the message naming the user and the permission;
-#   spec-preserving updates, status patches and foreground deletion pass;
+#   spec-preserving updates, status patches and foreground deletion pass; an image hook whose env or
+#   envFrom names a Secret or ConfigMap the author may not get (by name, in the namespace /
+#   cluster-wide) is refused naming it and the user, once granted allowed; 16 names in one object
+#   pass (the cost budget), 17 are refused;
 # - pod-hook-state: every add/remove/change of a restore-hooks.dev/* pod annotation or label by
 #   anyone but the controller is refused, naming the keys, through the pod and through
 #   pods/status; other pod metadata changes pass; a Binding (pods/binding or bindings) carrying a
@@ -318,6 +321,77 @@ expect_deny "dave creates a ClusterRestoreHook that waits for itself" \
   $K create --as=dave -f - <<<'{"apiVersion":"restore-hooks.dev/v1alpha1","kind":"ClusterRestoreHook","metadata":{"name":"self-wait"},"spec":{"postHooks":[{"exec":{"command":["true"],"after":[{"hook":"self-wait"}]}}]}}'
 expect_deny "carol changes its spec" "updating ClusterRestoreHook all-pg needs" \
   $K --as=carol patch clusterrestorehook all-pg --type=merge -p '{"spec":{"postHooks":[{"exec":{"command":["false"]}}]}}'
+echo "== hook authors need get on each Secret and ConfigMap an image hook's env and envFrom name"
+$K -n shop create secret generic db-creds --from-literal=password=s3cret >/dev/null
+$K -n shop create configmap db-config --from-literal=host=db >/dev/null
+ENV='{"apiVersion":"restore-hooks.dev/v1alpha1","kind":"RestoreHook","metadata":{"name":"migrate","namespace":"shop"},"spec":{"postHooks":[{"exec":{"container":"api","image":"busybox:1.36","command":["/bin/true"],"env":[{"name":"PGPASSWORD","valueFrom":{"secretKeyRef":{"name":"db-creds","key":"password"}}}]}}]}}'
+can frank no get secrets/db-creds -n shop
+expect_deny "frank (exec and debug in shop, not get Secret db-creds) creates a RestoreHook whose env reads it" \
+  "creating RestoreHook shop/migrate: a hook whose env or envFrom names secrets/db-creds needs permission to get it in namespace shop (restore-hooks' ephemeral container reads it into its environment); user frank lacks it" \
+  $K create --as=frank -f - <<<"$ENV"
+$K apply -f - >/dev/null <<'Y'
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: db-creds-reader}
+rules:
+- {apiGroups: [""], resources: [secrets], resourceNames: [db-creds], verbs: [get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: frank-db-creds, namespace: shop}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: db-creds-reader}
+subjects: [{kind: User, name: frank}, {kind: User, name: hank}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: debug-everywhere}
+rules:
+- {apiGroups: [""], resources: [pods/ephemeralcontainers], verbs: [update, patch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: hank-crh}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: crh-writer}
+subjects: [{kind: User, name: hank}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: hank-debug}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: debug-everywhere}
+subjects: [{kind: User, name: hank}]
+Y
+can frank yes get secrets/db-creds -n shop
+can frank no get secrets/other -n shop
+expect_ok "frank, once he may get Secret db-creds (by name), creates it" $K create --as=frank -f - <<<"$ENV"
+expect_deny "frank adds an envFrom of ConfigMap db-config, which he may not get" \
+  "updating RestoreHook shop/migrate: a hook whose env or envFrom names configmaps/db-config needs permission to get it in namespace shop" \
+  $K --as=frank -n shop patch restorehook migrate --type=json -p '[{"op":"add","path":"/spec/postHooks/0/exec/envFrom","value":[{"configMapRef":{"name":"db-config"}}]}]'
+expect_deny "frank adds an env configMapKeyRef to another hook (a second exec hook)" "names configmaps/db-config" \
+  $K --as=frank -n shop patch restorehook migrate --type=json -p '[{"op":"add","path":"/spec/postHooks/-","value":{"exec":{"image":"busybox:1.36","command":["/bin/true"],"env":[{"name":"H","valueFrom":{"configMapKeyRef":{"name":"db-config","key":"host"}}}]}}}]'
+expect_deny "frank adds an envFrom of Secret other" "names secrets/other needs permission to get it in namespace shop" \
+  $K --as=frank -n shop patch restorehook migrate --type=json -p '[{"op":"add","path":"/spec/postHooks/0/exec/envFrom","value":[{"prefix":"X_","secretRef":{"name":"other"}}]}]'
+expect_ok "frank adds copyTargetEnv and a fieldRef (values the pod has: no more permission)" \
+  $K --as=frank -n shop patch restorehook migrate --type=json -p '[{"op":"add","path":"/spec/postHooks/0/exec/copyTargetEnv","value":true},{"op":"add","path":"/spec/postHooks/0/exec/env/-","value":{"name":"POD","valueFrom":{"fieldRef":{"fieldPath":"metadata.name"}}}}]'
+# The schema lets these references be null, which CEL's has() does not tell from set.
+expect_ok "frank names db-creds again, in envFrom with a null configMapRef, in env with null siblings" \
+  $K --as=frank -n shop patch restorehook migrate --type=json -p '[{"op":"add","path":"/spec/postHooks/0/exec/envFrom","value":[{"secretRef":{"name":"db-creds"},"configMapRef":null}]},{"op":"add","path":"/spec/postHooks/0/exec/env/-","value":{"name":"N","value":"x","valueFrom":null}},{"op":"add","path":"/spec/postHooks/0/exec/env/-","value":{"name":"P","valueFrom":{"secretKeyRef":{"name":"db-creds","key":"password"},"configMapKeyRef":null,"fieldRef":null}}}]'
+refs() { # N: a RestoreHook whose env names Secrets s0..s(N-1)
+  python3 -c 'import json,sys; n=int(sys.argv[1]); print(json.dumps({"apiVersion":"restore-hooks.dev/v1alpha1","kind":"RestoreHook","metadata":{"name":f"refs-{n}","namespace":"shop"},"spec":{"postHooks":[{"exec":{"image":"busybox:1.36","command":["/bin/true"],"env":[{"name":f"V{i}","valueFrom":{"secretKeyRef":{"name":f"s{i}","key":"k"}}} for i in range(n)]}}]}}))' "$1"
+}
+# 16 names: each is one authorization check (18 with pods/exec and pods/ephemeralcontainers),
+# within the API server's cost budget for one policy.
+expect_ok "admin names 16 Secrets in one RestoreHook" $K create -f - <<<"$(refs 16)"
+expect_deny "admin names 17" "the hooks' env and envFrom name 17 Secrets and ConfigMaps; at most 16 may be named in one hook object" \
+  $K create -f - <<<"$(refs 17)"
+CENV='{"apiVersion":"restore-hooks.dev/v1alpha1","kind":"ClusterRestoreHook","metadata":{"name":"migrate-all"},"spec":{"postHooks":[{"exec":{"image":"busybox:1.36","command":["/bin/true"],"envFrom":[{"secretRef":{"name":"db-creds"}}]}}]}}'
+can hank yes get secrets/db-creds -n shop
+can hank no get secrets/db-creds -A
+expect_deny "hank (exec and debug cluster-wide, get Secret db-creds in shop only) creates a ClusterRestoreHook whose envFrom reads it" \
+  "creating ClusterRestoreHook migrate-all: a hook whose env or envFrom names secrets/db-creds needs permission to get it cluster-wide (restore-hooks' ephemeral container reads it into its environment); user hank lacks it" \
+  $K create --as=hank -f - <<<"$CENV"
+$K create clusterrolebinding hank-db-creds --clusterrole=db-creds-reader --user=hank >/dev/null
+can hank yes get secrets/db-creds -A
+expect_ok "hank, once he may get Secret db-creds cluster-wide, creates it" $K create --as=hank -f - <<<"$CENV"
 # A bare merge PATCH of /status, as the binary sends it (kubectl patch GETs the subresource first).
 rawpatch() { # as path body
   local srv tok; srv=$($K config view --minify -o jsonpath='{.clusters[0].cluster.server}')

@@ -25,9 +25,12 @@
 # 7. .ci/chart_assertions.py: object inventory of every render, the exact flags of every
 #    Deployment, both webhooks, namespace exclusions, Pod Security "restricted" by construction,
 #    TLS mount, RBAC exactly as listed (and nothing broader), aggregated roles, the admission
-#    policies and their bindings, alerts, CRDs == `restore-hooks crd`.
+#    policies and their bindings, alerts (each with promtool cases), the Grafana dashboard and its
+#    ConfigMap, CRDs == `restore-hooks crd`.
 # 8. The kind e2e sample manifests: strict schemas, and `restore-hooks inject` on each pod gives
 #    what e2e/kind/run.sh expects (.ci/e2e_manifest_checks.py).
+# 9. The alerts evaluated: `promtool test rules` of ci/prometheusrule-test.yaml on the rendered
+#    PrometheusRule (.ci/promtool-tests.sh; promtool from e2e/realcp/build.sh prometheus, cached).
 # The admission policies' behaviour on a real API server: .ci/chart-apiserver-checks.sh (separate).
 set -euo pipefail
 
@@ -293,6 +296,13 @@ elif "$PY" .ci/e2e_manifest_checks.py "$BIN" e2e/kind/manifests; then
   ok "restore-hooks inject gives the init containers and exec plans run.sh expects"
 else
   bad "e2e sample vs engine"
+fi
+
+step "the alerts under promtool (.ci/promtool-tests.sh)"
+if bash .ci/promtool-tests.sh >"$OUT/promtool.log" 2>&1; then
+  ok "$(grep -c '^  - name: ' "$CHART/ci/prometheusrule-test.yaml") promtool test groups pass on the rendered alerts ($(grep -m1 '^promtool, version' "$OUT/promtool.log" | cut -d' ' -f3))"
+else
+  bad "promtool tests of the alerts"; sed 's/^/        /' "$OUT/promtool.log" >&2
 fi
 
 ELAPSED=$(( $(date +%s) - START ))

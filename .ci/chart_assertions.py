@@ -181,6 +181,8 @@ def expected_objects(ctx: Ctx) -> set:
         objs.add(("ServiceMonitor", fn))
     if m["prometheusRule"]["enabled"]:
         objs.add(("PrometheusRule", fn))
+    if m["grafanaDashboard"]["enabled"]:
+        objs.add(("ConfigMap", f"{fn}-dashboard"))
     if v["networkPolicy"]["enabled"]:
         objs.add(("NetworkPolicy", fn))
     return objs
@@ -200,7 +202,11 @@ def check_inventory(ctx: Ctx, want_count: int | None) -> None:
         if kind in CLUSTER_SCOPED:
             ctx.c("namespace" not in md, f"{kind}/{name} is cluster-scoped but has metadata.namespace")
         else:
-            ctx.c(md.get("namespace") == ctx.ns, f"{kind}/{name} namespace is {md.get('namespace')!r}, want {ctx.ns!r}")
+            # The dashboard goes where Grafana's sidecar looks (metrics.grafanaDashboard.namespace).
+            want_ns = ctx.ns
+            if (kind, name) == ("ConfigMap", f"{ctx.fullname}-dashboard"):
+                want_ns = ctx.values["metrics"]["grafanaDashboard"]["namespace"] or ctx.ns
+            ctx.c(md.get("namespace") == want_ns, f"{kind}/{name} namespace is {md.get('namespace')!r}, want {want_ns!r}")
         if kind != "CustomResourceDefinition":
             labels = md.get("labels") or {}
             for lab in STD_LABELS:
@@ -899,10 +905,15 @@ def check_policy_common(ctx: Ctx, name: str, rules: list[dict], subresources: tu
                 if f in item:
                     ctx.c(cel_balanced(item[f]), f"{w}: {part} {item.get('name', '')} {f} has unbalanced brackets or quotes")
     for val in s.get("validations") or []:
-        ctx.c(val.get("reason") == "Forbidden", f"{w}: validations answer Forbidden")
+        # Invalid only for a bound on the object itself (hook-authors: the Secrets and ConfigMaps
+        # one object may name); every permission check answers Forbidden naming the requester.
+        ctx.c(val.get("reason") in ("Forbidden", "Invalid"), f"{w}: validations answer Forbidden (or Invalid for a bound)")
         ctx.c("\n" not in (val.get("message") or "x\n") and val.get("message"), f"{w}: a static message without line breaks is required")
-        ctx.c(bool(val.get("messageExpression")), f"{w}: a messageExpression naming the requester is required")
-        ctx.c("request.userInfo.username" in (val.get("messageExpression") or ""), f"{w}: the message must name the requester")
+        ctx.c(bool(val.get("messageExpression")), f"{w}: a messageExpression is required")
+        if val.get("reason") == "Forbidden":
+            ctx.c("request.userInfo.username" in (val.get("messageExpression") or ""), f"{w}: the message must name the requester")
+        else:
+            ctx.c("authorizer" not in val.get("expression", ""), f"{w}: an Invalid validation checks no permission")
     if b:
         bs = b["spec"]
         ctx.c(bs.get("policyName") == name, f"binding {name} must bind policy {name}")
@@ -925,8 +936,24 @@ def check_policies(ctx: Ctx) -> None:
             may = var.get("mayExec", "")
             ctx.c(exec_ns in may and exec_all in may, f"{w}: must check create pods/exec in the namespace (RestoreHook) and cluster-wide (ClusterRestoreHook): {may!r}")
             ctx.c(var.get("namespaced") == "request.resource.resource == 'restorehooks'", f"{w}: RestoreHook vs ClusterRestoreHook by request.resource")
-            ctx.c([x["expression"] for x in s.get("validations") or []] == ["variables.mayExec", "!variables.wantsImage || variables.mayDebug"],
-                  f"{w}: two validations, variables.mayExec and, for hooks with an image, variables.mayDebug")
+            vals = [x["expression"] for x in s.get("validations") or []]
+            ctx.c(vals[:3] == ["variables.mayExec", "!variables.wantsImage || variables.mayDebug", "size(variables.envRefs) <= 16"],
+                  f"{w}: validations variables.mayExec, for hooks with an image variables.mayDebug, at most 16 env references: {vals[:3]}")
+            # One `get` check per Secret or ConfigMap named (docs/behaviour.md §9.6): the API
+            # server allows an expression two authorization checks, so each name is its own.
+            for i, expr in enumerate(vals[3:]):
+                ref = f"variables.envRefs[{i}]"
+                ns_check = (f"authorizer.group('').resource({ref}.split('/')[0]).namespace(request.namespace)"
+                            f".name({ref}.split('/')[1]).check('get').allowed()")
+                all_check = f"authorizer.group('').resource({ref}.split('/')[0]).name({ref}.split('/')[1]).check('get').allowed()"
+                ctx.c(expr.startswith(f"size(variables.envRefs) <= {i} || (variables.namespaced") and ns_check in expr and all_check in expr
+                      and expr.count(".check(") == 2,
+                      f"{w}: validation {i + 3} must check get on env reference {i}, in the namespace or cluster-wide: {expr!r}")
+            ctx.c(len(vals) == 3 + 16, f"{w}: one get check for each of the 16 env references: {len(vals) - 3}")
+            refs = var.get("envRefs", "")
+            for frag in ("e.valueFrom.secretKeyRef.name", "e.valueFrom.configMapKeyRef.name", "f.secretRef.name",
+                         "f.configMapRef.name", "'secrets/'", "'configmaps/'", ".flatten().distinct()"):
+                ctx.c(frag in refs, f"{w}: envRefs must collect {frag!r}: {refs!r}")
             debug_ns = "authorizer.group('').resource('pods').subresource('ephemeralcontainers').namespace(request.namespace).check('update').allowed()"
             debug_all = "authorizer.group('').resource('pods').subresource('ephemeralcontainers').check('update').allowed()"
             ctx.c(debug_ns in var.get("mayDebug", "") and debug_all in var.get("mayDebug", ""),
@@ -1236,8 +1263,10 @@ def check_optional(ctx: Ctx) -> None:
         r = by_name.get("RestoreHooksApiForbidden")
         if r:
             e = str(r["expr"])
-            ctx.c(e.startswith("sum by (job, verb, resource) (increase(") and "[10m]" in e and e.endswith("> 0") and "for" not in r,
-                  f"RestoreHooksApiForbidden: any increase in 10m, per job, verb and resource: {e}")
+            # A new series (the first 403 of a verb and resource) counts as well as an increase.
+            ctx.c(e.startswith("sum by (job, verb, resource) ((increase(") and "[10m]) > 0) or (" in e
+                  and " unless " in e and " offset 10m)) > 0" in e and e.endswith("> 0") and "for" not in r,
+                  f"RestoreHooksApiForbidden: any increase in 10m or a new series, per job, verb and resource: {e}")
             ctx.c("$labels.verb" in str(r["annotations"]) and "$labels.resource" in str(r["annotations"]),
                   "RestoreHooksApiForbidden: the annotations name the verb and the resource")
             ctx.c(r["labels"]["severity"] == v["metrics"]["prometheusRule"]["warningSeverity"], "RestoreHooksApiForbidden: severity")
@@ -1276,6 +1305,163 @@ def check_optional(ctx: Ctx) -> None:
         for p in v["networkPolicy"]["apiServer"]["ports"]:
             ctx.c({"port": p, "protocol": "TCP"} in ports, f"egress to the API server port {p}")
         ctx.c({"port": 53, "protocol": "UDP"} in ports and {"port": 53, "protocol": "TCP"} in ports, "egress to DNS 53/UDP+TCP")
+
+
+# --------------------------------------------------------------------------------------------
+# The Grafana dashboard (dashboards/restore-hooks.json) and its ConfigMap
+
+DASHBOARD_FILE = "dashboards/restore-hooks.json"
+# What a restore day needs on the dashboard: every one of these metrics is queried by some panel.
+DASHBOARD_METRICS = {
+    "restore_hooks_admission_requests_total", "restore_hooks_admission_duration_seconds_bucket",
+    "restore_hooks_exec_hooks_total", "restore_hooks_exec_slots_in_use", "restore_hooks_exec_slot_waiting",
+    "restore_hooks_pending_pods", "restore_hooks_unmutated_pods_total", "restore_hooks_plans_rejected_total",
+    "restore_hooks_status_rollbacks_total", "restore_hooks_leader",
+    "restore_hooks_serving_certificate_expiry_timestamp_seconds", "restore_hooks_api_forbidden_total",
+}
+# A metric selector in PromQL: name{matchers}.
+SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}")
+
+
+def documented_metrics(root: Path) -> set[str]:
+    """The metrics docs/operations.md's Metrics table lists (tests/docs_tables.rs holds it to the code)."""
+    text = (root / "docs" / "operations.md").read_text()
+    table = text.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `([a-z_]+)` \|", table, re.M))
+
+
+def dashboard_panels(dash: dict) -> list[dict]:
+    out = []
+    for p in dash.get("panels") or []:
+        out.append(p)
+        out.extend(p.get("panels") or [])
+    return out
+
+
+def check_dashboard_file(chart: Path) -> dict:
+    """The dashboard as Grafana imports it: variables, panels, and every query scoped to them."""
+    path = chart / DASHBOARD_FILE
+    try:
+        dash = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        check(False, f"{path}: {e}")
+        return {}
+    w = f"{DASHBOARD_FILE}:"
+    check(dash.get("uid") == "restore-hooks" and bool(dash.get("title")), f"{w} uid restore-hooks and a title")
+    check("__inputs" not in dash, f"{w} no __inputs (the sidecar imports it as is: the data source is a variable)")
+    variables = {v.get("name"): v for v in (dash.get("templating") or {}).get("list") or []}
+    check(list(variables) == ["datasource", "namespace", "job"], f"{w} variables datasource, namespace, job: {list(variables)}")
+    ds = variables.get("datasource") or {}
+    check(ds.get("type") == "datasource" and ds.get("query") == "prometheus", f"{w} $datasource picks a Prometheus data source")
+    for name in ("namespace", "job"):
+        v = variables.get(name) or {}
+        q = (v.get("query") or {}).get("query") if isinstance(v.get("query"), dict) else v.get("query")
+        check(v.get("type") == "query" and v.get("datasource") == {"type": "prometheus", "uid": "${datasource}"}
+              and str(q).startswith("label_values(restore_hooks_") and str(q).endswith(f", {name})"),
+              f"{w} ${name} lists the {name} labels of restore-hooks' own metrics: {q}")
+        # "All" is the regex of the values found: with a custom allValue such as .* the generic
+        # metrics (up, process_*) would take in every target of the Prometheus.
+        check(v.get("includeAll") is True and not v.get("allValue"), f"{w} ${name}: All without a custom allValue")
+    check("$namespace" in str(((variables.get("job") or {}).get("query") or {})), f"{w} $job is scoped to $namespace")
+    known = documented_metrics(chart.parent.parent) | {"up"}
+    used: set[str] = set()
+    ids = []
+    cells = []
+    for p in dashboard_panels(dash):
+        ids.append(p.get("id"))
+        title = p.get("title")
+        gp = p.get("gridPos") or {}
+        check(all(isinstance(gp.get(k), int) for k in "hwxy") and gp["x"] + gp["w"] <= 24,
+              f"{w} panel {title!r}: gridPos within 24 columns: {gp}")
+        if all(isinstance(gp.get(k), int) for k in "hwxy"):
+            cells.append((title, {(x, y) for x in range(gp["x"], gp["x"] + gp["w"]) for y in range(gp["y"], gp["y"] + gp["h"])}))
+        if p.get("type") == "row":
+            continue
+        check(p.get("datasource") == {"type": "prometheus", "uid": "${datasource}"}, f"{w} panel {title!r} uses $datasource")
+        check(bool(p.get("description")), f"{w} panel {title!r} needs a description (what to do about it)")
+        targets = p.get("targets") or []
+        check(bool(targets), f"{w} panel {title!r} has no query")
+        refs = [t.get("refId") for t in targets]
+        check(len(set(refs)) == len(refs), f"{w} panel {title!r}: refIds {refs} not unique")
+        for t in targets:
+            e = str(t.get("expr") or "")
+            check(t.get("datasource") == {"type": "prometheus", "uid": "${datasource}"}, f"{w} {title!r}/{t.get('refId')}: $datasource")
+            sels = SELECTOR.findall(e)
+            check(bool(sels), f"{w} {title!r}/{t.get('refId')}: no metric selector in {e!r}")
+            for metric, matchers in sels:
+                used.add(metric)
+                check('namespace=~"$namespace"' in matchers and 'job=~"$job"' in matchers,
+                      f"{w} {title!r}: {metric} must select namespace=~\"$namespace\", job=~\"$job\": {e}")
+                base = re.sub(r"_(bucket|count|sum)$", "", metric)
+                check(metric in known or base in known, f"{w} {title!r}: {metric} is not a metric of docs/operations.md")
+            leftover = set(re.findall(r"\$\{?(\w+)", e)) - {"namespace", "job", "__rate_interval", "__range"}
+            check(not leftover, f"{w} {title!r}: unknown variables {sorted(leftover)} in {e!r}")
+            if p.get("type") == "stat":
+                check(t.get("instant") is True, f"{w} stat {title!r}: an instant query")
+    check(len(set(ids)) == len(ids), f"{w} panel ids not unique")
+    titles = [p.get("title") for p in dashboard_panels(dash) if p.get("type") != "row"]
+    check(len(set(titles)) == len(titles), f"{w} panel titles not unique (tests/real_metrics.rs finds panels by title)")
+    for i, (a, ca) in enumerate(cells):
+        for b, cb in cells[i + 1:]:
+            check(not (ca & cb), f"{w} panels {a!r} and {b!r} overlap")
+    missing = DASHBOARD_METRICS - used
+    check(not missing, f"{w} no panel queries {sorted(missing)}")
+    return dash
+
+
+def check_dashboard(ctx: Ctx, chart: Path) -> None:
+    g = ctx.values["metrics"]["grafanaDashboard"]
+    cm = ctx.objs.get(("ConfigMap", f"{ctx.fullname}-dashboard"))
+    if not cm:
+        return
+    md = cm["metadata"]
+    labels, annotations = md.get("labels") or {}, md.get("annotations") or {}
+    ctx.c(labels.get(g["label"]) == str(g["labelValue"]), f"dashboard ConfigMap: label {g['label']}={g['labelValue']!r} (Grafana's sidecar)")
+    for k, x in g["labels"].items():
+        if k != g["label"]:
+            ctx.c(labels.get(k) == x, f"dashboard ConfigMap: label {k}")
+    if g["folder"]:
+        ctx.c(annotations.get(g["folderAnnotation"]) == g["folder"], f"dashboard ConfigMap: folder annotation {g['folderAnnotation']}")
+    else:
+        ctx.c(g["folderAnnotation"] not in annotations, "dashboard ConfigMap: no folder annotation without a folder")
+    for k, x in g["annotations"].items():
+        if not (g["folder"] and k == g["folderAnnotation"]):
+            ctx.c(annotations.get(k) == x, f"dashboard ConfigMap: annotation {k}")
+    data = cm.get("data") or {}
+    ctx.c(list(data) == ["restore-hooks.json"], f"dashboard ConfigMap: one key restore-hooks.json, has {list(data)}")
+    try:
+        same = json.loads(data.get("restore-hooks.json") or "") == json.loads((chart / DASHBOARD_FILE).read_text())
+    except ValueError:
+        same = False
+    ctx.c(same, f"dashboard ConfigMap: restore-hooks.json is not {DASHBOARD_FILE}")
+
+
+# --------------------------------------------------------------------------------------------
+# promtool tests of the alerts (ci/prometheusrule-test.yaml, run by .ci/promtool-tests.sh)
+
+ALERT_TESTS = "ci/prometheusrule-test.yaml"
+
+
+def check_alert_tests(chart: Path, alerts: set[str]) -> None:
+    """Every alert has a promtool case that expects it to fire and one that expects it not to."""
+    path = chart / ALERT_TESTS
+    try:
+        tests = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        check(False, f"{path}: {e}")
+        return
+    check(tests.get("rule_files") == ["restore-hooks.rules.yaml"],
+          f"{ALERT_TESTS}: rule_files must be [restore-hooks.rules.yaml] (what .ci/promtool-tests.sh writes)")
+    fires: set[str] = set()
+    quiet: set[str] = set()
+    for group in tests.get("tests") or []:
+        for case in group.get("alert_rule_test") or []:
+            (fires if case.get("exp_alerts") else quiet).add(case.get("alertname"))
+    for a in sorted(alerts):
+        check(a in fires, f"{ALERT_TESTS}: no promtool case expects {a} to fire")
+        check(a in quiet, f"{ALERT_TESTS}: no promtool case expects {a} not to fire")
+    unknown = (fires | quiet) - alerts
+    check(not unknown, f"{ALERT_TESTS}: tests of alerts the chart does not have: {sorted(unknown)}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1334,7 +1520,7 @@ def help_flags(binary: str, sub: str) -> set[str]:
 
 
 # Object counts of each render: a changed count is a deliberate change of this file.
-COUNTS = {"default": 36, "all-on": 40, "byo-issuer": 33, "split": 39, "single-process": 32, "minimal": 15,
+COUNTS = {"default": 36, "all-on": 41, "byo-issuer": 33, "split": 39, "single-process": 33, "minimal": 15,
           "no-cert-manager": 32}
 
 
@@ -1391,6 +1577,11 @@ def main() -> int:
                                                             "tls": {"existingSecret": "restore-hooks-tls-manual", "caBundle": ca_bundle}}),
          ca_bundle),
     ]
+    check_dashboard_file(a.chart)
+    schema = json.loads((a.chart / "values.schema.json").read_text())
+    disable = schema["properties"]["metrics"]["properties"]["prometheusRule"]["properties"]["disabledAlerts"]["items"]["enum"]
+    check(set(disable) == ALERTS, f"values.schema.json: metrics.prometheusRule.disabledAlerts must allow every alert: {sorted(ALERTS ^ set(disable))}")
+    rendered_alerts: set[str] = set()
     policy_objs: dict[str, dict] = {}
     for name, values, ca in variants:
         before = len(FAILURES)
@@ -1409,8 +1600,14 @@ def main() -> int:
         check_policies(ctx)
         check_cert_manager(ctx)
         check_optional(ctx)
+        check_dashboard(ctx, a.chart)
+        for pr in ctx.of_kind("PrometheusRule"):
+            rendered_alerts |= {r.get("alert") for g in pr["spec"]["groups"] for r in g["rules"]}
         status = "ok" if len(FAILURES) == before else f"{len(FAILURES) - before} failure(s)"
         print(f"  assertions [{name}]: {len(ctx.docs)} objects, {status}")
+
+    check(rendered_alerts == ALERTS, f"the renders' alerts {sorted(rendered_alerts)} != {sorted(ALERTS)}")
+    check_alert_tests(a.chart, rendered_alerts | ALERTS)
 
     # Neither the mode (split or single-process) nor --velero-hooks (defer or own) changes what the
     # admission policies enforce: the default render (split, defer) and ci/single-process-values.yaml

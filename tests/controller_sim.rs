@@ -1752,6 +1752,112 @@ async fn a_broken_stream_is_retried_only_for_an_idempotent_hook() {
     .await;
 }
 
+/// An image hook's `copyTargetEnv` and `env` (docs/behaviour.md §6.18): the controller reads the
+/// target container's own env from the pod and puts it first in the ephemeral container, the
+/// hook's own after it, so that the hook's win (the last definition of a name does); the command
+/// sees both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ephemeral_container_gets_the_targets_env_then_the_hooks() {
+    use restore_hooks::hooks::plan::EphemeralPlan;
+    use restore_hooks::hooks::types::HookEnvVar;
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        let mut migrate = hook("migrate", "db", "echo \"$GREETING $MODE\" > seen");
+        migrate.ephemeral = Some(EphemeralPlan {
+            image: "busybox:1.36".into(),
+            env: vec![HookEnvVar {
+                name: "MODE".into(),
+                value: Some("restore".into()),
+                value_from: None,
+            }],
+            copy_target_env: true,
+            ..Default::default()
+        });
+        let containers = json!({"spec": {"containers": [
+            {"name": "app", "image": "shop:1", "env": [{"name": "GREETING", "value": "not the target's"}]},
+            {"name": "db", "image": "postgres:16",
+             "env": [{"name": "GREETING", "value": "hello"}, {"name": "MODE", "value": "app"}]},
+        ]}});
+        create(&bed, "p", vec![migrate], containers).await;
+        let _c = start(&bed, "c1");
+        let (label, st) = finished(&bed, "p").await;
+        assert_eq!((label.as_str(), phases(&st)), ("done", vec![OK]));
+        assert_eq!(file(&bed, "p", "seen"), "hello restore\n");
+    })
+    .await;
+}
+
+/// An image hook's env from a Secret (docs/behaviour.md §6.18) reaches its command; one that
+/// reads a Secret that does not exist never starts (the kubelet waits for it), and the hook times
+/// out saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ephemeral_container_reads_a_secret_and_one_that_does_not_exist_is_reported() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::PostParams;
+    use restore_hooks::hooks::plan::EphemeralPlan;
+    use restore_hooks::hooks::types::{HookEnvVar, HookEnvVarSource, HookKeySelector};
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "db-creds", "namespace": NS},
+            "data": {"password": "czNjcmV0"},
+        }))
+        .unwrap();
+        Api::<Secret>::namespaced(bed.client.clone(), NS)
+            .create(&PostParams::default(), &secret)
+            .await
+            .expect("secret created");
+        let reads = |secret: &str, script: &str| {
+            let mut h = hook("migrate", "db", script);
+            h.exec_timeout_ms = 2_000;
+            h.ephemeral = Some(EphemeralPlan {
+                image: "postgres:17".into(),
+                env: vec![HookEnvVar {
+                    name: "PGPASSWORD".into(),
+                    value: None,
+                    value_from: Some(HookEnvVarSource {
+                        secret_key_ref: Some(HookKeySelector {
+                            name: secret.into(),
+                            key: "password".into(),
+                            optional: None,
+                        }),
+                        ..Default::default()
+                    }),
+                }],
+                ..Default::default()
+            });
+            h
+        };
+        create(
+            &bed,
+            "ok",
+            vec![reads("db-creds", "echo \"$PGPASSWORD\" > seen")],
+            json!({}),
+        )
+        .await;
+        create(
+            &bed,
+            "missing",
+            vec![reads("db-gone", "echo ran > ran")],
+            json!({}),
+        )
+        .await;
+        let _c = start(&bed, "c1");
+        let (label, st) = finished(&bed, "ok").await;
+        assert_eq!((label.as_str(), phases(&st)), ("done", vec![OK]));
+        assert_eq!(file(&bed, "ok", "seen"), "s3cret\n");
+        let (label, st) = finished(&bed, "missing").await;
+        assert_eq!((label.as_str(), phases(&st)), ("failed", vec![F]));
+        assert_eq!(
+            st.hooks[0].message,
+            "timed out after 2s; ephemeral container restore-hooks-0-1 never started: \
+             CreateContainerConfigError: secret \"db-gone\" not found"
+        );
+        assert!(!exists(&bed, "missing", "ran"));
+    })
+    .await;
+}
+
 /// An ephemeral-container hook (docs/behaviour.md §6.18): the command runs in a container of the
 /// hook's image that the controller adds through `pods/ephemeralcontainers`, targeting the hook's
 /// container; the exit code of that container is the hook's. Each pod gets exactly one such
@@ -1765,7 +1871,7 @@ async fn an_ephemeral_container_hook_runs_in_a_container_of_its_image() {
             let mut h = hook("distroless", "db", script);
             h.ephemeral = Some(EphemeralPlan {
                 image: "busybox:1.36".into(),
-                volume_mounts: vec![],
+                ..Default::default()
             });
             h
         };

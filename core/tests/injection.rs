@@ -2132,7 +2132,8 @@ spec:
     let raw: Value = serde_json::from_str(a.annotation("restore-hooks.dev/plan").unwrap()).unwrap();
     assert_eq!(
         raw["hooks"][0]["ephemeral"],
-        json!({"image": "busybox:1.36", "volumeMounts": [{"name": "data", "mountPath": "/data"}]})
+        json!({"image": "busybox:1.36", "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+               "securityContext": RESTRICTED.clone()})
     );
     assert_eq!(
         raw["hooks"][0]["container"], "db",
@@ -2245,5 +2246,79 @@ spec:
         json!({"app": "db"}),
         "{}",
         a.pod
+    );
+}
+
+/// What an image hook's container gets by default: Pod Security `restricted`'s values
+/// (docs/behaviour.md §6.18).
+static RESTRICTED: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+    json!({"runAsNonRoot": true, "allowPrivilegeEscalation": false,
+           "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}})
+});
+
+/// An image hook's securityContext and environment (docs/behaviour.md §6.18) reach the signed
+/// plan resolved for the pod: restricted's values, the target container's user and group, the
+/// hook's env and envFrom; one beyond restricted, or a root pod without a user of the hook's own,
+/// denies the pod naming the field (§3.4 row 17).
+#[test]
+fn an_image_hooks_security_context_and_env_are_planned_for_the_pod() {
+    let docs = r#"
+apiVersion: restore-hooks.dev/v1alpha1
+kind: RestoreHook
+metadata: {name: migrate}
+spec:
+  postHooks:
+  - exec:
+      container: db
+      image: "migrate/migrate:v4"
+      command: [/migrate, -database, "$(DATABASE_URL)", up]
+      copyTargetEnv: true
+      env:
+      - {name: DATABASE_URL, valueFrom: {secretKeyRef: {name: db-creds, key: url}}}
+      envFrom: [{configMapRef: {name: migrate}}]
+"#;
+    let app = pod(
+        json!({"spec": {"containers": [{"name": "db", "image": "postgres:17",
+        "securityContext": {"runAsUser": 999, "runAsGroup": 999, "privileged": false}}]}}),
+    );
+    let a = admit(&app, &catalog(docs), &own());
+    let raw: Value = serde_json::from_str(a.annotation("restore-hooks.dev/plan").unwrap()).unwrap();
+    let mut want = RESTRICTED.clone();
+    want["runAsUser"] = json!(999);
+    want["runAsGroup"] = json!(999);
+    assert_eq!(
+        raw["hooks"][0]["ephemeral"],
+        json!({"image": "migrate/migrate:v4", "securityContext": want, "copyTargetEnv": true,
+               "env": [{"name": "DATABASE_URL", "valueFrom": {"secretKeyRef": {"name": "db-creds", "key": "url"}}}],
+               "envFrom": [{"configMapRef": {"name": "migrate"}}]})
+    );
+    assert_eq!(
+        raw["hooks"][0]["command"],
+        json!(["/migrate", "-database", "$(DATABASE_URL)", "up"]),
+        "not a restore parameter: left for the kubelet to expand from env"
+    );
+
+    let privileged = docs.replace("copyTargetEnv: true", "securityContext: {privileged: true}");
+    let message = denied(&app, &catalog(&privileged), &own());
+    assert!(
+        message.contains(
+            "restorehook/migrate postHooks[0].exec securityContext: privileged: true is refused: a hook's container stays within Pod Security's restricted level"
+        ),
+        "{message}"
+    );
+    let root = pod(json!({"spec": {"securityContext": {"runAsUser": 0}}}));
+    let message = denied(&root, &catalog(docs), &own());
+    assert!(
+        message.contains(
+            "restorehook/migrate postHooks[0].exec securityContext: the pod runs as root (spec.securityContext.runAsUser: 0)"
+        ),
+        "{message}"
+    );
+    let own_user = docs.replace("copyTargetEnv: true", "securityContext: {runAsUser: 65534}");
+    let a = admit(&root, &catalog(&own_user), &own());
+    let raw: Value = serde_json::from_str(a.annotation("restore-hooks.dev/plan").unwrap()).unwrap();
+    assert_eq!(
+        raw["hooks"][0]["ephemeral"]["securityContext"]["runAsUser"],
+        65534
     );
 }

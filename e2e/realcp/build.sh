@@ -5,14 +5,14 @@
 #
 #   ${RESTORE_HOOKS_REALCP_CACHE:-$HOME/.cache/restore-hooks-realcp}/
 #     bin/      kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok velero
-#               certmanager
+#               certmanager prometheus promtool
 #     plugins/  velero-plugin-for-aws         (Velero's --plugin-dir)
 #     share/    kwok/stages/*.yaml kwok/crds/execs.yaml  (kwok's "fast" lifecycle stages, its Exec CRD)
 #               cert-manager/crds/*.yaml      (cert-manager's CRDs, from its module's deploy/crds)
 #     venv/     moto[server,s3] + boto3
 #     stamps/   one per component: sha256 of what it was built from
 #
-# usage: build.sh [--quiet] [controlplane] [velero] [certmanager] [all]     (default: all)
+# usage: build.sh [--quiet] [controlplane] [velero] [certmanager] [prometheus] [all]   (default: all)
 #   --quiet: print nothing when everything is up to date (the test harness passes it)
 #
 # A component is rebuilt only when its stamp differs from the sha256 of its module's go.mod and
@@ -38,18 +38,21 @@ die() {
   exit 1
 }
 
-want_cp=0 want_velero=0 want_cm=0 quiet=0 built=0
+want_cp=0 want_velero=0 want_cm=0 want_prom=0 quiet=0 built=0
 for a in "$@"; do
   case $a in
   --quiet) quiet=1 ;;
   controlplane) want_cp=1 ;;
   velero) want_velero=1 ;;
   certmanager) want_cm=1 ;;
-  all) want_cp=1 want_velero=1 want_cm=1 ;;
-  *) die "unknown argument '$a' (usage: build.sh [--quiet] [controlplane] [velero] [certmanager] [all])" ;;
+  prometheus) want_prom=1 ;;
+  all) want_cp=1 want_velero=1 want_cm=1 want_prom=1 ;;
+  *) die "unknown argument '$a' (usage: build.sh [--quiet] [controlplane] [velero] [certmanager] [prometheus] [all])" ;;
   esac
 done
-if [ $want_cp = 0 ] && [ $want_velero = 0 ] && [ $want_cm = 0 ]; then want_cp=1 want_velero=1 want_cm=1; fi
+if [ $want_cp = 0 ] && [ $want_velero = 0 ] && [ $want_cm = 0 ] && [ $want_prom = 0 ]; then
+  want_cp=1 want_velero=1 want_cm=1 want_prom=1
+fi
 
 for tool in flock sha256sum; do
   command -v "$tool" >/dev/null || die "'$tool' is not on PATH (Debian: apt-get install util-linux coreutils)"
@@ -252,10 +255,67 @@ build_certmanager() {
   fi
 }
 
+build_prometheus() {
+  # Prometheus v3 and promtool, one module (github.com/prometheus/prometheus; its v0.3XY.Z tags
+  # are Prometheus 3.XY.Z). Built as upstream's release build does (.promu.yml: the version
+  # ldflags) except for two tags: without `builtinassets` the web UI is served from disk, i.e. not
+  # at all (the tests use the HTTP API only), and `remove_all_sd` leaves out every service
+  # discovery but static, file and HTTP, whose cloud SDKs would double the build. The PromQL
+  # engine, the rule manager, the TSDB and `promtool test rules` are untouched by either.
+  local mod=$here/prometheus
+  if fresh prometheus "$(stamp_of prometheus "$mod/go.mod" "$mod/go.sum")" "$BIN/prometheus" &&
+    fresh promtool "$(stamp_of promtool "$mod/go.mod" "$mod/go.sum")" "$BIN/promtool"; then
+    record prometheus "up to date"
+    record promtool "up to date"
+    return
+  fi
+  # Only now (something is stale) is Go needed: the version comes from the module's VERSION file.
+  need_go
+  local v src ld
+  src=$(cd "$here/prometheus" && go mod download github.com/prometheus/prometheus &&
+    go list -m -f '{{.Dir}}' github.com/prometheus/prometheus) ||
+    die "prometheus: the github.com/prometheus/prometheus module could not be downloaded (Go module proxy unreachable?)"
+  v=$(cat "$src/VERSION") || die "prometheus: no VERSION file in $src"
+  # The module has no git metadata: the revision, branch, user and date stay empty.
+  ld="-s -w -X github.com/prometheus/common/version.Version=$v"
+  go_build prometheus prometheus github.com/prometheus/prometheus/cmd/prometheus "$BIN/prometheus" \
+    -tags=remove_all_sd -ldflags "$ld"
+  go_build promtool prometheus github.com/prometheus/prometheus/cmd/promtool "$BIN/promtool" \
+    -tags=remove_all_sd -ldflags "$ld"
+}
+
 t_all=$EPOCHREALTIME
+# Prometheus compiles none of the others' packages (its dependencies are its own versions), so it
+# builds alongside them: one `go build` leaves cores idle while it links and at the narrow ends of
+# its package graph, which the other fills. Its log lines interleave with theirs (each names its
+# component); its summary lines come back through a file. If a foreground build fails, this one
+# still runs to its end under the same lock (its binary and stamp are written whole or not at all).
+prom_pid='' prom_summary=''
+if [ $want_prom = 1 ] && { [ $want_cp = 1 ] || [ $want_velero = 1 ] || [ $want_cm = 1 ]; }; then
+  prom_summary=$(mktemp)
+  (
+    summary=() built=0
+    build_prometheus
+    printf '%s\n' "${summary[@]}" >"$prom_summary"
+    [ $built = 0 ] || echo built >>"$prom_summary"
+  ) &
+  prom_pid=$!
+elif [ $want_prom = 1 ]; then
+  build_prometheus
+fi
 if [ $want_cp = 1 ]; then build_controlplane; fi
 if [ $want_velero = 1 ]; then build_velero; fi
 if [ $want_cm = 1 ]; then build_certmanager; fi
+if [ -n "$prom_pid" ]; then
+  wait "$prom_pid" || {
+    rm -f "$prom_summary"
+    die "prometheus: its build failed (its output is above, lines naming prometheus or promtool)"
+  }
+  while IFS= read -r line; do
+    if [ "$line" = built ]; then built=1; else summary+=("$line"); fi
+  done <"$prom_summary"
+  rm -f "$prom_summary"
+fi
 if [ $quiet = 0 ] || [ $built = 1 ]; then
   printf '[realcp-build] %s\n' "${summary[@]}" >&2
   log "done in $(secs "$t_all") s; cache: $CACHE"

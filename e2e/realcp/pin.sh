@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the committed pins: e2e/realcp/{controlplane,kwok,velero,velero-aws,certmanager}/go.mod
+# Regenerates the committed pins: e2e/realcp/{controlplane,kwok,velero,velero-aws,certmanager,prometheus}/go.mod
 # + go.sum.
 # Run it only to change a version (edit the variables below), then commit the go.mod/go.sum it
 # leaves; build.sh never rewrites them. Needs Go and the Go module proxy.
@@ -12,6 +12,8 @@ set -euo pipefail
 K=v1.37.2 STAGING=v0.37.2 ETCD=v3.7.3 KWOK=v0.8.0
 VELERO=v1.18.3 VELERO_AWS=v1.14.3
 CERT_MANAGER=v1.21.2
+# Prometheus 3.16.0: the module tags Prometheus v3.X.Y as v0.3XX.Y.
+PROMETHEUS=v0.316.0
 # Velero's go.mod replaces kopia with its fork; same main-module-only rule as above.
 KOPIA_FORK=github.com/project-velero/kopia@v0.0.0-20251230033609-d946b1e75197
 # Velero v1.18.3 asks for k8s.io/*@v0.33.12; v0.33.13 (same minor) is what the proxy serves here.
@@ -59,5 +61,11 @@ go mod tidy
 cd "$here/certmanager"
 fresh . restore-hooks.local/e2e/realcp/certmanager
 go mod edit -require="github.com/cert-manager/cert-manager@$CERT_MANAGER"
+go mod tidy
+# Prometheus and promtool (one module): its own client libraries, as it was released against
+# (see prometheus/tools.go).
+cd "$here/prometheus"
+fresh . restore-hooks.local/e2e/realcp/prometheus
+go mod edit -require="github.com/prometheus/prometheus@$PROMETHEUS"
 go mod tidy
 echo "pin.sh: done; check with: git status -- e2e/realcp"

@@ -89,6 +89,20 @@ async fn run_ephemeral(sim: &Sim, pod: &Value, c: &Value, uid: &str) {
             set_entry(s, "ephemeralContainerStatuses", cname(c), entry)
         })
     };
+    // As the kubelet: a container whose env reads a Secret or ConfigMap that does not exist
+    // waits (`CreateContainerConfigError`) and is created once it does.
+    let mut waiting = None;
+    while let Some(why) = missing_env(sim, pod, c) {
+        if waiting.as_ref() != Some(&why) {
+            let state =
+                json!({"waiting": {"reason": "CreateContainerConfigError", "message": why}});
+            if set(state).is_err() {
+                return;
+            }
+            waiting = Some(why);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let started_at = util::now_rfc3339();
     if set(json!({"running": {"startedAt": started_at}})).is_err() {
         return;
@@ -214,25 +228,38 @@ fn set_entry(status: &mut Map<String, Value>, list: &str, name: &str, v: Value) 
     }
 }
 
-/// The environment a pod's processes see: the container's literal `env` plus the sandbox.
+/// The environment a pod's processes see: the container's `envFrom` and `env` (values, keys of
+/// Secrets and ConfigMaps, the pod's name and namespace) plus the sandbox's.
 pub(crate) fn container_env(sim: &Sim, pod: &Value, c: Option<&Value>) -> Vec<(String, String)> {
     let ns = meta_str(pod, "namespace");
     let name = meta_str(pod, "name");
+    // As the kubelet: `envFrom` first, then `env`; a later definition of a name wins (the
+    // process environment keeps the last). What cannot be resolved is left out here; a container
+    // that needs it does not start (`missing_env`).
     let mut env: Vec<(String, String)> = c
-        .and_then(|c| c.get("env"))
+        .and_then(|c| c.get("envFrom"))
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter_map(|e| {
-            Some((
-                e.get("name")?.as_str()?.to_string(),
-                e.get("value")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
-            ))
-        })
+        .flat_map(|from| env_from(sim, ns, from).ok().unwrap_or_default())
         .collect();
+    env.extend(
+        c.and_then(|c| c.get("env"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                let value = match e.get("valueFrom") {
+                    Some(from) => value_from(sim, pod, from).ok().flatten()?,
+                    None => e
+                        .get("value")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                };
+                Some((e.get("name")?.as_str()?.to_string(), value))
+            }),
+    );
     env.push(("POD_NAME".into(), name.into()));
     env.push(("POD_NAMESPACE".into(), ns.into()));
     env.push((
@@ -240,6 +267,126 @@ pub(crate) fn container_env(sim: &Sim, pod: &Value, c: Option<&Value>) -> Vec<(S
         sim.pod_dir(ns, name).to_string_lossy().into_owned(),
     ));
     env
+}
+
+/// Why the kubelet would not create container `c` (`CreateContainerConfigError`): a Secret,
+/// ConfigMap or key its `env` or `envFrom` reads that does not exist and is not optional.
+pub(crate) fn missing_env(sim: &Sim, pod: &Value, c: &Value) -> Option<String> {
+    let ns = meta_str(pod, "namespace");
+    let list = |key: &str| {
+        c.get(key)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    list("envFrom")
+        .iter()
+        .find_map(|from| env_from(sim, ns, from).err())
+        .or_else(|| {
+            list("env")
+                .iter()
+                .filter_map(|e| e.get("valueFrom"))
+                .find_map(|from| value_from(sim, pod, from).err())
+        })
+}
+
+/// A Secret's or ConfigMap's `data`, decoded; `Ok(None)` when it does not exist and `optional`.
+fn object_data(
+    sim: &Sim,
+    ns: &str,
+    kind: &str,
+    reference: &Value,
+) -> Result<Option<Map<String, Value>>, String> {
+    let name = reference
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let optional = reference.get("optional").and_then(Value::as_bool) == Some(true);
+    let (resource, label) = match kind {
+        "Secret" => ("secrets", "secret"),
+        _ => ("configmaps", "configmap"),
+    };
+    let Some(object) = sim.store.get(resource, ns, name) else {
+        return if optional {
+            Ok(None)
+        } else {
+            Err(format!("{label} {name:?} not found"))
+        };
+    };
+    let mut data = object
+        .get("data")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    if kind == "Secret" {
+        use base64::Engine as _;
+        for value in data.values_mut() {
+            let decoded = value
+                .as_str()
+                .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
+                .map(|b| String::from_utf8_lossy(&b).into_owned());
+            *value = Value::String(decoded.unwrap_or_default());
+        }
+    }
+    Ok(Some(data))
+}
+
+/// One `envFrom` entry's variables.
+fn env_from(sim: &Sim, ns: &str, from: &Value) -> Result<Vec<(String, String)>, String> {
+    let prefix = from
+        .get("prefix")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let (kind, reference) = match (from.get("secretRef"), from.get("configMapRef")) {
+        (Some(r), _) => ("Secret", r),
+        (None, Some(r)) => ("ConfigMap", r),
+        (None, None) => return Ok(Vec::new()),
+    };
+    Ok(object_data(sim, ns, kind, reference)?
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| {
+            (
+                format!("{prefix}{k}"),
+                v.as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect())
+}
+
+/// One `env` entry's `valueFrom`, as the kubelet resolves it: a key of a Secret or ConfigMap of
+/// the pod's namespace, or `metadata.name`/`metadata.namespace`; `Ok(None)` when an optional one
+/// does not exist (or the simulator does not resolve that source).
+fn value_from(sim: &Sim, pod: &Value, from: &Value) -> Result<Option<String>, String> {
+    let ns = meta_str(pod, "namespace");
+    let (kind, reference) = match (from.get("secretKeyRef"), from.get("configMapKeyRef")) {
+        (Some(r), _) => ("Secret", r),
+        (None, Some(r)) => ("ConfigMap", r),
+        (None, None) => {
+            let path = from.pointer("/fieldRef/fieldPath").and_then(Value::as_str);
+            return Ok(match path {
+                Some("metadata.name") => Some(meta_str(pod, "name").to_string()),
+                Some("metadata.namespace") => Some(ns.to_string()),
+                _ => None,
+            });
+        }
+    };
+    let Some(data) = object_data(sim, ns, kind, reference)? else {
+        return Ok(None);
+    };
+    let name = reference
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let key = reference
+        .get("key")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match data.get(key).and_then(Value::as_str) {
+        Some(value) => Ok(Some(value.to_string())),
+        None if reference.get("optional").and_then(Value::as_bool) == Some(true) => Ok(None),
+        None => Err(format!("couldn't find key {key} in {kind} {ns}/{name}")),
+    }
 }
 
 fn argv(c: &Value) -> Vec<String> {

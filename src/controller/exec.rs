@@ -15,6 +15,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
 use crate::hooks::duration::format_go_duration as go_duration;
+use restore_hooks_core::hooks::ephemeral::{self, EphemeralEnd, TargetEnv};
 use restore_hooks_core::hooks::plan::EphemeralPlan;
 use restore_hooks_core::retry::Failure;
 
@@ -131,7 +132,7 @@ pub struct Ephemeral<'a> {
     /// Its name: unique per hook and attempt (an ephemeral container cannot be removed or
     /// restarted, so every attempt is a new one).
     pub name: &'a str,
-    /// Its image and the pod's volumes it mounts.
+    /// Its image, the pod's volumes it mounts, its securityContext and environment.
     pub plan: &'a EphemeralPlan,
 }
 
@@ -220,7 +221,8 @@ impl KubeExec {
 impl KubeExec {
     /// Adds the hook's ephemeral container (`pods/ephemeralcontainers`) and waits until it
     /// terminated: its exit code is the hook's. The container's output stays in its log
-    /// (`kubectl logs <pod> -c <name>`): reading it would need `get pods/log` too.
+    /// (`kubectl logs <pod> -c <name>`): reading it would need `get pods/log` too. While it waits
+    /// to start, `waiting` holds why (what a timeout reports).
     async fn run_ephemeral(
         &self,
         ns: &str,
@@ -228,20 +230,20 @@ impl KubeExec {
         target: &str,
         command: &[String],
         ephemeral: Ephemeral<'_>,
+        waiting: &Mutex<Option<String>>,
     ) -> ExecOutcome {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
         let name = ephemeral.name;
-        let container = serde_json::json!({
-            "name": name,
-            "image": ephemeral.plan.image,
-            "command": command,
-            // The target's process namespace, where the runtime supports it.
-            "targetContainerName": target,
-            "volumeMounts": ephemeral.plan.volume_mounts,
-            "stdin": false,
-            "tty": false,
-            "terminationMessagePolicy": "FallbackToLogsOnError",
-        });
+        let target_env = if ephemeral.plan.copy_target_env {
+            match self.target_env(&api, pod, target).await {
+                Ok(env) => Some(env),
+                Err(outcome) => return outcome,
+            }
+        } else {
+            None
+        };
+        let container =
+            ephemeral::container(name, target, command, ephemeral.plan, target_env.as_ref());
         // A strategic merge patch appends by name: no read of the current list, no race with
         // another writer of it.
         let patch = serde_json::json!({"spec": {"ephemeralContainers": [container]}});
@@ -270,7 +272,10 @@ impl KubeExec {
                 return refused();
             }
         }
-        let ended = move |p: Option<&Pod>| ephemeral_exit(p, name).is_some();
+        let ended = move |p: Option<&Pod>| {
+            *waiting.lock().unwrap() = p.and_then(|p| ephemeral::waiting(p, name));
+            ephemeral::ended(p, name).is_some()
+        };
         // A watch that fails is watched again (the exec timeout bounds it all): the container
         // runs on whatever this process sees of it.
         let seen = loop {
@@ -282,13 +287,46 @@ impl KubeExec {
                 }
             }
         };
-        match ephemeral_exit(seen.as_ref(), name) {
-            Some(Ok(code)) => ExecOutcome {
+        match ephemeral::ended(seen.as_ref(), name) {
+            Some(EphemeralEnd::Exited(code)) => ExecOutcome {
                 exit_code: Some(code),
                 ..Default::default()
             },
-            Some(Err(why)) => ExecOutcome::failed(why),
+            // The kubelet will never start it: the command did not run.
+            Some(EphemeralEnd::Refused(why)) => ExecOutcome {
+                not_started: true,
+                ..ExecOutcome::failed(why)
+            },
+            Some(EphemeralEnd::Lost(why)) => ExecOutcome::failed(why),
             None => ExecOutcome::failed(format!("ephemeral container {name}: no end seen")),
+        }
+    }
+
+    /// The target container's `env` and `envFrom`, read from the pod for `copyTargetEnv`
+    /// (docs/behaviour.md §6.18): a pod's containers cannot change, so they are what the pod
+    /// was admitted with. Otherwise the outcome of an attempt that did not start.
+    async fn target_env(
+        &self,
+        api: &Api<Pod>,
+        pod: &str,
+        target: &str,
+    ) -> Result<TargetEnv, ExecOutcome> {
+        let not_started = |error: String| ExecOutcome {
+            not_started: true,
+            ..ExecOutcome::failed(error)
+        };
+        match api.get_opt(pod).await {
+            Ok(Some(found)) => ephemeral::target_env(&found, target).map_err(not_started),
+            Ok(None) => Err(not_started(
+                "the pod was deleted before its hook's ephemeral container was added".to_string(),
+            )),
+            Err(e) => Err(ExecOutcome::not_started(
+                format!(
+                    "the pod could not be read to copy container {target}'s env (copyTargetEnv): {}",
+                    start_error(&e)
+                ),
+                &e,
+            )),
         }
     }
 }
@@ -324,30 +362,6 @@ impl KubeExec {
     }
 }
 
-/// How ephemeral container `name` ended, once it did: its exit code, or why the pod says it can
-/// never run (deleted, or terminal before it started).
-fn ephemeral_exit(pod: Option<&Pod>, name: &str) -> Option<Result<i32, String>> {
-    let Some(pod) = pod else {
-        return Some(Err(format!(
-            "the pod was deleted while ephemeral container {name} ran"
-        )));
-    };
-    let status = pod.status.as_ref()?;
-    let terminated = status
-        .ephemeral_container_statuses
-        .iter()
-        .flatten()
-        .find(|c| c.name == name)
-        .and_then(|c| c.state.as_ref()?.terminated.as_ref());
-    match terminated {
-        Some(t) => Some(Ok(t.exit_code)),
-        None if matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")) => Some(Err(
-            format!("the pod ended before ephemeral container {name} did"),
-        )),
-        None => None,
-    }
-}
-
 impl Exec for KubeExec {
     fn exec<'a>(&'a self, request: ExecRequest<'a>) -> BoxFuture<'a, ExecOutcome> {
         let ExecRequest {
@@ -359,10 +373,11 @@ impl Exec for KubeExec {
             ephemeral,
         } = request;
         Box::pin(async move {
+            let waiting = Mutex::new(None);
             let run = async {
                 match ephemeral {
                     Some(e) => {
-                        self.run_ephemeral(namespace, pod, container, command, e)
+                        self.run_ephemeral(namespace, pod, container, command, e, &waiting)
                             .await
                     }
                     None => self.run(namespace, pod, container, command).await,
@@ -371,15 +386,26 @@ impl Exec for KubeExec {
             match tokio::time::timeout(timeout, run).await {
                 Ok(outcome) => outcome,
                 // Dropping the WebSocket does not kill the remote process (the API server has no
-                // way to): the hook may still be running in the container.
-                Err(_) => ExecOutcome {
-                    error: Some(format!(
+                // way to): the hook may still be running in the container. An ephemeral
+                // container that never started may still start (the kubelet tries again, e.g.
+                // once a Secret it needs exists): its command may run later.
+                Err(_) => {
+                    let mut error = format!(
                         "timed out after {}",
                         go_duration(timeout.as_millis() as u64)
-                    )),
-                    timed_out: true,
-                    ..Default::default()
-                },
+                    );
+                    if let (Some(e), Some(why)) = (ephemeral, waiting.lock().unwrap().take()) {
+                        error.push_str(&format!(
+                            "; ephemeral container {} never started: {why}",
+                            e.name
+                        ));
+                    }
+                    ExecOutcome {
+                        error: Some(error),
+                        timed_out: true,
+                        ..Default::default()
+                    }
+                }
             }
         })
     }

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::duration::{DurationError, format_go_duration, parse_go_duration};
+use super::ephemeral::EphemeralFields;
 use super::labels::LabelLookup;
 use super::patterns::{IncludesExcludes, NamePattern};
 use super::plan::{
@@ -23,8 +24,9 @@ use super::plan::{
 use super::problem::{ExecField, ExecFieldError, Problem};
 use super::selector::Selector;
 use super::types::{
-    AfterHook, ClusterRestoreHook, ExecRestoreHook, HookVolumeMount, Labels, PodAnnotationHooks,
-    RestoreHook, RestoreResourceHook, RestoreResourceHookSpec, RetryPolicy, VeleroRestore,
+    AfterHook, ClusterRestoreHook, ExecRestoreHook, HookEnvFromSource, HookEnvVar,
+    HookSecurityContext, HookVolumeMount, Labels, PodAnnotationHooks, RestoreHook,
+    RestoreResourceHook, RestoreResourceHookSpec, RetryPolicy, VeleroRestore,
 };
 use super::window::RestoreWindow;
 
@@ -243,7 +245,8 @@ pub struct ExecTemplate {
     pub after: Vec<AfterRef>,
     /// `retry` (§6.17) with its defaults; `None`: one attempt. Only hook objects' hooks keep it.
     pub retry: Option<RetryPlan>,
-    /// `image` and `volumeMounts` (§6.18); only hook objects' hooks keep them.
+    /// `image` and the ephemeral container's fields (§6.18), its securityContext as written;
+    /// only hook objects' hooks keep them.
     pub ephemeral: Option<EphemeralPlan>,
 }
 
@@ -297,6 +300,14 @@ pub struct ExecFields<'a> {
     pub image: Option<&'a str>,
     /// `volumeMounts` as written.
     pub volume_mounts: &'a [HookVolumeMount],
+    /// `securityContext` as written.
+    pub security_context: Option<&'a HookSecurityContext>,
+    /// `env` as written.
+    pub env: &'a [HookEnvVar],
+    /// `envFrom` as written.
+    pub env_from: &'a [HookEnvFromSource],
+    /// `copyTargetEnv`; unset is `false`.
+    pub copy_target_env: bool,
 }
 
 impl<'a> ExecFields<'a> {
@@ -314,6 +325,10 @@ impl<'a> ExecFields<'a> {
             retry: exec.retry.as_ref(),
             image: exec.image.as_deref(),
             volume_mounts: &exec.volume_mounts,
+            security_context: exec.security_context.as_ref(),
+            env: &exec.env,
+            env_from: &exec.env_from,
+            copy_target_env: exec.copy_target_env.unwrap_or(false),
         }
     }
 }
@@ -413,19 +428,14 @@ pub fn exec_template(fields: ExecFields<'_>) -> Result<ExecTemplate, ExecFieldEr
         ));
     }
     let retry = fields.retry.map(retry_plan).transpose()?;
-    let ephemeral = match (fields.image.map(str::trim), fields.volume_mounts) {
-        (None | Some(""), []) => None,
-        (None | Some(""), _) => {
-            return Err(ExecFieldError::new(
-                ExecField::Image,
-                "volumeMounts without image: mounts are for the ephemeral container an image runs in; give the image, or remove volumeMounts",
-            ));
-        }
-        (Some(image), mounts) => Some(EphemeralPlan {
-            image: image.to_string(),
-            volume_mounts: mounts.to_vec(),
-        }),
-    };
+    let ephemeral = super::ephemeral::compile(EphemeralFields {
+        image: fields.image,
+        volume_mounts: fields.volume_mounts,
+        security_context: fields.security_context,
+        env: fields.env,
+        env_from: fields.env_from,
+        copy_target_env: fields.copy_target_env,
+    })?;
     let wait_timeout = match fields.wait_timeout.filter(|v| !v.is_empty()) {
         None => WaitTimeout::Default,
         set => match millis(ExecField::WaitTimeout, set)? {

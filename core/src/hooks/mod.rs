@@ -5,6 +5,7 @@ pub mod authority;
 pub mod command;
 pub mod compiled;
 pub mod duration;
+pub mod ephemeral;
 pub mod labels;
 pub mod parameters;
 pub mod patterns;

@@ -281,7 +281,7 @@ pub struct PlannedHook {
 }
 
 /// The ephemeral container a hook runs in (docs/behaviour.md §6.18).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EphemeralPlan {
     /// JSON `image`.
@@ -289,6 +289,24 @@ pub struct EphemeralPlan {
     /// JSON `volumeMounts`: core/v1 VolumeMounts of the pod's volumes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volume_mounts: Vec<crate::hooks::types::HookVolumeMount>,
+    /// JSON `securityContext`: the container's core/v1 SecurityContext, with its defaults
+    /// applied for the pod (within Pod Security `restricted`). In a compiled hook, before it is
+    /// resolved for a pod: what the hook's author wrote. Absent in plans issued before the field
+    /// existed: the container then has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<crate::hooks::types::HookSecurityContext>,
+    /// JSON `env`: core/v1 EnvVars, after the target container's when `copyTargetEnv`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<crate::hooks::types::HookEnvVar>,
+    /// JSON `envFrom`: core/v1 EnvFromSources, after the target container's when
+    /// `copyTargetEnv`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_from: Vec<crate::hooks::types::HookEnvFromSource>,
+    /// JSON `copyTargetEnv`: the controller copies the target container's `env` and `envFrom`
+    /// from the pod into the container, ahead of `env` and `envFrom` (a pod's containers cannot
+    /// change, so the plan need not carry them, §10).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub copy_target_env: bool,
 }
 
 /// A hook's retry policy with its defaults applied (docs/behaviour.md §6.17).

@@ -63,6 +63,44 @@ pub struct PodSpecView<'a> {
     /// `spec.volumes`, by name: what hook containers' `volumeMounts` may name (§3.4 row 7).
     #[serde(default, borrow, deserialize_with = "null_as_default")]
     pub volumes: Vec<Named<'a>>,
+    /// `spec.securityContext`: the user and group every container runs as unless it says
+    /// otherwise, ephemeral ones too (§6.18).
+    #[serde(default)]
+    pub security_context: Option<RunAsView>,
+    /// `spec.os`: a Windows pod's containers take no Linux securityContext settings (§6.18).
+    #[serde(default, borrow)]
+    pub os: Option<PodOsView<'a>>,
+}
+
+/// `runAsUser` and `runAsGroup` of a pod's or container's securityContext (the rest is skipped):
+/// an image hook's container runs as its target does (docs/behaviour.md §6.18).
+#[derive(Clone, Copy, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunAsView {
+    /// `runAsUser`.
+    #[serde(default)]
+    pub run_as_user: Option<i64>,
+    /// `runAsGroup`.
+    #[serde(default)]
+    pub run_as_group: Option<i64>,
+}
+
+impl From<Option<RunAsView>> for super::ephemeral::RunAs {
+    fn from(view: Option<RunAsView>) -> Self {
+        let view = view.unwrap_or_default();
+        Self {
+            user: view.run_as_user,
+            group: view.run_as_group,
+        }
+    }
+}
+
+/// `spec.os` of a pod.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct PodOsView<'a> {
+    /// `linux` or `windows`.
+    #[serde(default, borrow)]
+    pub name: Option<Text<'a>>,
 }
 
 /// A container of the admitted pod: its name, and for init containers the parts that make up its
@@ -94,6 +132,9 @@ pub struct ContainerView<'a> {
     /// `Always` on an init container makes it a native sidecar.
     #[serde(default, borrow)]
     pub restart_policy: Option<Text<'a>>,
+    /// `securityContext`: who an image hook targeting it runs as (§6.18).
+    #[serde(default)]
+    pub security_context: Option<RunAsView>,
 }
 
 /// An object of a list that matters only by its `name` (a volume).

@@ -73,8 +73,15 @@ pub enum ExecField {
     After,
     /// `retry` (hook objects only): attempts and waits after a failure.
     Retry,
-    /// `image` / `volumeMounts` (hook objects only): an ephemeral container to run in.
+    /// `image` / `volumeMounts` / `copyTargetEnv` (hook objects only): an ephemeral container
+    /// to run in.
     Image,
+    /// `securityContext` (hook objects, with `image`): the ephemeral container's.
+    SecurityContext,
+    /// `env` (hook objects, with `image`): the ephemeral container's environment variables.
+    Env,
+    /// `envFrom` (hook objects, with `image`): Secrets and ConfigMaps as environment variables.
+    EnvFrom,
 }
 
 impl ExecField {
@@ -91,6 +98,9 @@ impl ExecField {
             ExecField::After => "after",
             ExecField::Retry => "retry",
             ExecField::Image => "image",
+            ExecField::SecurityContext => "securityContext",
+            ExecField::Env => "env",
+            ExecField::EnvFrom => "envFrom",
         }
     }
 
@@ -109,6 +119,9 @@ impl ExecField {
             ExecField::After => "after (hook objects only)",
             ExecField::Retry => "retry (hook objects only)",
             ExecField::Image => "image (hook objects only)",
+            ExecField::SecurityContext => "securityContext (hook objects only)",
+            ExecField::Env => "env (hook objects only)",
+            ExecField::EnvFrom => "envFrom (hook objects only)",
         }
     }
 }

@@ -20,16 +20,17 @@ use super::compiled::{
     CompiledEntry, CompiledObject, Definition, ExecFields, ExecTemplate, HookContainer, SourceKind,
     exec_template, is_dns_label,
 };
+use super::ephemeral::effective_security_context;
 use super::parameters::{RestoreParameters, VeleroFacts, references};
 use super::plan::{
-    AfterRef, AwaitedKey, DEFAULT_EXEC_TIMEOUT_MS, HookKind, HookRef, OnError, PlannedHook, RunOn,
-    Voucher, awaited_keys,
+    AfterRef, AwaitedKey, DEFAULT_EXEC_TIMEOUT_MS, EphemeralPlan, HookKind, HookRef, OnError,
+    PlannedHook, RunOn, Voucher, awaited_keys,
 };
-use super::pod::{AdmittedPod, ContainerView};
+use super::pod::{AdmittedPod, ContainerView, RunAsView};
 use super::problem::{ExecField, Problem};
 use super::scope::{RestoreScope, ScopeVia};
 use super::targets::{ExecTargets, TargetError};
-use super::types::Labels;
+use super::types::{HookSecurityContext, Labels};
 use crate::config::{EngineConfig, VeleroHooksMode};
 use crate::index::HookIndex;
 use crate::restore::after::{find_cycle, show_awaited};
@@ -387,6 +388,10 @@ struct PodShape<'p, 'a> {
     volumes: Vec<&'p str>,
     /// Names in `restore-hooks.dev/injected`: containers an earlier cycle of ours added.
     injected: Vec<&'p str>,
+    /// The pod's `runAsUser` and `runAsGroup` (§6.18).
+    pod_run_as: Option<RunAsView>,
+    /// `spec.os.name: windows` (§6.18).
+    windows: bool,
     /// The init containers' definitions, built on first use: only pods with init hooks need
     /// them, and then once per admission, not once per comparison.
     init_definitions: std::cell::OnceCell<Vec<Definition>>,
@@ -407,10 +412,37 @@ impl<'p, 'a> PodShape<'p, 'a> {
         ))
     }
 
+    /// The securityContext of an image hook's container targeting `target` in this pod
+    /// (docs/behaviour.md §6.18).
+    fn security_context(
+        &self,
+        target: &str,
+        ephemeral: &EphemeralPlan,
+    ) -> Result<HookSecurityContext, String> {
+        let target = self
+            .app
+            .iter()
+            .chain(self.init)
+            .find(|c| &*c.name == target)
+            .and_then(|c| c.security_context);
+        effective_security_context(
+            ephemeral.security_context.as_ref(),
+            target.into(),
+            self.pod_run_as.into(),
+            self.windows,
+        )
+    }
+
     fn of(pod: &'p AdmittedPod<'a>) -> Self {
         let init = pod.init_containers().unwrap_or_default();
         let app = pod.containers();
+        let spec = pod.spec.as_ref();
         Self {
+            pod_run_as: spec.and_then(|s| s.security_context),
+            windows: spec
+                .and_then(|s| s.os.as_ref())
+                .and_then(|os| os.name.as_deref())
+                == Some("windows"),
             targets: ExecTargets::new(
                 app.iter().map(|c| &*c.name),
                 init.iter().map(|c| (&*c.name, c.restart_policy.as_deref())),
@@ -713,9 +745,8 @@ fn annotation_exec_hook(
         wait_for_ready,
         run_on: None,
         after: Vec::new(),
-        retry: None,
-        image: None,
-        volume_mounts: &[],
+        // Velero's annotations have no ephemeral container: the hook execs.
+        ..Default::default()
     })
     .map_err(|e| at(e.field, e.message))?;
     // The pod's own hook naming a container it lacks is a mistake in the pod: invalid.
@@ -808,6 +839,19 @@ fn expand_exec(
                         out.problems
                             .push(Problem::at(location, "volumeMounts", missing));
                         continue;
+                    }
+                    if let Some(ephemeral) = &mut hook.ephemeral {
+                        match shape.security_context(&hook.container, ephemeral) {
+                            Ok(effective) => ephemeral.security_context = Some(effective),
+                            Err(message) => {
+                                out.problems.push(Problem::at(
+                                    location,
+                                    ExecField::SecurityContext.spec_name(),
+                                    message,
+                                ));
+                                continue;
+                            }
+                        }
                     }
                     out.exec.push(hook);
                 }

@@ -221,6 +221,196 @@ pub struct ExecRestoreHook {
     )]
     #[schemars(length(max = 32))]
     pub volume_mounts: Vec<HookVolumeMount>,
+    /// With `image`: the ephemeral container's securityContext (a part of core/v1
+    /// SecurityContext). Whatever is set stays within Pod Security `restricted`; unset fields
+    /// take restricted's values, and `runAsUser`/`runAsGroup` the target container's
+    /// (docs/behaviour.md §6.18).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<HookSecurityContext>,
+    /// With `image`: environment variables of the ephemeral container (core/v1 EnvVar: a
+    /// `value`, or a `secretKeyRef`, `configMapKeyRef` or `fieldRef`). Its author must be able to
+    /// `get` each Secret and ConfigMap named (docs/behaviour.md §9.6).
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    #[schemars(length(max = 64))]
+    pub env: Vec<HookEnvVar>,
+    /// With `image`: every key of a Secret or ConfigMap as environment variables (core/v1
+    /// EnvFromSource). Its author must be able to `get` each one named (docs/behaviour.md §9.6).
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    #[schemars(length(max = 16))]
+    pub env_from: Vec<HookEnvFromSource>,
+    /// With `image`: the ephemeral container also gets the target container's own `env` and
+    /// `envFrom`, ahead of those here (a name defined in both `env` lists takes the value here;
+    /// as in any container, `env` wins over `envFrom`): values the pod already has
+    /// (docs/behaviour.md §6.18).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy_target_env: Option<bool>,
+}
+
+/// The part of a core/v1 SecurityContext a hook's ephemeral container may set; every value must
+/// be one Pod Security `restricted` admits (docs/behaviour.md §6.18).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookSecurityContext {
+    /// The uid the command runs as; not 0. Default: the target container's, else the pod's,
+    /// else the image's user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as_user: Option<i64>,
+    /// The primary gid. Default: the target container's, else the pod's, else the image's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as_group: Option<i64>,
+    /// Only `true` (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as_non_root: Option<bool>,
+    /// Only `false` (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_privilege_escalation: Option<bool>,
+    /// Only `false` (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub privileged: Option<bool>,
+    /// Mount the image's root filesystem read-only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only_root_filesystem: Option<bool>,
+    /// `drop` must include `ALL` (the default); only `NET_BIND_SERVICE` may be added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<HookCapabilities>,
+    /// `RuntimeDefault` (the default) or `Localhost`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seccomp_profile: Option<HookSeccompProfile>,
+}
+
+/// Linux capabilities of a hook's ephemeral container (core/v1 Capabilities).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookCapabilities {
+    /// Added capabilities: only `NET_BIND_SERVICE`.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    #[schemars(length(max = 8))]
+    pub add: Vec<String>,
+    /// Dropped capabilities; must include `ALL`.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    #[schemars(length(max = 64))]
+    pub drop: Vec<String>,
+}
+
+/// The seccomp profile of a hook's ephemeral container (core/v1 SeccompProfile).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookSeccompProfile {
+    /// `RuntimeDefault` or `Localhost` (`Unconfined` is refused).
+    #[serde(rename = "type")]
+    #[schemars(length(max = 32))]
+    pub type_: String,
+    /// With `Localhost`: the profile's path on the node, relative to the kubelet's seccomp
+    /// directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub localhost_profile: Option<String>,
+}
+
+/// An environment variable of a hook's ephemeral container (core/v1 EnvVar, without
+/// `resourceFieldRef`: an ephemeral container has no resources).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookEnvVar {
+    /// The variable's name.
+    #[schemars(length(min = 1, max = 256))]
+    pub name: String,
+    /// Its value (`$(VAR)` of earlier variables expands, as in any container).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32768))]
+    pub value: Option<String>,
+    /// Where its value comes from, instead of `value`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_from: Option<HookEnvVarSource>,
+}
+
+/// One source of an environment variable's value (exactly one is set).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookEnvVarSource {
+    /// A key of a Secret in the pod's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<HookKeySelector>,
+    /// A key of a ConfigMap in the pod's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_key_ref: Option<HookKeySelector>,
+    /// A field of the pod (the downward API: `metadata.name`, `metadata.labels['k']`,
+    /// `status.podIP`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field_ref: Option<HookFieldSelector>,
+}
+
+/// A key of a Secret or ConfigMap (core/v1 SecretKeySelector / ConfigMapKeySelector).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookKeySelector {
+    /// The Secret's or ConfigMap's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+    /// The container starts even if the object or key does not exist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+/// A field of the pod (core/v1 ObjectFieldSelector).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookFieldSelector {
+    /// `v1` (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16))]
+    pub api_version: Option<String>,
+    /// The field's path, as the downward API names it.
+    #[schemars(length(min = 1, max = 512))]
+    pub field_path: String,
+}
+
+/// A Secret or ConfigMap whose every key becomes an environment variable (core/v1
+/// EnvFromSource; exactly one of the references is set).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookEnvFromSource {
+    /// Prepended to every key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    pub prefix: Option<String>,
+    /// A Secret in the pod's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<HookObjectRef>,
+    /// A ConfigMap in the pod's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<HookObjectRef>,
+}
+
+/// A Secret or ConfigMap by name (core/v1 SecretEnvSource / ConfigMapEnvSource).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HookObjectRef {
+    /// Its name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The container starts even if it does not exist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
 }
 
 /// A volume of the pod, mounted in a hook's ephemeral container.

@@ -36,6 +36,7 @@ pub(crate) enum Group {
     ControlPlane,
     Velero,
     CertManager,
+    Prometheus,
 }
 
 impl Group {
@@ -44,6 +45,7 @@ impl Group {
             Group::ControlPlane => "controlplane",
             Group::Velero => "velero",
             Group::CertManager => "certmanager",
+            Group::Prometheus => "prometheus",
         }
     }
 }
@@ -57,10 +59,12 @@ pub(crate) fn ensure_built(group: Group) -> Result<()> {
     static CONTROL_PLANE: OnceLock<Result<(), String>> = OnceLock::new();
     static VELERO: OnceLock<Result<(), String>> = OnceLock::new();
     static CERT_MANAGER: OnceLock<Result<(), String>> = OnceLock::new();
+    static PROMETHEUS: OnceLock<Result<(), String>> = OnceLock::new();
     let cell = match group {
         Group::ControlPlane => &CONTROL_PLANE,
         Group::Velero => &VELERO,
         Group::CertManager => &CERT_MANAGER,
+        Group::Prometheus => &PROMETHEUS,
     };
     cell.get_or_init(|| run_build(group))
         .clone()

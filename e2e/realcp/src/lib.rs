@@ -4,7 +4,8 @@
 //! kwok (a fake kubelet: pods on node `kwok-0` become Running, and `pods/exec` runs the command on
 //! this host), all on 127.0.0.1 with fresh ports and a throwaway PKI. [`Velero`] adds Velero with
 //! a moto S3 store, [`CertManager`] cert-manager; [`Options::service_proxy`] lets the API server
-//! reach a Service-referenced webhook on this host, through a proxy on 127.0.0.1.
+//! reach a Service-referenced webhook on this host, through a proxy on 127.0.0.1. [`Prometheus`]
+//! scrapes what runs on the host and answers PromQL.
 //!
 //! ```no_run
 //! let cp = realcp::ControlPlane::start(realcp::Options::default())?;
@@ -27,6 +28,7 @@ mod egress;
 mod host;
 mod pki;
 mod process;
+mod prometheus;
 mod util;
 mod velero;
 
@@ -34,6 +36,7 @@ pub use cache::{cache_dir, pinned_kubectl};
 pub use certmanager::CertManager;
 pub use controlplane::{ControlPlane, Options};
 pub use host::{HostCommand, HostProcess};
+pub use prometheus::{Prometheus, pinned_prometheus, pinned_promtool};
 pub use util::free_port;
 pub use velero::Velero;
 

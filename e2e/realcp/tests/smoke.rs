@@ -544,3 +544,60 @@ fn host_processes_get_a_clean_environment_and_die_with_their_handle() {
         });
     }
 }
+
+#[test]
+fn prometheus_scrapes_evaluates_rules_and_answers_promql() {
+    use realcp::Prometheus;
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("rules.yaml"),
+        "groups:\n- name: g\n  interval: 1s\n  rules:\n  - alert: SelfScraped\n    expr: up{job=\"self\"} == 1\n",
+    )
+    .unwrap();
+    // A second Prometheus scrapes the first (a port is known only once it started).
+    let first = Prometheus::start(&dir.path().join("first"), "global: {}\n").unwrap();
+    let config = json!({
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [dir.path().join("rules.yaml")],
+        "scrape_configs": [{"job_name": "self", "static_configs": [{"targets": [format!("127.0.0.1:{}", first.port())]}]}],
+    });
+    let prom = Prometheus::start(&dir.path().join("second"), &config.to_string()).unwrap();
+    let firing = wait_until(
+        "the alert on the scraped target",
+        Duration::from_secs(60),
+        || {
+            let alerts = prom.api("alerts", &[]).unwrap();
+            alerts["alerts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["state"] == "firing")
+                .cloned()
+        },
+    );
+    assert_eq!(firing["labels"]["alertname"], "SelfScraped", "{firing}");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let range = prom
+        .query_range("sum by (job) (up)", now - 60.0, now, 1.0)
+        .unwrap();
+    assert_eq!(range["resultType"], "matrix", "{range}");
+    assert_eq!(range["result"][0]["metric"]["job"], "self", "{range}");
+    // PromQL errors come back as errors, with Prometheus' message.
+    let err = format!("{:#}", prom.query("sum(", now).unwrap_err());
+    assert!(err.contains("bad_data"), "{err}");
+
+    // A configuration it refuses: start fails with its log.
+    let err = Prometheus::start(
+        &dir.path().join("bad"),
+        "scrape_configs: [{job_name: 1s}]\nno_such_field: 1\n",
+    )
+    .err()
+    .expect("prometheus started on a bad configuration");
+    let err = format!("{err:#}");
+    assert!(err.contains("prometheus exited"), "{err}");
+    assert!(err.contains("no_such_field"), "{err}");
+}

@@ -12,7 +12,7 @@ The checks: LICENSE is the Apache-2.0 text and every crate and the chart say Apa
 version == Chart.yaml version == appVersion; CHANGELOG.md has a dated section for it, and Chart.yaml's
 artifacthub.io/changes (and containsSecurityUpdates, prerelease) is that section; artifacthub.io/images
 is values.yaml's image at appVersion on the platforms the release workflow builds, and the workflow
-pushes that image; the icon and links into the repository name files that exist; docs/install.md's
+pushes that image; artifacthub.io/crds lists the CRDs of crds/; the icon and links into the repository name files that exist; docs/install.md's
 "Upgrading" names versions, never "this release"; SECURITY.md supports the current minor version.
 Needs Python >= 3.11 and PyYAML (.tools/venv has both).
 """
@@ -145,6 +145,12 @@ def checks(read, exists) -> list[str]:
     check(workflow.get("env", {}).get("IMAGE") == image["repository"],
           f"{WORKFLOW}: env.IMAGE must be values.yaml's image.repository {image['repository']}")
 
+    # Every CRD the chart installs is listed for Artifact Hub, and nothing else.
+    crds = {yaml.safe_load(read(str(f.relative_to(ROOT))))["metadata"]["name"]
+            for f in (ROOT / "charts/restore-hooks/crds").glob("*.yaml")}
+    listed = {c.get("name") for c in annotation("artifacthub.io/crds") or [] if isinstance(c, dict)}
+    check(listed == crds, f"Chart.yaml: artifacthub.io/crds lists {sorted(listed)}, crds/ holds {sorted(crds)}")
+
     # Links into the repository name files that exist.
     home = chart.get("home", "")
     check(home in (chart.get("sources") or []), f"Chart.yaml: sources must hold home {home}")
@@ -201,6 +207,7 @@ def self_test() -> int:
         ("the image at another tag", CHART, f"restore-hooks:{version}", "restore-hooks:0.0.1", "artifacthub.io/images"),
         ("the workflow builds amd64 only", WORKFLOW, "platforms: linux/amd64,linux/arm64", "platforms: linux/amd64", "artifacthub.io/images"),
         ("the workflow pushes elsewhere", WORKFLOW, "IMAGE: ghcr.io/restore-hooks/restore-hooks", "IMAGE: ghcr.io/x/y", "env.IMAGE"),
+        ("a CRD left out of artifacthub.io/crds", CHART, "name: restorerecords.restore-hooks.dev", "name: records.example", "artifacthub.io/crds"),
         ("a link to a missing file", CHART, "blob/main/docs/operations.md", "blob/main/docs/nowhere.md", "not in the repository"),
         ("the icon moved", CHART, "main/docs/assets/icon.svg", "main/docs/assets/gone.svg", "not in the repository"),
         ("install.md says 'this release'", "docs/install.md", "\n## Upgrading\n", "\n## Upgrading\n\nThis release adds X.\n", "this release"),

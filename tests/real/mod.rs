@@ -110,6 +110,9 @@ pub fn render_chart(kube_version: &str, args: &[String]) -> Vec<Doc> {
             "-n",
             NAMESPACE,
             "--include-crds",
+            // What `helm install` applies: the release's objects. The `helm test` and pre-delete
+            // hooks run only at those events (tests/chart.rs and .ci/chart_assertions.py check them).
+            "--no-hooks",
             "--kube-version",
             kube_version,
         ])

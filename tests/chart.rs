@@ -4,7 +4,7 @@
 //! the rules of OpenShift's restricted-v2 SCC (docs/openshift.md).
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};

@@ -1523,6 +1523,12 @@ def check_hooks(ctx: Ctx, hooks: list[dict], binary: str | None) -> None:
         want |= {("ServiceAccount", clean_name): ("pre-delete", ns), ("ClusterRole", clean_name): ("pre-delete", None),
                  ("ClusterRoleBinding", clean_name): ("pre-delete", None), ("Job", clean_name): ("pre-delete", ns)}
     ctx.c(set(objs) == set(want), f"hook objects {sorted(objs)} != {sorted(want)}")
+    ns_obj = objs.get(("Namespace", test_ns))
+    if ns_obj:
+        labels = ns_obj["metadata"].get("labels") or {}
+        ctx.c(labels.get(v["config"]["restoreNamespaceLabel"]) == "restore-hooks-check-webhook",
+              f"test namespace must carry {v['config']['restoreNamespaceLabel']}=restore-hooks-check-webhook: {labels}")
+        ctx.c(test_ns not in ctx.excluded, f"test namespace {test_ns} is excluded from the webhooks (webhook.excludeNamespaces)")
     for key, (hook, want_ns) in want.items():
         o = objs.get(key)
         if not o:
@@ -1554,7 +1560,7 @@ def check_hooks(ctx: Ctx, hooks: list[dict], binary: str | None) -> None:
     for key, spec, meta, args_want in (
             (("Pod", check_name), (objs.get(("Pod", check_name)) or {}).get("spec"),
              (objs.get(("Pod", check_name)) or {}).get("metadata"),
-             ["check-webhook", f"--namespace={test_ns}", None, f"--restore-label={v['config']['restoreLabel']}"]),
+             ["check-webhook", f"--namespace={test_ns}", None, "--restore=restore-hooks-check-webhook"]),
             (("Job", clean_name), ((objs.get(("Job", clean_name)) or {}).get("spec") or {}).get("template", {}).get("spec"),
              ((objs.get(("Job", clean_name)) or {}).get("spec") or {}).get("template", {}).get("metadata"),
              ["remove-webhook", f"--name={fn}", f"--instance={ctx.release}"])):

@@ -1,9 +1,12 @@
 //! The Helm chart's hook commands, thin shells over one API request each:
 //!
 //! - `restore-hooks check-webhook` (`helm test`, templates/tests/): creates a restored pod with
-//!   `dryRun=All` and checks that the installed webhook mutated it as docs/behaviour.md §4.5 says
-//!   (the annotation init container injected, a signed plan, the restore-run label). A dry run
-//!   goes through every admission webhook and is never stored (§4.8), so nothing is left behind.
+//!   `dryRun=All` in a labelled restore namespace and checks that the installed webhook mutated it
+//!   as docs/behaviour.md §4.5 says (the annotation init container injected, a signed plan, the
+//!   restore-run label). A dry run goes through every admission webhook and is never stored
+//!   (§4.8), so nothing is left behind. The pod is in scope by its namespace's label, not by
+//!   Velero's pod label: on a pod carrying that label, the default `--velero-hooks defer` leaves
+//!   the Velero annotation hook to Velero (§3.3) and the webhook would rightly inject nothing.
 //! - `restore-hooks remove-webhook` (the chart's pre-delete hook): deletes the release's
 //!   MutatingWebhookConfiguration before Helm deletes the Service and Deployments behind it, so an
 //!   uninstall never leaves a `failurePolicy: Fail` webhook that nothing answers (docs/install.md
@@ -22,7 +25,6 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use restore_hooks_core::config::DEFAULT_RESTORE_LABEL;
 use restore_hooks_core::hooks::annotations::{
     INIT_COMMAND, INIT_CONTAINER_IMAGE, INIT_CONTAINER_NAME,
 };
@@ -72,33 +74,35 @@ impl ClusterArgs {
 /// `restore-hooks check-webhook`.
 #[derive(Debug, Args)]
 pub struct CheckWebhookArgs {
-    /// Namespace to create the dry-run pod in. The webhook must be called for it (not one of the
-    /// chart's excluded namespaces, which include the release's own) and this identity must be
-    /// allowed to create pods there.
+    /// Namespace to create the dry-run pod in: a restore namespace, labelled
+    /// `<restore-namespace label>=<--restore>` (the chart's test namespace is), not one of the
+    /// chart's excluded namespaces (which include the release's own), where this identity may
+    /// create pods.
     #[arg(short = 'n', long, value_name = "NAMESPACE")]
     pub namespace: String,
     /// Image of the dry-run pod and of its annotation init hook. Nothing is pulled: a dry-run pod
     /// is never stored, so no node runs it.
     #[arg(long, value_name = "IMAGE")]
     pub image: String,
-    /// The pod label whose value names the restore (the chart's config.restoreLabel): the dry-run
-    /// pod carries it, as a pod Velero restores does.
-    #[arg(long, value_name = "KEY", default_value = DEFAULT_RESTORE_LABEL)]
-    pub restore_label: String,
+    /// The restore the namespace's label names: the webhook writes it into the pod's
+    /// `restore-hooks.dev/restore-run` label.
+    #[arg(long, value_name = "NAME", default_value = CHECK_RESTORE)]
+    pub restore: String,
     /// How to reach the API server.
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
 
-/// Value of the restore label on the dry-run pod, and so of its restore-run label.
+/// The restore the chart's test namespace is labelled with (no Velero Restore of that name: the
+/// label is in scope for as long as it is there, docs/behaviour.md §1.6).
 pub const CHECK_RESTORE: &str = "restore-hooks-check-webhook";
 /// Name of the annotation init container the webhook must inject.
 pub const CHECK_INIT_CONTAINER: &str = "check-webhook-init";
 
-/// The restored pod `check-webhook` creates with `dryRun=All`: Velero's restore label and an
-/// annotation init hook (§2.1), which needs no hook object and no exec rights, and a pod that
-/// passes Pod Security "restricted" itself (the injected annotation container has no
-/// securityContext, as in Velero: §2.1).
+/// The pod `check-webhook` creates with `dryRun=All`: a Velero annotation init hook (§2.1), which
+/// needs no hook object and no exec rights, and a pod that passes Pod Security "restricted" itself
+/// (the injected annotation container has no securityContext, as in Velero: §2.1). No restore
+/// label: its namespace's label makes it a restored pod (§1.1, §3.3).
 pub fn check_pod(args: &CheckWebhookArgs) -> Pod {
     let annotations = BTreeMap::from([
         (INIT_CONTAINER_IMAGE.to_string(), args.image.clone()),
@@ -115,10 +119,6 @@ pub fn check_pod(args: &CheckWebhookArgs) -> Pod {
         metadata: ObjectMeta {
             generate_name: Some("restore-hooks-check-webhook-".into()),
             namespace: Some(args.namespace.clone()),
-            labels: Some(BTreeMap::from([(
-                args.restore_label.clone(),
-                CHECK_RESTORE.to_string(),
-            )])),
             annotations: Some(annotations),
             ..ObjectMeta::default()
         },
@@ -154,7 +154,7 @@ pub fn check_pod(args: &CheckWebhookArgs) -> Pod {
 
 /// What is missing from the API server's answer to the dry-run pod: empty when the webhook
 /// mutated it as docs/behaviour.md §4.5 says.
-pub fn missing_mutations(pod: &Pod, image: &str) -> Vec<String> {
+pub fn missing_mutations(pod: &Pod, image: &str, restore: &str) -> Vec<String> {
     let mut missing = Vec::new();
     let inits = pod
         .spec
@@ -189,9 +189,9 @@ pub fn missing_mutations(pod: &Pod, image: &str) -> Vec<String> {
         .labels
         .as_ref()
         .and_then(|l| l.get(RESTORE_RUN_LABEL));
-    if run.map(String::as_str) != Some(CHECK_RESTORE) {
+    if run.map(String::as_str) != Some(restore) {
         missing.push(format!(
-            "label {RESTORE_RUN_LABEL} is {run:?}, want {CHECK_RESTORE:?}"
+            "label {RESTORE_RUN_LABEL} is {run:?}, want {restore:?}"
         ));
     }
     missing
@@ -229,26 +229,24 @@ pub fn run_check(args: &CheckWebhookArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let missing = missing_mutations(&created, &args.image);
+    let missing = missing_mutations(&created, &args.image, &args.restore);
     if missing.is_empty() {
         println!(
             "{WHO}: the webhook mutated a dry-run restored pod in namespace {}: init container \
-             {CHECK_INIT_CONTAINER} injected, plan signed, {RESTORE_RUN_LABEL}={CHECK_RESTORE}",
-            args.namespace
+             {CHECK_INIT_CONTAINER} injected, plan signed, {RESTORE_RUN_LABEL}={}",
+            args.namespace, args.restore
         );
         return ExitCode::SUCCESS;
     }
     eprintln!(
-        "{WHO}: the dry-run pod in namespace {} (label {}={CHECK_RESTORE}) came back without the \
-         webhook's changes:\n  - {}\nThe API server admitted it without calling the webhook, or \
-         the webhook failed and its failurePolicy Ignore let the pod through. Check that a webhook \
-         replica is ready, that the MutatingWebhookConfiguration has a caBundle, that its \
-         namespaceSelector does not exclude {} and its matchConditions do not drop this pod, and \
-         the webhook's log.",
-        args.namespace,
-        args.restore_label,
+        "{WHO}: the dry-run pod in namespace {ns} came back without the webhook's changes:\n  - {}\n\
+         The API server admitted it without calling the webhook. Check that namespace {ns} carries \
+         the restore-namespace label (config.restoreNamespaceLabel) with the value {}, that the \
+         MutatingWebhookConfiguration exists and its namespaceSelector does not exclude {ns}, that \
+         its matchConditions do not drop this pod, and the webhook's log.",
         missing.join("\n  - "),
-        args.namespace,
+        args.restore,
+        ns = args.namespace,
     );
     ExitCode::from(1)
 }

@@ -63,10 +63,11 @@ pub enum Command {
     /// Check that the installed webhook mutates a restored pod: create one with dryRun=All and
     /// verify the answer (the Helm chart's `helm test`).
     ///
-    /// The pod carries the restore label and a Velero annotation init hook; the check passes when
-    /// the API server's answer has the injected init container, a signed plan and the restore-run
-    /// label. A dry-run pod is never stored. Exit 0: mutated; 1: admitted without the webhook's
-    /// changes; 2: the pod could not be created.
+    /// The pod, in a namespace labelled as a restore namespace, carries a Velero annotation init
+    /// hook; the check passes when the API server's answer has the injected init container, a
+    /// signed plan and the restore-run label. A dry-run pod is never stored. Exit 0: mutated; 1:
+    /// admitted without the webhook's changes; 2: the pod could not be created (refused, or denied
+    /// because no webhook replica answered).
     CheckWebhook(crate::chart_hooks_cli::CheckWebhookArgs),
     /// Delete the release's MutatingWebhookConfiguration (the Helm chart's pre-delete hook), so
     /// that an uninstall never leaves a webhook behind that nothing answers.

@@ -43,6 +43,11 @@
 #   ServiceAccount of a split.enabled=false render (ci/single-process-values.yaml, RBAC objects
 #   only, as release rh-single: its RBAC differs from split's; its veleroHooks own changes no RBAC
 #   and no policy); Secrets list/watch only with the plan-key name selector.
+# - helm install, upgrade, uninstall (release rh-up): the CRDs are release objects; existing ones
+#   without Helm's metadata are refused, adopted as docs/install.md "Upgrading" says; a helm
+#   upgrade that changes a CRD's schema is served by the API server; uninstall keeps the CRDs; the
+#   pre-delete hook's `restore-hooks remove-webhook` (target/debug/restore-hooks, when built) under
+#   exactly the hook's RBAC deletes this release's webhook configuration and no other.
 # Exit 0: all passed; 1: a check failed; 2: the binaries are missing.
 set -uo pipefail
 
@@ -111,10 +116,10 @@ echo "==> kube-apiserver $("$K" version -o json 2>/dev/null | python3 -c 'import
 # The split render (the default mode, with ci/split-values.yaml's names) with the default
 # veleroHooks defer, which renders all three policies, the Velero Restore one included; and the
 # RBAC objects of a single-process render (another release).
-"$HELM" template restore-hooks "$ROOT/charts/restore-hooks" -n restore-hooks --include-crds --kube-version 1.34.0 \
+"$HELM" template restore-hooks "$ROOT/charts/restore-hooks" -n restore-hooks --include-crds --no-hooks --kube-version 1.34.0 \
   --api-versions cert-manager.io/v1 --api-versions monitoring.coreos.com/v1 -f "$ROOT/charts/restore-hooks/ci/split-values.yaml" \
   >"$W/render.yaml" || exit 1
-"$HELM" template rh-single "$ROOT/charts/restore-hooks" -n rh-single --kube-version 1.34.0 \
+"$HELM" template rh-single "$ROOT/charts/restore-hooks" -n rh-single --no-hooks --kube-version 1.34.0 \
   -f "$ROOT/charts/restore-hooks/ci/single-process-values.yaml" >"$W/render-single.yaml" || exit 1
 python3 - "$W" <<'PY'
 import sys, yaml
@@ -799,5 +804,70 @@ can erin no list restoreruns.restore-hooks.dev
 can erin no list restorerecords.restore-hooks.dev
 can erin no patch restorerecords.restore-hooks.dev --subresource=status
 can vic no patch restorerecords.restore-hooks.dev --subresource=status
+
+echo "== helm install, upgrade and uninstall: the CRDs are release objects (docs/install.md \"Upgrading\")"
+# The CRDs above were applied without Helm's ownership metadata, as charts before crds.enabled left
+# them (their crds/ directory). A release rh-up of its own (its other objects do not clash).
+RH=(--namespace rh-up --set certManager.enabled=false --set tls.existingSecret=rh-up-tls
+    --set "tls.caBundle=$(base64 -w0 "$P/ca.crt")")
+expect_deny "helm install refuses CRDs it does not own" "invalid ownership metadata" \
+  "$HELM" install rh-up "$ROOT/charts/restore-hooks" --create-namespace "${RH[@]}"
+for crd in restorehooks clusterrestorehooks restoreruns restorerecords; do # the documented adoption
+  "$K" label crd $crd.restore-hooks.dev app.kubernetes.io/managed-by=Helm --overwrite >/dev/null
+  "$K" annotate crd $crd.restore-hooks.dev --overwrite meta.helm.sh/release-name=rh-up meta.helm.sh/release-namespace=rh-up >/dev/null
+done
+# They were applied with kubectl apply --server-side (as docs/install.md said before), so kubectl's
+# field manager co-owns every field: Helm 4's server-side apply takes them over with
+# --force-conflicts, needed on the install (or upgrade) that adopts them and on the first one that
+# changes them ("conflict with \"kubectl\"" otherwise); after that, plain upgrades.
+expect_ok "helm install after adopting the CRDs (--force-conflicts)" \
+  "$HELM" install rh-up "$ROOT/charts/restore-hooks" --create-namespace --force-conflicts "${RH[@]}"
+next_chart() { # DIR COLUMN: the chart with one more printer column on the RestoreHook CRD
+  cp -r "$ROOT/charts/restore-hooks" "$1"
+  python3 - "$1/files/crds/restorehooks.yaml" "$2" <<'PY'
+import sys, yaml
+path, column = sys.argv[1:]
+crd = yaml.safe_load(open(path))
+crd["spec"]["versions"][0].setdefault("additionalPrinterColumns", []).append(
+    {"name": column, "type": "string", "jsonPath": ".metadata.uid"})
+yaml.safe_dump(crd, open(path, "w"), sort_keys=False)
+PY
+}
+has_column() { "$K" get crd restorehooks.restore-hooks.dev -o jsonpath='{.spec.versions[0].additionalPrinterColumns[*].name}' | tr ' ' '\n' | grep -qx "$1"; }
+next_chart "$W/chart-next" UpgradeCheck
+expect_deny "the first helm upgrade that changes a kubectl-applied CRD needs --force-conflicts" "conflict with \"kubectl\"" \
+  "$HELM" upgrade rh-up "$W/chart-next" "${RH[@]}"
+expect_ok "helm upgrade --force-conflicts with a changed CRD" "$HELM" upgrade rh-up "$W/chart-next" --force-conflicts "${RH[@]}"
+expect_ok "the API server serves the upgraded CRD" has_column UpgradeCheck
+next_chart "$W/chart-next2" UpgradeCheck2
+expect_ok "the next helm upgrade changes the CRD without flags" "$HELM" upgrade rh-up "$W/chart-next2" "${RH[@]}"
+expect_ok "the API server serves it (the column of the previous version gone)" sh -c "$(declare -f has_column); K='$K'; has_column UpgradeCheck2 && ! has_column UpgradeCheck"
+# The pre-delete hook's command with exactly the hook's RBAC (the ServiceAccount impersonated;
+# nothing runs pods here), when the binary is built.
+RHBIN="$ROOT/target/debug/restore-hooks"
+if [ -x "$RHBIN" ]; then
+  "$HELM" template rh-up "$ROOT/charts/restore-hooks" "${RH[@]}" --kube-version 1.34.0 --show-only templates/webhook-cleanup.yaml \
+    | python3 -c 'import sys, yaml; yaml.safe_dump_all([d for d in yaml.safe_load_all(sys.stdin) if d and d["kind"] != "Job"], sys.stdout)' \
+    | "$K" apply --server-side -f - >/dev/null
+  sed "s|users: \[{name: admin, user: {token: admintoken}}\]|users: [{name: admin, user: {token: admintoken, as: 'system:serviceaccount:rh-up:rh-up-restore-hooks-webhook-cleanup'}}]|" \
+    "$KUBECONFIG" >"$W/cleanup.kubeconfig"
+  expect_deny "remove-webhook leaves another release's configuration alone" "not this release's" \
+    "$RHBIN" remove-webhook --kubeconfig "$W/cleanup.kubeconfig" --name rh-up-restore-hooks --instance other
+  expect_ok "remove-webhook, as the pre-delete hook's ServiceAccount, deletes the configuration" \
+    "$RHBIN" remove-webhook --kubeconfig "$W/cleanup.kubeconfig" --name rh-up-restore-hooks --instance rh-up
+  expect_ok "the configuration is gone" sh -c "! '$K' get mutatingwebhookconfiguration rh-up-restore-hooks 2>/dev/null"
+  expect_ok "remove-webhook again: already gone is success" \
+    "$RHBIN" remove-webhook --kubeconfig "$W/cleanup.kubeconfig" --name rh-up-restore-hooks --instance rh-up
+  expect_deny "the hook's ServiceAccount may delete no other configuration" "forbidden" \
+    "$K" --kubeconfig "$W/cleanup.kubeconfig" delete mutatingwebhookconfiguration restore-hooks --dry-run=server
+else
+  echo "  SKIP  remove-webhook as the pre-delete hook's ServiceAccount: $RHBIN not built"
+fi
+# --no-hooks: no kubelet here to run the pre-delete Job.
+expect_ok "helm uninstall" "$HELM" uninstall rh-up -n rh-up --no-hooks
+expect_ok "the CRDs stay (helm.sh/resource-policy: keep)" "$K" get crd restorehooks.restore-hooks.dev restorerecords.restore-hooks.dev
+expect_ok "the webhook configuration and the Deployments are gone" sh -c \
+  "! '$K' get mutatingwebhookconfiguration rh-up-restore-hooks 2>/dev/null && [ -z \"\$('$K' -n rh-up get deployments -o name)\" ]"
+
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ] || exit 1

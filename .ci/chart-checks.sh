@@ -6,14 +6,18 @@
 #                                                     check that needs the binary is SKIPPED, loudly;
 #                                                     the CRDs come from the core crate's example)
 #
-# 1. crds/ holds exactly what `restore-hooks crd` prints, one file per CRD (.ci/gen-crds.sh --check).
-# 2. helm lint --strict (Helm 4 and Helm 3) with the default values and every ci/*-values.yaml.
+# 1. files/crds/ holds exactly what `restore-hooks crd` prints, one file per CRD (.ci/gen-crds.sh
+#    --check); templates/crds.yaml renders them (crds.enabled), so `helm upgrade` upgrades them.
+# 2. helm lint --strict (Helm 4 and Helm 3) with the default values, every ci/*-values.yaml and
+#    values-openshift.yaml.
 # 3. Renders (helm template --include-crds; Helm 3 must give the same objects) with: defaults (split
 #    webhook and controller Deployments); every optional part on (ci/all-on-values.yaml); an own
 #    cert-manager issuer (ci/byo-issuer-values.yaml); split with non-default settings
 #    (ci/split-values.yaml); one Deployment running serve (ci/single-process-values.yaml,
-#    split.enabled=false); everything optional off (minimal); and certManager.enabled=false with
-#    tls.existingSecret + a real caBundle from certs/make-certs.sh.
+#    split.enabled=false); everything optional off (minimal); certManager.enabled=false with
+#    tls.existingSecret + a real caBundle from certs/make-certs.sh; and the OpenShift preset
+#    (values-openshift.yaml, NetworkPolicy on; its restricted-v2 rules: cargo test --test chart).
+#    Every render includes the `helm test` and pre-delete hooks (`helm template` prints them).
 #    The binary serves those certificates (webhook --no-cluster) and a TLS client verifying the
 #    chain and the <svc>.<ns>.svc name gets an AdmissionReview answer (.ci/tls_smoke.py).
 # 4. Negative renders: certManager off without caBundle/existingSecret, bad enum, unknown value,
@@ -84,7 +88,7 @@ PY
   fi
 done
 
-step "CRDs: crds/ == restore-hooks crd"
+step "CRDs: files/crds/ == restore-hooks crd"
 if [ "$NO_BINARY" = 1 ]; then
   CRD_SOURCE=(--example)
 else
@@ -93,7 +97,7 @@ fi
 if .ci/gen-crds.sh --check --stdout "${CRD_SOURCE[@]}" >"$OUT/crds.yaml" 2>"$OUT/crds.log"; then
   ok "$(cat "$OUT/crds.log")"
 else
-  bad "crds/ is stale"; sed 's/^/        /' "$OUT/crds.log" >&2
+  bad "files/crds/ is stale"; sed 's/^/        /' "$OUT/crds.log" >&2
 fi
 [ "$NO_BINARY" = 1 ] && skip "CRDs taken from the core crate's example (cargo run -p restore-hooks-core --example crds), not the binary"
 
@@ -115,6 +119,7 @@ lint() { # both Helm versions side by side
   fi
 }
 lint default
+lint openshift -f "$CHART/values-openshift.yaml"
 for f in "$CHART"/ci/*-values.yaml; do
   lint "$(basename "$f" -values.yaml)" -f "$f"
 done
@@ -169,8 +174,9 @@ render minimal --set rbac.create=false --set rbac.aggregateToDefaultRoles=false 
   --set podAntiAffinity=soft --set terminationGracePeriodSeconds=40
 render no-cert-manager --set certManager.enabled=false --set tls.existingSecret=restore-hooks-tls-manual \
   --set "tls.caBundle=$CABUNDLE"
+render openshift -f "$CHART/values-openshift.yaml" --set networkPolicy.enabled=true
 # Helm 3 must render the same objects (it orders kinds differently, so compare as sets).
-"$PY" - "$OUT" default all-on byo-issuer split single-process minimal no-cert-manager <<'PY' || FAILED=$((FAILED + 1))
+"$PY" - "$OUT" default all-on byo-issuer split single-process minimal no-cert-manager openshift <<'PY' || FAILED=$((FAILED + 1))
 import os, sys, yaml
 out, labels = sys.argv[1], sys.argv[2:]
 failed = 0
@@ -226,6 +232,8 @@ refuse "split (default), no webhook ServiceAccount" "serviceAccount.webhookName 
 refuse "split, one ServiceAccount for both" "must run under different ServiceAccounts" \
   --set split.enabled=true --set serviceAccount.name=rh --set serviceAccount.webhookName=rh
 refuse "maxConcurrentExecsPerNamespace < 1" "maxConcurrentExecsPerNamespace" --set config.maxConcurrentExecsPerNamespace=0
+refuse "tests.namespace not a name" "namespace" --set tests.namespace=Not_A_Name
+refuse "networkPolicy.dns.ports empty" "ports" --set-json 'networkPolicy.dns.ports=[]' --set networkPolicy.enabled=true
 
 step "NOTES.txt renders (helm install --dry-run=client)"
 notes() {
@@ -244,7 +252,7 @@ notes no-cert-manager --set certManager.enabled=false --set tls.existingSecret=r
   --set "tls.caBundle=$CABUNDLE"
 
 step "kubernetes-validate --strict ($K8S_VERSIONS)"
-RENDERS="default all-on byo-issuer split single-process minimal no-cert-manager"
+RENDERS="default all-on byo-issuer split single-process minimal no-cert-manager openshift"
 # One process per render and version, run side by side (each spends most of its time loading schemas).
 for label in $RENDERS; do
   for v in $K8S_VERSIONS; do

@@ -141,7 +141,7 @@ class Ctx:
 
 def expected_objects(ctx: Ctx) -> set:
     v, fn = ctx.values, ctx.fullname
-    objs = {("CustomResourceDefinition", n) for n in CRD_NAMES}
+    objs = {("CustomResourceDefinition", n) for n in CRD_NAMES} if v["crds"]["enabled"] else set()
     objs |= {("Service", fn), ("MutatingWebhookConfiguration", fn)}
     objs |= {("Deployment", ctx.deployment_name(r)) for r in ctx.roles}
     if ctx.split:
@@ -169,7 +169,10 @@ def expected_objects(ctx: Ctx) -> set:
     if v["config"]["labelRestoreNamespaces"] and v["admissionPolicies"]["namespaceLabelsControllerOnly"]["enabled"]:
         objs |= {("ValidatingAdmissionPolicy", f"{fn}-namespace-labels"),
                  ("ValidatingAdmissionPolicyBinding", f"{fn}-namespace-labels")}
-    if v["priorityClassQuota"]["enabled"] and v["priorityClassName"]:
+    classes = {v["webhook"].get("priorityClassName") or v["priorityClassName"]}
+    if ctx.split:
+        classes.add(v["controller"].get("priorityClassName") or v["priorityClassName"])
+    if v["priorityClassQuota"]["enabled"] and classes - {""}:
         objs.add(("ResourceQuota", f"{fn}-priority-class"))
     cm = v["certManager"]
     if cm["enabled"]:
@@ -464,7 +467,7 @@ def check_deployment(ctx: Ctx, role: str, role_flags: dict[str, set[str]] | None
 
     # Spreading replicas across nodes.
     aff = pod.get("affinity") or {}
-    if not v["affinity"]:
+    if not role_value(v, role, "affinity"):
         paa = aff.get("podAntiAffinity") or {}
         hard = paa.get("requiredDuringSchedulingIgnoredDuringExecution") or []
         soft = [t.get("podAffinityTerm", {}) for t in paa.get("preferredDuringSchedulingIgnoredDuringExecution") or []]
@@ -478,16 +481,34 @@ def check_deployment(ctx: Ctx, role: str, role_flags: dict[str, set[str]] | None
         ctx.c(any(t.get("topologyKey") == "kubernetes.io/hostname" and
                   (t.get("labelSelector") or {}).get("matchLabels") == sel for t in tsc),
               f"{w}: topologySpreadConstraints on kubernetes.io/hostname selecting this Deployment's pods are required")
-    if v["priorityClassName"]:
-        ctx.c(pod.get("priorityClassName") == v["priorityClassName"], f"{w}: priorityClassName not applied")
+    # Per Deployment: webhook.* / controller.* when non-empty, else the top-level key.
+    pcn = role_value(v, role, "priorityClassName")
+    if pcn:
+        ctx.c(pod.get("priorityClassName") == pcn, f"{w}: priorityClassName {pcn} not applied")
     else:
         ctx.c("priorityClassName" not in pod, f"{w}: priorityClassName set although empty")
-    ctx.c((pod.get("nodeSelector") or {}) == v["nodeSelector"], f"{w}: nodeSelector not applied")
-    ctx.c((pod.get("tolerations") or []) == v["tolerations"], f"{w}: tolerations not applied")
+    ctx.c((pod.get("nodeSelector") or {}) == role_value(v, role, "nodeSelector"), f"{w}: nodeSelector not applied")
+    ctx.c((pod.get("tolerations") or []) == role_value(v, role, "tolerations"), f"{w}: tolerations not applied")
+    ctx.c((c.get("resources") or {}) == role_value(v, role, "resources"), f"{w}: resources not applied")
+    if role_value(v, role, "affinity"):
+        ctx.c(aff == role_value(v, role, "affinity"), f"{w}: affinity not applied")
     ctx.c(c.get("imagePullPolicy") == v["image"]["pullPolicy"], f"{w}: imagePullPolicy not applied")
     tag = v["image"]["tag"] or APP_VERSION
     ctx.c(c.get("image") == f"{v['image']['repository']}:{tag}", f"{w}: image {c.get('image')!r} unexpected")
     ctx.c(pod.get("serviceAccountName") == ctx.role_sa(role), f"{w}: serviceAccountName must be {ctx.role_sa(role)}")
+
+
+def mem_bytes(q) -> int:
+    num = str(q).rstrip("KiMGTk")
+    return int(num) * MEMORY_UNITS[str(q)[len(num):]]
+
+
+def role_value(v: dict, role: str, key: str):
+    """A Deployment's pod setting: its component's own key when non-empty (controller.* for the
+    split controller, webhook.* for the webhook and the single serve Deployment), else the
+    top-level one (values.yaml, webhook.resources)."""
+    own = v["controller"] if role == "controller" else v["webhook"]
+    return own.get(key) or v[key]
 
 
 def check_services(ctx: Ctx) -> None:
@@ -516,8 +537,9 @@ def check_services(ctx: Ctx) -> None:
     q = ctx.objs.get(("ResourceQuota", f"{ctx.fullname}-priority-class"))
     if q:
         exprs = (q["spec"].get("scopeSelector") or {}).get("matchExpressions") or []
-        ctx.c(exprs == [{"scopeName": "PriorityClass", "operator": "In", "values": [v["priorityClassName"]]}],
-              f"ResourceQuota must be scoped to PriorityClass {v['priorityClassName']}, got {exprs}")
+        classes = list(dict.fromkeys(c for c in (role_value(v, r, "priorityClassName") for r in ctx.roles) if c))
+        ctx.c(exprs == [{"scopeName": "PriorityClass", "operator": "In", "values": classes}],
+              f"ResourceQuota must be scoped to PriorityClass(es) {classes}, got {exprs}")
         pods = int((q["spec"].get("hard") or {}).get("pods", 0))
         need = 2 * v["replicas"] + 2 + ((2 * v["controller"]["replicas"] + 2) if ctx.split else 0)
         ctx.c(pods == need and set(q["spec"]["hard"]) == {"pods"}, f"ResourceQuota hard must be pods={need} only, got {q['spec'].get('hard')}")
@@ -1222,8 +1244,12 @@ def check_optional(ctx: Ctx) -> None:
         rules = [r for g in pr["spec"]["groups"] for r in g["rules"]]
         names = {r.get("alert") for r in rules}
         want = ALERTS - set(v["metrics"]["prometheusRule"]["disabledAlerts"])
-        limit = ((v.get("resources") or {}).get("limits") or {}).get("memory")
-        if not limit:
+        # Each Deployment's own memory limit (webhook.resources / controller.resources, else the
+        # top-level resources): one threshold when they agree, one comparison per job otherwise.
+        limits = {r: ((role_value(v, r, "resources") or {}).get("limits") or {}).get("memory") for r in ctx.roles}
+        limits = {r: mem_bytes(x) for r, x in limits.items() if x}
+        uniform = len(limits) == len(ctx.roles) and len(set(limits.values())) == 1
+        if not limits:
             want = want - {"RestoreHooksMemoryNearLimit"}
         ctx.c(names == want, f"PrometheusRule alerts {sorted(names)} != {sorted(want)}")
         by_name = {r.get("alert"): r for r in rules}
@@ -1236,6 +1262,8 @@ def check_optional(ctx: Ctx) -> None:
                 continue
             e = str(r.get("expr"))
             ctx.c(metric in e, f"alert {alert} must use metric {metric}")
+            if alert == "RestoreHooksMemoryNearLimit" and not uniform:
+                continue  # per job, checked below
             ctx.c(f'namespace="{ctx.ns}", {jobs[who]}' in e, f"alert {alert} must select the {who} pods ({jobs[who]}): {e}")
         for alert, days, sev in (("RestoreHooksCertificateExpiringSoon", "7 * 86400", "warningSeverity"),
                                  ("RestoreHooksCertificateExpiringCritical", "86400", "criticalSeverity")):
@@ -1248,11 +1276,15 @@ def check_optional(ctx: Ctx) -> None:
             ctx.c(r.get("for") == "5m" and "== 0" in str(r["expr"]) and "resource" in str(r["expr"]),
                   "RestoreHooksWatchUnhealthy: per resource, == 0 for 5m")
         r = by_name.get("RestoreHooksMemoryNearLimit")
-        if r and limit:
-            num = str(limit).rstrip("KiMGTk")
-            unit = str(limit)[len(num):]
-            ctx.c(str(r["expr"]).endswith(f"> 0.9 * {int(num) * MEMORY_UNITS[unit]}"),
-                  f"RestoreHooksMemoryNearLimit: 90% of resources.limits.memory {limit}: {r['expr']}")
+        if r and uniform:
+            limit = next(iter(limits.values()))
+            ctx.c(str(r["expr"]).endswith(f"> 0.9 * {limit}"),
+                  f"RestoreHooksMemoryNearLimit: 90% of the memory limit {limit}: {r['expr']}")
+        elif r:
+            job = {"controller": f"{ctx.fullname}-controller"}
+            expr = " or ".join(f'max by (job, pod) (process_resident_memory_bytes{{namespace="{ctx.ns}", '
+                               f'job="{job.get(role, ctx.fullname)}"}}) > 0.9 * {b}' for role, b in limits.items())
+            ctx.c(str(r["expr"]) == expr, f"RestoreHooksMemoryNearLimit: each job against its own limit:\n      want {expr}\n      got  {r['expr']}")
         r = by_name.get("RestoreHooksExecSlotsSaturated")
         if r:
             ctx.c(r.get("for") == "15m" and 'turn="first"' in str(r["expr"]) and str(r["expr"]).endswith("> 0"),
@@ -1465,7 +1497,94 @@ def check_alert_tests(chart: Path, alerts: set[str]) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# CRDs: crds/ == `restore-hooks crd`, one file per CRD
+# Hooks: `helm test` (templates/tests/check-webhook.yaml) and pre-delete (templates/webhook-cleanup.yaml)
+
+HOOK_DELETE = {"before-hook-creation", "hook-succeeded"}
+
+
+def is_hook(d: dict) -> bool:
+    return "helm.sh/hook" in ((d.get("metadata") or {}).get("annotations") or {})
+
+
+def check_hooks(ctx: Ctx, hooks: list[dict], binary: str | None) -> None:
+    """Exactly the hook objects the values ask for, each a hook of the right type deleted when it
+    succeeded, with one-purpose RBAC, pods that no release selector picks and arguments the
+    binary accepts."""
+    v, fn, ns = ctx.values, ctx.fullname, ctx.ns
+    objs = index(hooks)
+    test_ns = v["tests"]["namespace"] or f"{fn}-test"[:63].rstrip("-")
+    check_name, clean_name = f"{fn}-check-webhook"[:63].rstrip("-"), f"{fn}-webhook-cleanup"[:63].rstrip("-")
+    want: dict[tuple[str, str], tuple[str, str | None]] = {}  # (kind, name) -> (hook, namespace)
+    if v["tests"]["enabled"]:
+        want |= {("Namespace", test_ns): ("test", None), ("ServiceAccount", check_name): ("test", ns),
+                 ("Role", check_name): ("test", test_ns), ("RoleBinding", check_name): ("test", test_ns),
+                 ("Pod", check_name): ("test", ns)}
+    if v["webhookCleanup"]["enabled"]:
+        want |= {("ServiceAccount", clean_name): ("pre-delete", ns), ("ClusterRole", clean_name): ("pre-delete", None),
+                 ("ClusterRoleBinding", clean_name): ("pre-delete", None), ("Job", clean_name): ("pre-delete", ns)}
+    ctx.c(set(objs) == set(want), f"hook objects {sorted(objs)} != {sorted(want)}")
+    ns_obj = objs.get(("Namespace", test_ns))
+    if ns_obj:
+        labels = ns_obj["metadata"].get("labels") or {}
+        ctx.c(labels.get(v["config"]["restoreNamespaceLabel"]) == "restore-hooks-check-webhook",
+              f"test namespace must carry {v['config']['restoreNamespaceLabel']}=restore-hooks-check-webhook: {labels}")
+        ctx.c(test_ns not in ctx.excluded, f"test namespace {test_ns} is excluded from the webhooks (webhook.excludeNamespaces)")
+    for key, (hook, want_ns) in want.items():
+        o = objs.get(key)
+        if not o:
+            continue
+        md = o["metadata"]
+        ann = md.get("annotations") or {}
+        ctx.c(ann.get("helm.sh/hook") == hook, f"{key}: helm.sh/hook must be {hook}, got {ann.get('helm.sh/hook')!r}")
+        ctx.c(set(ann.get("helm.sh/hook-delete-policy", "").split(",")) == HOOK_DELETE,
+              f"{key}: helm.sh/hook-delete-policy must be {sorted(HOOK_DELETE)}")
+        ctx.c(md.get("namespace") == want_ns, f"{key}: namespace {md.get('namespace')!r}, want {want_ns!r}")
+        for lab in STD_LABELS:
+            ctx.c(lab in (md.get("labels") or {}), f"{key} lacks standard label {lab}")
+    # RBAC: one purpose each.
+    for kind, name, rules, subject in (
+            ("Role", check_name, [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}], check_name),
+            ("ClusterRole", clean_name, [{"apiGroups": ["admissionregistration.k8s.io"],
+                                          "resources": ["mutatingwebhookconfigurations"],
+                                          "resourceNames": [fn], "verbs": ["get", "delete"]}], clean_name)):
+        role = objs.get((kind, name))
+        if not role:
+            continue
+        ctx.c(role.get("rules") == rules, f"{kind}/{name} must grant exactly {rules}, got {role.get('rules')}")
+        b = objs.get((f"{kind}Binding", name)) or {}
+        ctx.c(b.get("roleRef") == {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}
+              and b.get("subjects") == [{"kind": "ServiceAccount", "name": subject, "namespace": ns}],
+              f"{kind}Binding/{name} must bind {kind}/{name} to ServiceAccount {ns}/{subject} only")
+    # The pods: restricted by construction, never selected by the release's Service/PDB/NetworkPolicy.
+    image = f"{v['image']['repository']}@{v['image']['digest']}" if v["image"]["digest"] else None
+    for key, spec, meta, args_want in (
+            (("Pod", check_name), (objs.get(("Pod", check_name)) or {}).get("spec"),
+             (objs.get(("Pod", check_name)) or {}).get("metadata"),
+             ["check-webhook", f"--namespace={test_ns}", None, "--restore=restore-hooks-check-webhook"]),
+            (("Job", clean_name), ((objs.get(("Job", clean_name)) or {}).get("spec") or {}).get("template", {}).get("spec"),
+             ((objs.get(("Job", clean_name)) or {}).get("spec") or {}).get("template", {}).get("metadata"),
+             ["remove-webhook", f"--name={fn}", f"--instance={ctx.release}"])):
+        if spec is None:
+            continue
+        check_restricted(ctx, spec | {"metadata": meta})
+        labels = (meta or {}).get("labels") or {}
+        ctx.c(not all(labels.get(k) == x for k, x in ctx.selector("serve").items()),
+              f"{key}: its pod labels {labels} match the release's selector: the Service would route to it")
+        ctx.c(spec.get("restartPolicy") == "Never", f"{key}: restartPolicy must be Never")
+        c = spec["containers"][0]
+        args = c.get("args") or []
+        got = [a if w is not None else None for a, w in zip(args, args_want)]
+        ctx.c(len(args) == len(args_want) and got == args_want, f"{key}: args {args}, want {args_want}")
+        if key[0] == "Pod" and len(args) == 4:
+            ctx.c(args[2] == f"--image={c.get('image')}" and (image is None or c.get("image") == image),
+                  f"{key}: --image must be the pod's own image, got {args[2]} / {c.get('image')}")
+        if binary:
+            r = subprocess.run([binary, *args, "--help"], capture_output=True, text=True, timeout=30)
+            ctx.c(r.returncode == 0, f"{key}: restore-hooks rejects {args}: {r.stderr.strip()[:300]}")
+
+
+# --------------------------------------------------------------------------------------------
+# CRDs: files/crds/ == `restore-hooks crd`, one file per CRD (templates/crds.yaml renders them)
 
 def split_stream(stream: str) -> list[str]:
     return re.split(r"(?m)^---\n", stream)
@@ -1475,7 +1594,7 @@ def check_crds(chart: Path, stream: str, source: str) -> dict[str, dict]:
     docs = split_stream(stream)
     check(len(docs) == len(CRD_NAMES), f"{source} must print {len(CRD_NAMES)} CRDs, printed {len(docs)} documents")
     crds: dict[str, dict] = {}
-    files = sorted(p.name for p in (chart / "crds").iterdir())
+    files = sorted(p.name for p in (chart / "files" / "crds").iterdir())
     want_files = []
     for text in docs:
         check(text.startswith(CRD_COMMENT), f"every CRD document of {source} starts with the generated-by comment line")
@@ -1485,9 +1604,9 @@ def check_crds(chart: Path, stream: str, source: str) -> dict[str, dict]:
         crds[name] = crd
         f = f"{plural}.yaml"
         want_files.append(f)
-        path = chart / "crds" / f
+        path = chart / "files" / "crds" / f
         check(path.is_file() and path.read_text() == text,
-              f"charts/restore-hooks/crds/{f} differs from {source}; regenerate: .ci/gen-crds.sh")
+              f"charts/restore-hooks/files/crds/{f} differs from {source}; regenerate: .ci/gen-crds.sh")
         check(name in CRD_NAMES and crd["spec"].get("scope") == CRD_NAMES.get(name),
               f"CRD {name} must be {CRD_NAMES.get(name)}")
         vers = crd["spec"]["versions"]
@@ -1495,7 +1614,8 @@ def check_crds(chart: Path, stream: str, source: str) -> dict[str, dict]:
               and vers[0].get("served") and vers[0].get("storage"),
               f"CRD {name} must serve and store v1alpha1 with the status subresource")
         check(crd["spec"].get("group") == R, f"CRD {name} group must be {R}")
-    check(files == sorted(want_files), f"crds/ must hold exactly {sorted(want_files)}, holds {files}")
+    check(not (chart / "crds").exists(), "charts/restore-hooks/crds/ must not exist: Helm would install it once and never upgrade it (the CRDs are templates/crds.yaml)")
+    check(files == sorted(want_files), f"files/crds/ must hold exactly {sorted(want_files)}, holds {files}")
     check(set(crds) == set(CRD_NAMES), f"CRDs {sorted(crds)} != {sorted(CRD_NAMES)}")
     return crds
 
@@ -1585,13 +1705,23 @@ def main() -> int:
     policy_objs: dict[str, dict] = {}
     for name, values, ca in variants:
         before = len(FAILURES)
-        ctx = Ctx(name, load(rd / f"{name}.yaml"), a.release, a.namespace, values)
+        docs = load(rd / f"{name}.yaml")
+        # The release's manifest (what `helm install` applies and `helm uninstall` deletes); the
+        # hooks are checked on their own.
+        ctx = Ctx(name, [d for d in docs if not is_hook(d)], a.release, a.namespace, values)
+        check_hooks(ctx, [d for d in docs if is_hook(d)], a.binary)
         policy_objs[name] = {k: o for k, o in ctx.objs.items()
                              if k[0] in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")}
         check_inventory(ctx, COUNTS.get(name))
         for crd_name, crd in crds.items():
-            ctx.c(ctx.objs.get(("CustomResourceDefinition", crd_name)) == crd,
-                  f"rendered CRD {crd_name} (--include-crds) differs from {source}")
+            # templates/crds.yaml adds the chart's labels and, with crds.keep, the keep policy.
+            rendered = json.loads(json.dumps(ctx.objs.get(("CustomResourceDefinition", crd_name)) or {}))
+            md = rendered.get("metadata") or {}
+            labels, ann = md.pop("labels", {}), md.pop("annotations", {})
+            ctx.c(rendered == crd, f"rendered CRD {crd_name} differs from {source} beyond labels and annotations")
+            ctx.c(all(lab in labels for lab in STD_LABELS), f"CRD {crd_name} lacks the standard labels: {labels}")
+            want_ann = {"helm.sh/resource-policy": "keep"} if values["crds"]["keep"] else {}
+            ctx.c(ann == want_ann, f"CRD {crd_name} annotations {ann}, want {want_ann} (crds.keep)")
         for role in ctx.roles:
             check_deployment(ctx, role, role_flags, a.binary)
         check_services(ctx)

@@ -12,7 +12,7 @@ The checks: LICENSE is the Apache-2.0 text and every crate and the chart say Apa
 version == Chart.yaml version == appVersion; CHANGELOG.md has a dated section for it, and Chart.yaml's
 artifacthub.io/changes (and containsSecurityUpdates, prerelease) is that section; artifacthub.io/images
 is values.yaml's image at appVersion on the platforms the release workflow builds, and the workflow
-pushes that image; artifacthub.io/crds lists the CRDs of crds/; the icon and links into the repository name files that exist; docs/install.md's
+pushes that image; artifacthub.io/crds lists the CRDs of files/crds/; the icon and links into the repository name files that exist; docs/install.md's
 "Upgrading" names versions, never "this release"; SECURITY.md supports the current minor version.
 Needs Python >= 3.11 and PyYAML (.tools/venv has both).
 """
@@ -147,9 +147,10 @@ def checks(read, exists) -> list[str]:
 
     # Every CRD the chart installs is listed for Artifact Hub, and nothing else.
     crds = {yaml.safe_load(read(str(f.relative_to(ROOT))))["metadata"]["name"]
-            for f in (ROOT / "charts/restore-hooks/crds").glob("*.yaml")}
+            for f in (ROOT / "charts/restore-hooks/files/crds").glob("*.yaml")}
+    check(bool(crds), "charts/restore-hooks/files/crds/ holds no CRD: did the CRDs move?")
     listed = {c.get("name") for c in annotation("artifacthub.io/crds") or [] if isinstance(c, dict)}
-    check(listed == crds, f"Chart.yaml: artifacthub.io/crds lists {sorted(listed)}, crds/ holds {sorted(crds)}")
+    check(listed == crds, f"Chart.yaml: artifacthub.io/crds lists {sorted(listed)}, files/crds/ holds {sorted(crds)}")
 
     # Links into the repository name files that exist.
     home = chart.get("home", "")

@@ -60,6 +60,21 @@ pub enum Command {
     /// RestoreHooks and ClusterRestoreHooks, optionally with the workloads and Restores without
     /// them, so that restore-hooks runs them instead of Velero.
     Convert(crate::convert_cli::ConvertArgs),
+    /// Check that the installed webhook mutates a restored pod: create one with dryRun=All and
+    /// verify the answer (the Helm chart's `helm test`).
+    ///
+    /// The pod, in a namespace labelled as a restore namespace, carries a Velero annotation init
+    /// hook; the check passes when the API server's answer has the injected init container, a
+    /// signed plan and the restore-run label. A dry-run pod is never stored. Exit 0: mutated; 1:
+    /// admitted without the webhook's changes; 2: the pod could not be created (refused, or denied
+    /// because no webhook replica answered).
+    CheckWebhook(crate::chart_hooks_cli::CheckWebhookArgs),
+    /// Delete the release's MutatingWebhookConfiguration (the Helm chart's pre-delete hook), so
+    /// that an uninstall never leaves a webhook behind that nothing answers.
+    ///
+    /// Exit 0: deleted, or already gone; 1: it belongs to another release (--instance); 2: the
+    /// API server refused or could not be reached.
+    RemoveWebhook(crate::chart_hooks_cli::RemoveWebhookArgs),
     /// Run the whole flow on a built-in API-server simulator: no cluster needed.
     #[cfg(feature = "demo")]
     Demo(DemoArgs),

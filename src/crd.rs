@@ -62,7 +62,8 @@ fn with_rules(
     crd
 }
 
-/// One CRD as YAML, as the chart ships it (`charts/restore-hooks/crds/<plural>.yaml`).
+/// One CRD as YAML, as the chart ships it (`charts/restore-hooks/files/crds/<plural>.yaml`, which
+/// templates/crds.yaml renders with the chart's labels).
 pub fn yaml(crd: &CustomResourceDefinition) -> String {
     let body = serde_yaml::to_string(crd).expect("a CRD serialises to YAML");
     format!(
@@ -70,7 +71,7 @@ pub fn yaml(crd: &CustomResourceDefinition) -> String {
     )
 }
 
-/// The file name of a CRD in the chart's `crds/` directory.
+/// The file name of a CRD in the chart's `files/crds/` directory.
 pub fn file_name(crd: &CustomResourceDefinition) -> String {
     format!("{}.yaml", crd.spec.names.plural)
 }

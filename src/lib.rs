@@ -7,6 +7,7 @@ pub use restore_hooks_core::{admission, config, hooks, index, ledger, restore};
 pub mod admin;
 pub mod backoff;
 pub mod catalog;
+pub mod chart_hooks_cli;
 pub mod cli;
 pub mod controller;
 pub mod convert_cli;

@@ -20,6 +20,8 @@ fn main() -> ExitCode {
         Command::Describe(args) => return restore_hooks::describe_cli::run(&args),
         Command::Crd => restore_hooks::crd::print(),
         Command::Convert(args) => return restore_hooks::convert_cli::run(&args),
+        Command::CheckWebhook(args) => return restore_hooks::chart_hooks_cli::run_check(&args),
+        Command::RemoveWebhook(args) => return restore_hooks::chart_hooks_cli::run_remove(&args),
         #[cfg(feature = "demo")]
         Command::Demo(args) => block_on(restore_hooks::demo::run(args)),
         Command::Serve(args) => block_on(restore_hooks::runtime::run_serve(args)),

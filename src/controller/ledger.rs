@@ -510,7 +510,7 @@ impl Writer {
                     let wait = backoff.after(Some(&e));
                     let missing = matches!(&e, kube::Error::Api(s) if s.code == 404);
                     if missing {
-                        warn!(error = %e, retry_in = ?wait, "the RestoreRecord CRD is not installed: no hook starts until it is; apply the chart's CRDs (kubectl apply --server-side -f charts/restore-hooks/crds/)");
+                        warn!(error = %e, retry_in = ?wait, "the RestoreRecord CRD is not installed: no hook starts until it is; apply the chart's CRDs (kubectl apply --server-side -f charts/restore-hooks/files/crds/)");
                     } else {
                         warn!(error = %e, retry_in = ?wait, "cannot read the record of started hooks (RestoreRecords, RestoreRuns); no hook starts until it is read");
                     }

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 #[allow(unused_imports)]
 pub use realcp::{ControlPlane, NODE, Options};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 #[allow(unused_imports)]
@@ -110,6 +111,9 @@ pub fn render_chart(kube_version: &str, args: &[String]) -> Vec<Doc> {
             "-n",
             NAMESPACE,
             "--include-crds",
+            // What `helm install` applies: the release's objects. The `helm test` and pre-delete
+            // hooks run only at those events (tests/chart.rs and .ci/chart_assertions.py check them).
+            "--no-hooks",
             "--kube-version",
             kube_version,
         ])
@@ -134,6 +138,28 @@ pub fn render_chart(kube_version: &str, args: &[String]) -> Vec<Doc> {
         }
     }
     docs
+}
+
+/// The objects of one hook template of the chart (`helm template --show-only TEMPLATE`, default
+/// values): what Helm creates when it runs that hook, which `render` leaves out (`--no-hooks`).
+pub fn render_hook(template: &str) -> Vec<Value> {
+    let out = Command::new(helm())
+        .args(["template", RELEASE])
+        .arg(root().join("charts/restore-hooks"))
+        .args(["-n", NAMESPACE, "--show-only", template])
+        .stdin(Stdio::null())
+        .output()
+        .expect("cannot run helm");
+    assert!(
+        out.status.success(),
+        "helm template --show-only {template} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| Value::deserialize(d).expect("helm output is YAML"))
+        .filter(|v| !v.is_null())
+        .collect()
 }
 
 /// The rendered objects of `kind`.

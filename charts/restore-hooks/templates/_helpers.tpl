@@ -65,6 +65,45 @@ app.kubernetes.io/component: {{ .role }}
 {{- if .Values.split.enabled }}webhook{{ else }}serve{{ end }}
 {{- end }}
 
+{{/*
+One role's pod setting (resources, nodeSelector, tolerations, affinity) as YAML: the component's
+own key when non-empty, else the top-level key (the chart's values before per-component keys
+existed, so old values files keep working). The own key REPLACES the top-level one, it is not
+merged with it: `controller.resources: {limits: {memory: 1Gi}}` drops the top-level requests,
+exactly as Kubernetes would read that object. The controller Deployment (split.enabled) reads
+controller.*; the webhook Deployment, and the single `serve` Deployment of split.enabled=false
+(which serves the webhook), read webhook.*.
+Call: include "restore-hooks.roleSetting" (dict "root" $ "role" "webhook" "key" "resources")
+*/}}
+{{- define "restore-hooks.roleSetting" -}}
+{{- $v := .root.Values }}
+{{- $own := ternary $v.controller $v.webhook (eq .role "controller") }}
+{{- $x := get $own .key }}
+{{- if $x }}{{ toYaml $x }}{{ else if (get $v .key) }}{{ toYaml (get $v .key) }}{{ end }}
+{{- end }}
+
+{{/* One role's priorityClassName, by the precedence of roleSetting ("" = none). */}}
+{{- define "restore-hooks.rolePriorityClassName" -}}
+{{- $v := .root.Values }}
+{{- $own := ternary $v.controller $v.webhook (eq .role "controller") }}
+{{- default $v.priorityClassName $own.priorityClassName }}
+{{- end }}
+
+{{/* The distinct non-empty priorityClassNames of this release's pods, as a YAML list. */}}
+{{- define "restore-hooks.priorityClassNames" -}}
+{{- $names := list }}
+{{- range $role := include "restore-hooks.roles" . | fromYamlArray }}
+{{- $n := include "restore-hooks.rolePriorityClassName" (dict "root" $ "role" $role) }}
+{{- if and $n (not (has $n $names)) }}{{ $names = append $names $n }}{{ end }}
+{{- end }}
+{{- toYaml $names }}
+{{- end }}
+
+{{/* Whether one role's pods run in the node's network namespace (webhook.hostNetwork). */}}
+{{- define "restore-hooks.roleHostNetwork" -}}
+{{- and (ne .role "controller") .root.Values.webhook.hostNetwork }}
+{{- end }}
+
 {{/* Name of one role's Deployment. */}}
 {{- define "restore-hooks.deploymentName" -}}
 {{- $fullname := include "restore-hooks.fullname" .root }}
@@ -257,4 +296,49 @@ Namespaces never sent to the webhook (namespaceSelector NotIn) and passed to the
 {{/* What the API server does with pods while no webhook replica answers, per webhook entry. */}}
 {{- define "restore-hooks.whileDown" -}}
 pods Velero creates are {{ if eq .Values.webhook.veleroPodFailurePolicy "Fail" }}REJECTED (Velero does not retry them){{ else }}admitted WITHOUT their restore hooks (reported as RestoreHooksNotApplied){{ end }}, and other pods of restore namespaces are {{ if eq .Values.webhook.failurePolicy "Fail" }}rejected (their controllers retry){{ else }}admitted WITHOUT their restore hooks{{ end }}
+{{- end }}
+
+{{/*
+Labels of the chart's hook objects (helm test, pre-delete): the standard ones, but with their own
+app.kubernetes.io/name, so that no Service, PodDisruptionBudget or NetworkPolicy selector of the
+release (name + instance) ever picks a hook pod.
+Call: include "restore-hooks.hookLabels" (dict "root" $ "hook" "check-webhook")
+*/}}
+{{- define "restore-hooks.hookLabels" -}}
+helm.sh/chart: {{ include "restore-hooks.chart" .root }}
+app.kubernetes.io/name: {{ printf "%s-%s" (include "restore-hooks.name" .root) .hook | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .hook }}
+{{- if .root.Chart.AppVersion }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+{{- end }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: restore-hooks
+{{- end }}
+
+{{/* Namespace of the `helm test` dry-run pod (tests.namespace, default <fullname>-test). */}}
+{{- define "restore-hooks.testNamespace" -}}
+{{- default (printf "%s-test" (include "restore-hooks.fullname" .) | trunc 63 | trimSuffix "-") .Values.tests.namespace }}
+{{- end }}
+
+{{/*
+The pod spec fields a hook pod shares with the Deployments: image pull secrets, the top-level
+nodeSelector and tolerations, and the pod and container securityContext (values-openshift.yaml
+adapts them for the restricted-v2 SCC like the Deployments').
+*/}}
+{{- define "restore-hooks.hookPodCommon" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
 {{- end }}

@@ -6,7 +6,7 @@
 # the binaries e2e/realcp/build.sh builds (Kubernetes 1.37; the pinned kubectl among them) and
 # takes about a minute.
 #
-#   .ci/chart-apiserver-checks.sh [--emulated-version 1.34 | --floor]
+#   .ci/chart-apiserver-checks.sh [--emulated-version 1.35 | --floor]
 #
 # --floor: on the real kube-apiserver of the oldest supported Kubernetes (bin/kube-apiserver-floor,
 # e2e/realcp/controlplane-floor; what the chart's kubeVersion claims), the controller-manager
@@ -56,7 +56,7 @@ BIN="$CACHE/bin"
 HELM="${HELM:-$ROOT/.tools/helm/helm}"
 EMULATE="" APISERVER=kube-apiserver KUBE_VERSION=1.35.0
 case "${1:-}" in
---emulated-version) EMULATE="${2:?version, e.g. 1.34}" ;;
+--emulated-version) EMULATE="${2:?version, e.g. 1.35}" ;;
 --floor) APISERVER=kube-apiserver-floor ;;
 "") ;;
 *) echo "chart-apiserver-checks: unknown argument '$1' (usage: [--emulated-version X.Y | --floor])" >&2; exit 2 ;;

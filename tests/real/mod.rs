@@ -160,7 +160,7 @@ pub type Edit = Box<dyn Fn(&mut Vec<Value>)>;
 /// How an [`Install`] is made.
 #[derive(Default)]
 pub struct InstallOptions {
-    /// `--emulated-version` of the control plane (e.g. "1.34"); also the `--kube-version` the
+    /// `--emulated-version` of the control plane (e.g. "1.35"); also the `--kube-version` the
     /// chart is rendered for.
     pub emulated_version: Option<String>,
     /// Which kube-apiserver runs: [`realcp::ApiServer::Floor`] is the real one of the oldest

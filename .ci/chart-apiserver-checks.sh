@@ -6,7 +6,11 @@
 # the binaries e2e/realcp/build.sh builds (Kubernetes 1.37; the pinned kubectl among them) and
 # takes about a minute.
 #
-#   .ci/chart-apiserver-checks.sh [--emulated-version 1.34]
+#   .ci/chart-apiserver-checks.sh [--emulated-version 1.35 | --floor]
+#
+# --floor: on the real kube-apiserver of the oldest supported Kubernetes (bin/kube-apiserver-floor,
+# e2e/realcp/controlplane-floor; what the chart's kubeVersion claims), the controller-manager
+# emulating its minor, the chart rendered for its version.
 #
 # Renders the chart with ci/split-values.yaml and otherwise default values, --velero-hooks defer
 # included (both ServiceAccounts and all four policies exist: the Velero Restore one is rendered
@@ -55,11 +59,21 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 CACHE="${RESTORE_HOOKS_REALCP_CACHE:-$HOME/.cache/restore-hooks-realcp}"
 BIN="$CACHE/bin"
 HELM="${HELM:-$ROOT/.tools/helm/helm}"
-EMULATE=""
-if [ "${1:-}" = "--emulated-version" ]; then EMULATE="${2:?version, e.g. 1.34}"; fi
-for b in etcd kube-apiserver kube-controller-manager kubectl; do
-  [ -x "$BIN/$b" ] || { echo "chart-apiserver-checks: $BIN/$b missing: run e2e/realcp/build.sh controlplane" >&2; exit 2; }
+EMULATE="" APISERVER=kube-apiserver KUBE_VERSION=1.35.0
+case "${1:-}" in
+--emulated-version) EMULATE="${2:?version, e.g. 1.35}" ;;
+--floor) APISERVER=kube-apiserver-floor ;;
+"") ;;
+*) echo "chart-apiserver-checks: unknown argument '$1' (usage: [--emulated-version X.Y | --floor])" >&2; exit 2 ;;
+esac
+for b in etcd "$APISERVER" kube-controller-manager kubectl; do
+  [ -x "$BIN/$b" ] || { echo "chart-apiserver-checks: $BIN/$b missing: run e2e/realcp/build.sh controlplane floor" >&2; exit 2; }
 done
+if [ "$APISERVER" = kube-apiserver-floor ]; then
+  # "Kubernetes v1.35.0": render for that version; the controller-manager (v1.37) emulates its minor.
+  KUBE_VERSION=$("$BIN/$APISERVER" --version | sed -n 's/^Kubernetes v\([0-9]*\.[0-9]*\.[0-9]*\)$/\1/p')
+  [ -n "$KUBE_VERSION" ] || { echo "chart-apiserver-checks: $BIN/$APISERVER --version is not 'Kubernetes vX.Y.Z'" >&2; exit 2; }
+fi
 [ -x "$HELM" ] || { echo "chart-apiserver-checks: $HELM missing: run .ci/install-tools.sh" >&2; exit 2; }
 K="$BIN/kubectl"
 W="$(mktemp -d)"
@@ -86,10 +100,11 @@ openssl genrsa -out "$P/sa.key" 2048 2>/dev/null; openssl rsa -in "$P/sa.key" -p
 echo 'admintoken,admin,admin,"system:masters"' >"$P/tokens.csv"
 EC=$(fp); EP=$(fp); AP=$(fp)
 emu=(); [ -n "$EMULATE" ] && emu=("--emulated-version=kube=$EMULATE")
+kcm_emu=("${emu[@]}"); [ "$APISERVER" = kube-apiserver-floor ] && kcm_emu=("--emulated-version=kube=${KUBE_VERSION%.*}")
 "$BIN/etcd" --name=n0 --data-dir="$W/etcd" --listen-client-urls="http://127.0.0.1:$EC" --advertise-client-urls="http://127.0.0.1:$EC" \
   --listen-peer-urls="http://127.0.0.1:$EP" --initial-advertise-peer-urls="http://127.0.0.1:$EP" \
   --initial-cluster="n0=http://127.0.0.1:$EP" --unsafe-no-fsync=true >"$W/etcd.log" 2>&1 & PIDS+=($!)
-"$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$EC" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
+"$BIN/$APISERVER" --etcd-servers="http://127.0.0.1:$EC" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
   --secure-port="$AP" --tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" --client-ca-file="$P/ca.crt" \
   --token-auth-file="$P/tokens.csv" --service-account-issuer=https://kubernetes.default.svc.cluster.local \
   --service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" --service-cluster-ip-range=10.0.0.0/24 \
@@ -107,7 +122,7 @@ for _ in $(seq 120); do "$K" get --raw /readyz >/dev/null 2>&1 && break; sleep 0
 "$K" get --raw /readyz >/dev/null 2>&1 || { tail -20 "$W/apiserver.log" >&2; exit 1; }
 "$BIN/kube-controller-manager" --kubeconfig="$KUBECONFIG" --authentication-kubeconfig="$KUBECONFIG" \
   --authorization-kubeconfig="$KUBECONFIG" --bind-address=127.0.0.1 --secure-port="$(fp)" --leader-elect=false \
-  --service-account-private-key-file="$P/sa.key" --root-ca-file="$P/ca.crt" --use-service-account-credentials=false "${emu[@]}" \
+  --service-account-private-key-file="$P/sa.key" --root-ca-file="$P/ca.crt" --use-service-account-credentials=false "${kcm_emu[@]}" \
   --controllers=clusterrole-aggregation-controller,validatingadmissionpolicy-status-controller,garbage-collector-controller,namespace-controller \
   >"$W/kcm.log" 2>&1 & PIDS+=($!)
 echo "==> kube-apiserver $("$K" version -o json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])')${EMULATE:+ emulating $EMULATE} on 127.0.0.1:$AP"
@@ -116,10 +131,10 @@ echo "==> kube-apiserver $("$K" version -o json 2>/dev/null | python3 -c 'import
 # The split render (the default mode, with ci/split-values.yaml's names) with the default
 # veleroHooks defer, which renders all three policies, the Velero Restore one included; and the
 # RBAC objects of a single-process render (another release).
-"$HELM" template restore-hooks "$ROOT/charts/restore-hooks" -n restore-hooks --include-crds --no-hooks --kube-version 1.34.0 \
+"$HELM" template restore-hooks "$ROOT/charts/restore-hooks" -n restore-hooks --include-crds --no-hooks --kube-version "$KUBE_VERSION" \
   --api-versions cert-manager.io/v1 --api-versions monitoring.coreos.com/v1 -f "$ROOT/charts/restore-hooks/ci/split-values.yaml" \
   >"$W/render.yaml" || exit 1
-"$HELM" template rh-single "$ROOT/charts/restore-hooks" -n rh-single --no-hooks --kube-version 1.34.0 \
+"$HELM" template rh-single "$ROOT/charts/restore-hooks" -n rh-single --no-hooks --kube-version "$KUBE_VERSION" \
   -f "$ROOT/charts/restore-hooks/ci/single-process-values.yaml" >"$W/render-single.yaml" || exit 1
 python3 - "$W" <<'PY'
 import sys, yaml
@@ -846,7 +861,7 @@ expect_ok "the API server serves it (the column of the previous version gone)" s
 # nothing runs pods here), when the binary is built.
 RHBIN="$ROOT/target/debug/restore-hooks"
 if [ -x "$RHBIN" ]; then
-  "$HELM" template rh-up "$ROOT/charts/restore-hooks" "${RH[@]}" --kube-version 1.34.0 --show-only templates/webhook-cleanup.yaml \
+  "$HELM" template rh-up "$ROOT/charts/restore-hooks" "${RH[@]}" --kube-version "$KUBE_VERSION" --show-only templates/webhook-cleanup.yaml \
     | python3 -c 'import sys, yaml; yaml.safe_dump_all([d for d in yaml.safe_load_all(sys.stdin) if d and d["kind"] != "Job"], sys.stdout)' \
     | "$K" apply --server-side -f - >/dev/null
   sed "s|users: \[{name: admin, user: {token: admintoken}}\]|users: [{name: admin, user: {token: admintoken, as: 'system:serviceaccount:rh-up:rh-up-restore-hooks-webhook-cleanup'}}]|" \

@@ -24,7 +24,7 @@
 #    too short terminationGracePeriodSeconds, a removed value, clashing names must all fail with a
 #    clear message.
 # 5. NOTES.txt renders (helm install --dry-run=client).
-# 6. Validates every rendered object with kubernetes-validate --strict against the oldest (1.34)
+# 6. Validates every rendered object with kubernetes-validate --strict against the oldest (1.35)
 #    and newest (1.37) supported Kubernetes versions (CRD-based kinds only warn).
 # 7. .ci/chart_assertions.py: object inventory of every render, the exact flags of every
 #    Deployment, both webhooks, namespace exclusions, Pod Security "restricted" by construction,
@@ -51,8 +51,8 @@ if [ "${1:-}" = "--no-binary" ]; then NO_BINARY=1; shift; fi
 BIN="${1:-target/debug/restore-hooks}"
 RELEASE="restore-hooks"
 NAMESPACE="restore-hooks"
-# Oldest supported (k8s-openapi's v1_33 floor) and newest schemas shipped by kubernetes-validate.
-K8S_VERSIONS="${K8S_VERSIONS:-1.34.0 1.37.0}"
+# Oldest supported (Chart.yaml kubeVersion) and newest schemas shipped by kubernetes-validate.
+K8S_VERSIONS="${K8S_VERSIONS:-1.35.0 1.37.0}"
 API_VERSIONS=(--api-versions cert-manager.io/v1 --api-versions monitoring.coreos.com/v1)
 
 FAILED=0
@@ -150,9 +150,9 @@ render() {
   local label="$1"; shift
   # Helm 3 renders the same values alongside (compared below).
   "$HELM3" template "$RELEASE" "$CHART" --namespace "$NAMESPACE" --include-crds \
-    --kube-version 1.34.0 "${API_VERSIONS[@]}" "$@" >"$OUT/$label.helm3.yaml" 2>"$OUT/$label.helm3.err" &
+    --kube-version 1.35.0 "${API_VERSIONS[@]}" "$@" >"$OUT/$label.helm3.yaml" 2>"$OUT/$label.helm3.err" &
   if "$HELM" template "$RELEASE" "$CHART" --namespace "$NAMESPACE" --include-crds \
-       --kube-version 1.34.0 "${API_VERSIONS[@]}" "$@" >"$OUT/$label.yaml" 2>"$OUT/$label.err"; then
+       --kube-version 1.35.0 "${API_VERSIONS[@]}" "$@" >"$OUT/$label.yaml" 2>"$OUT/$label.err"; then
     ok "render ($label): $(grep -c '^kind:' "$OUT/$label.yaml") objects"
   else
     bad "render ($label)"; sed 's/^/        /' "$OUT/$label.err" >&2

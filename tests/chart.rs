@@ -37,7 +37,7 @@ fn render(args: &[&str]) -> Vec<Value> {
     let out = Command::new(helm())
         .args(["template", "restore-hooks"])
         .arg(chart())
-        .args(["-n", "restore-hooks", "--kube-version", "1.34.0"])
+        .args(["-n", "restore-hooks", "--kube-version", "1.35.0"])
         .args(args)
         .stdin(Stdio::null())
         .output()

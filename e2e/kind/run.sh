@@ -19,7 +19,7 @@
 #
 # Environment:
 #   CLUSTER_NAME          kind cluster name            (default restore-hooks-e2e)
-#   KIND_NODE_IMAGE       node image                   (default kindest/node:v1.34.0, the oldest supported)
+#   KIND_NODE_IMAGE       node image                   (default kindest/node:v1.35.0, the oldest supported)
 #   CERT_MANAGER_VERSION  cert-manager release         (default v1.19.1)
 #   IMAGE                 image to build and load      (default restore-hooks:e2e)
 #   SKIP_BUILD=1          reuse an existing $IMAGE
@@ -32,7 +32,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 HERE="$ROOT/e2e/kind"
 CLUSTER_NAME="${CLUSTER_NAME:-restore-hooks-e2e}"
-KIND_NODE_IMAGE="${KIND_NODE_IMAGE:-kindest/node:v1.34.0}"
+KIND_NODE_IMAGE="${KIND_NODE_IMAGE:-kindest/node:v1.35.0}"
 CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.19.1}"
 IMAGE="${IMAGE:-restore-hooks:e2e}"
 BUSYBOX="busybox:1.36.1"

@@ -6,13 +6,14 @@
 #   ${RESTORE_HOOKS_REALCP_CACHE:-$HOME/.cache/restore-hooks-realcp}/
 #     bin/      kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok velero
 #               certmanager prometheus promtool
+#               kube-apiserver-floor  (the oldest supported Kubernetes minor: controlplane-floor/)
 #     plugins/  velero-plugin-for-aws         (Velero's --plugin-dir)
 #     share/    kwok/stages/*.yaml kwok/crds/execs.yaml  (kwok's "fast" lifecycle stages, its Exec CRD)
 #               cert-manager/crds/*.yaml      (cert-manager's CRDs, from its module's deploy/crds)
 #     venv/     moto[server,s3] + boto3
 #     stamps/   one per component: sha256 of what it was built from
 #
-# usage: build.sh [--quiet] [controlplane] [velero] [certmanager] [prometheus] [all]   (default: all)
+# usage: build.sh [--quiet] [controlplane] [floor] [velero] [certmanager] [prometheus] [all]   (default: all)
 #   --quiet: print nothing when everything is up to date (the test harness passes it)
 #
 # A component is rebuilt only when its stamp differs from the sha256 of its module's go.mod and
@@ -38,20 +39,21 @@ die() {
   exit 1
 }
 
-want_cp=0 want_velero=0 want_cm=0 want_prom=0 quiet=0 built=0
+want_cp=0 want_floor=0 want_velero=0 want_cm=0 want_prom=0 quiet=0 built=0
 for a in "$@"; do
   case $a in
   --quiet) quiet=1 ;;
   controlplane) want_cp=1 ;;
+  floor) want_floor=1 ;;
   velero) want_velero=1 ;;
   certmanager) want_cm=1 ;;
   prometheus) want_prom=1 ;;
-  all) want_cp=1 want_velero=1 want_cm=1 want_prom=1 ;;
-  *) die "unknown argument '$a' (usage: build.sh [--quiet] [controlplane] [velero] [certmanager] [prometheus] [all])" ;;
+  all) want_cp=1 want_floor=1 want_velero=1 want_cm=1 want_prom=1 ;;
+  *) die "unknown argument '$a' (usage: build.sh [--quiet] [controlplane] [floor] [velero] [certmanager] [prometheus] [all])" ;;
   esac
 done
-if [ $want_cp = 0 ] && [ $want_velero = 0 ] && [ $want_cm = 0 ] && [ $want_prom = 0 ]; then
-  want_cp=1 want_velero=1 want_cm=1 want_prom=1
+if [ $want_cp = 0 ] && [ $want_floor = 0 ] && [ $want_velero = 0 ] && [ $want_cm = 0 ] && [ $want_prom = 0 ]; then
+  want_cp=1 want_floor=1 want_velero=1 want_cm=1 want_prom=1
 fi
 
 for tool in flock sha256sum; do
@@ -125,38 +127,33 @@ modver() { # module-dir module -> the version its go.mod requires (read directly
   [ -n "$v" ] && echo "$v"
 }
 
+# The version ldflags are what Kubernetes' own build (hack/lib/version.sh) sets: without them the
+# binaries report v0.0.0-master, and the apiserver's --emulated-version range is computed from its
+# own version (and the floor tests read the floor's version from its --version).
+kube() { # component module-dir command: k8s.io/kubernetes/cmd/<command> of that module's pin
+  local c=$1 moddir=$2 cmd=$3 s k
+  s=$(stamp_of "$c" "$here/$moddir/go.mod" "$here/$moddir/go.sum")
+  if fresh "$c" "$s" "$BIN/$c"; then
+    record "$c" "up to date"
+    return
+  fi
+  need_go
+  k=$(modver "$moddir" k8s.io/kubernetes) || die "cannot read the k8s.io/kubernetes version from $moddir/go.mod"
+  local minor=${k#v1.}
+  minor=${minor%%.*}
+  local ld="-s -w"
+  local p
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $p.gitVersion=$k -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  done
+  go_build "$c" "$moddir" "k8s.io/kubernetes/cmd/$cmd" "$BIN/$c" -tags=selinux,notest,grpcnotrace -ldflags "$ld"
+}
+
 build_controlplane() {
-  local k=''
-  kver() { # computed only when a Kubernetes component is stale (it needs go)
-    if [ -z "$k" ]; then
-      need_go
-      k=$(modver controlplane k8s.io/kubernetes) || die "cannot read the k8s.io/kubernetes version from controlplane/go.mod"
-    fi
-  }
-  # The version ldflags are what Kubernetes' own build (hack/lib/version.sh) sets: without them the
-  # binaries report v0.0.0-master, and the apiserver's --emulated-version range is computed from
-  # its own version.
-  kube() { # component
-    local s
-    s=$(stamp_of "$1" "$here/controlplane/go.mod" "$here/controlplane/go.sum")
-    if fresh "$1" "$s" "$BIN/$1"; then
-      record "$1" "up to date"
-      return
-    fi
-    kver
-    local minor=${k#v1.}
-    minor=${minor%%.*}
-    local ld="-s -w"
-    local p
-    for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-      ld+=" -X $p.gitVersion=$k -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
-    done
-    go_build "$1" controlplane "k8s.io/kubernetes/cmd/$1" "$BIN/$1" -tags=selinux,notest,grpcnotrace -ldflags "$ld"
-  }
-  kube kube-apiserver
-  kube kube-controller-manager
-  kube kube-scheduler
-  kube kubectl
+  kube kube-apiserver controlplane kube-apiserver
+  kube kube-controller-manager controlplane kube-controller-manager
+  kube kube-scheduler controlplane kube-scheduler
+  kube kubectl controlplane kubectl
   go_build etcd controlplane go.etcd.io/etcd/server/v3 "$BIN/etcd" -ldflags "-s -w"
   go_build kwok kwok sigs.k8s.io/kwok/cmd/kwok "$BIN/kwok" -ldflags "-s -w"
 
@@ -185,6 +182,14 @@ build_controlplane() {
     built=1
     record kwok-share "copied"
   fi
+}
+
+build_floor() {
+  # kube-apiserver of the oldest Kubernetes minor restore-hooks supports (the kubeVersion floor of
+  # charts/restore-hooks/Chart.yaml), its own module: a real binary of that version, not v1.37
+  # emulating it. Only the API server: the floor tests run controlplane/'s controller-manager and
+  # scheduler with --emulated-version at this minor, and its etcd, kubectl and kwok.
+  kube kube-apiserver-floor controlplane-floor kube-apiserver
 }
 
 build_velero() {
@@ -291,7 +296,7 @@ t_all=$EPOCHREALTIME
 # component); its summary lines come back through a file. If a foreground build fails, this one
 # still runs to its end under the same lock (its binary and stamp are written whole or not at all).
 prom_pid='' prom_summary=''
-if [ $want_prom = 1 ] && { [ $want_cp = 1 ] || [ $want_velero = 1 ] || [ $want_cm = 1 ]; }; then
+if [ $want_prom = 1 ] && { [ $want_cp = 1 ] || [ $want_floor = 1 ] || [ $want_velero = 1 ] || [ $want_cm = 1 ]; }; then
   prom_summary=$(mktemp)
   (
     summary=() built=0
@@ -304,6 +309,10 @@ elif [ $want_prom = 1 ]; then
   build_prometheus
 fi
 if [ $want_cp = 1 ]; then build_controlplane; fi
+# The floor's kube-apiserver shares no compiled package with the v1.37 control plane either, but it
+# builds after it, not alongside: two Kubernetes builds at once would double the peak memory
+# (about 1 GB each while linking) for little gain on the few cores CI has.
+if [ $want_floor = 1 ]; then build_floor; fi
 if [ $want_velero = 1 ]; then build_velero; fi
 if [ $want_cm = 1 ]; then build_certmanager; fi
 if [ -n "$prom_pid" ]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the committed pins: e2e/realcp/{controlplane,kwok,velero,velero-aws,certmanager,prometheus}/go.mod
+# Regenerates the committed pins: e2e/realcp/{controlplane,controlplane-floor,kwok,velero,velero-aws,certmanager,prometheus}/go.mod
 # + go.sum.
 # Run it only to change a version (edit the variables below), then commit the go.mod/go.sum it
 # leaves; build.sh never rewrites them. Needs Go and the Go module proxy.
@@ -10,6 +10,9 @@
 # a replace to its published tag (v0.<minor>.<patch>), generated from kubernetes' own go.mod.
 set -euo pipefail
 K=v1.37.2 STAGING=v0.37.2 ETCD=v3.7.3 KWOK=v0.8.0
+# The oldest Kubernetes restore-hooks supports (Chart.yaml kubeVersion; docs/install.md
+# "Kubernetes versions"): its x.y.0, the strictest reading of ">=x.y.0-0". Only kube-apiserver.
+FLOOR=v1.35.0 FLOOR_STAGING=v0.35.0
 VELERO=v1.18.3 VELERO_AWS=v1.14.3
 CERT_MANAGER=v1.21.2
 # Prometheus 3.16.0: the module tags Prometheus v3.X.Y as v0.3XX.Y.
@@ -28,15 +31,26 @@ fresh() { # dir module-path: a go.mod with nothing but the module line and the g
   (cd "$1" && go mod init "$2" >/dev/null 2>&1 && go mod edit -go=1.26.0)
 }
 
-# kubernetes + etcd; kwok, Velero and the AWS plugin each in a module of their own (why: the
-# comments in their tools.go).
+staging_replaces() { # kubernetes-version staging-version: in the module of the current dir
+  local gomod
+  gomod=$(go mod download -json "k8s.io/kubernetes@$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  go mod edit -json "$gomod" |
+    python3 -c 'import json,sys; [print(r["Path"]) for r in json.load(sys.stdin)["Require"] if r["Version"] == "v0.0.0"]' |
+    while read -r m; do go mod edit -replace="$m=$m@$2"; done
+}
+
+# kubernetes + etcd; the floor's kube-apiserver, kwok, Velero and the AWS plugin each in a module
+# of their own (why: the comments in their tools.go).
 cd "$here/controlplane"
 fresh . restore-hooks.local/e2e/realcp/controlplane
-gomod=$(go mod download -json "k8s.io/kubernetes@$K" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
-go mod edit -json "$gomod" |
-  python3 -c 'import json,sys; [print(r["Path"]) for r in json.load(sys.stdin)["Require"] if r["Version"] == "v0.0.0"]' |
-  while read -r m; do go mod edit -replace="$m=$m@$STAGING"; done
+staging_replaces "$K" "$STAGING"
 go mod edit -require="k8s.io/kubernetes@$K" -require="go.etcd.io/etcd/server/v3@$ETCD"
+go mod tidy
+
+cd "$here/controlplane-floor"
+fresh . restore-hooks.local/e2e/realcp/controlplane-floor
+staging_replaces "$FLOOR" "$FLOOR_STAGING"
+go mod edit -require="k8s.io/kubernetes@$FLOOR"
 go mod tidy
 
 cd "$here/kwok"

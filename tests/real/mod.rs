@@ -186,9 +186,12 @@ pub type Edit = Box<dyn Fn(&mut Vec<Value>)>;
 /// How an [`Install`] is made.
 #[derive(Default)]
 pub struct InstallOptions {
-    /// `--emulated-version` of the control plane (e.g. "1.34"); also the `--kube-version` the
+    /// `--emulated-version` of the control plane (e.g. "1.35"); also the `--kube-version` the
     /// chart is rendered for.
     pub emulated_version: Option<String>,
+    /// Which kube-apiserver runs: [`realcp::ApiServer::Floor`] is the real one of the oldest
+    /// supported minor (the chart is then rendered for its version).
+    pub apiserver: realcp::ApiServer,
     /// More `helm template` arguments (`--set ...`).
     pub helm_args: Vec<String>,
     /// A change to the rendered objects before they are applied (the tests that break RBAC).
@@ -219,6 +222,7 @@ impl Install {
         let started = Instant::now();
         let cp = ControlPlane::start(Options {
             emulated_version: opts.emulated_version.clone(),
+            apiserver: opts.apiserver,
             apiserver_args: opts.apiserver_args.clone(),
             ..Options::default()
         })

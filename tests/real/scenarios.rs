@@ -1,5 +1,6 @@
-//! Scenarios shared by the Kubernetes 1.37 tests and the 1.37-emulating-1.34 test: the chart as
-//! installed (scenario 1), the admission chain (3) and hooks exec'd through the API server (4).
+//! Scenarios shared by the Kubernetes 1.37 tests and the test on the oldest supported version
+//! (real_k8s_floor): the chart as installed (scenario 1), the admission chain (3) and hooks exec'd
+//! through the API server (4).
 
 use std::time::Duration;
 

@@ -218,8 +218,8 @@ fn env_var(var: &HookEnvVar) -> Result<HookEnvVar, String> {
     Ok(var)
 }
 
-/// Kubernetes' rule for variable names and `envFrom` prefixes (relaxed since 1.34, the oldest
-/// version the chart supports): printable ASCII but `=`.
+/// Kubernetes' rule for variable names and `envFrom` prefixes (relaxed, GA since 1.34; the chart
+/// supports 1.35 and newer): printable ASCII but `=`.
 fn check_env_name(what: &str, name: &str) -> Result<(), String> {
     if name.is_empty() {
         return Err(format!("{what} is empty"));

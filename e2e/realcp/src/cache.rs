@@ -34,6 +34,8 @@ pub(crate) fn bin(name: &str) -> PathBuf {
 #[derive(Clone, Copy)]
 pub(crate) enum Group {
     ControlPlane,
+    /// kube-apiserver of the oldest supported Kubernetes minor (`controlplane-floor/`).
+    Floor,
     Velero,
     CertManager,
     Prometheus,
@@ -43,6 +45,7 @@ impl Group {
     fn arg(self) -> &'static str {
         match self {
             Group::ControlPlane => "controlplane",
+            Group::Floor => "floor",
             Group::Velero => "velero",
             Group::CertManager => "certmanager",
             Group::Prometheus => "prometheus",
@@ -57,11 +60,13 @@ impl Group {
 /// a failed build is not retried by every test in the binary.
 pub(crate) fn ensure_built(group: Group) -> Result<()> {
     static CONTROL_PLANE: OnceLock<Result<(), String>> = OnceLock::new();
+    static FLOOR: OnceLock<Result<(), String>> = OnceLock::new();
     static VELERO: OnceLock<Result<(), String>> = OnceLock::new();
     static CERT_MANAGER: OnceLock<Result<(), String>> = OnceLock::new();
     static PROMETHEUS: OnceLock<Result<(), String>> = OnceLock::new();
     let cell = match group {
         Group::ControlPlane => &CONTROL_PLANE,
+        Group::Floor => &FLOOR,
         Group::Velero => &VELERO,
         Group::CertManager => &CERT_MANAGER,
         Group::Prometheus => &PROMETHEUS,

@@ -25,6 +25,20 @@ use crate::pki;
 use crate::process::{self, Proc, Spec};
 use crate::util::{free_port, http_get, random_hex, tail};
 
+/// Which kube-apiserver a [`ControlPlane`] runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ApiServer {
+    /// v1.37 from the module `controlplane/`, the version of every other component.
+    #[default]
+    Pinned,
+    /// The real kube-apiserver of the oldest Kubernetes minor restore-hooks supports, built from
+    /// the module `controlplane-floor/` (its version: [`floor_version`]). kube-controller-manager
+    /// and kube-scheduler are the v1.37 ones, started with `--emulated-version` at the floor's
+    /// minor, so that they use no API or default newer than the API server they talk to.
+    /// Incompatible with [`Options::emulated_version`].
+    Floor,
+}
+
 /// How a [`ControlPlane`] starts.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -32,6 +46,8 @@ pub struct Options {
     /// `"1.34"`: the binaries are v1.37 but serve the APIs and feature defaults of that minor
     /// (1.34 ..= 1.37).
     pub emulated_version: Option<String>,
+    /// Which kube-apiserver runs: the pinned v1.37 one, or the floor's (a real older binary).
+    pub apiserver: ApiServer,
     /// More kube-apiserver flags, e.g. `--feature-gates=...`.
     pub apiserver_args: Vec<String>,
     /// A failure guard for each startup step, not a performance bound.
@@ -47,6 +63,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             emulated_version: None,
+            apiserver: ApiServer::Pinned,
             apiserver_args: Vec::new(),
             startup_timeout: Duration::from_secs(180),
             service_proxy: false,
@@ -68,7 +85,8 @@ pub struct ControlPlane {
     default_exec_dir: PathBuf,
     kubeconfigs: AtomicUsize,
     started_in: Duration,
-    /// kube-apiserver's flags, to start it again as it was (see `start_apiserver`).
+    /// kube-apiserver's binary and flags, to start it again as it was (see `start_apiserver`).
+    apiserver_bin: PathBuf,
     apiserver_args: Vec<String>,
     /// The startup timeout of [`Options`], also for an API server started again.
     startup_timeout: Duration,
@@ -82,6 +100,15 @@ impl ControlPlane {
     /// ServiceAccount exists. An error names the component and ends with its log.
     pub fn start(opts: Options) -> Result<ControlPlane> {
         cache::ensure_built(Group::ControlPlane)?;
+        if opts.apiserver == ApiServer::Floor {
+            if let Some(v) = &opts.emulated_version {
+                bail!(
+                    "Options: emulated_version {v:?} with ApiServer::Floor: the floor is a real \
+                     older kube-apiserver, which emulates nothing; choose one of the two"
+                );
+            }
+            cache::ensure_built(Group::Floor)?;
+        }
         // Free ports are picked before the processes bind them; another process can take one in
         // between. That shows as "address already in use" in the failing component's log.
         let mut attempt = 0;
@@ -129,13 +156,24 @@ impl ControlPlane {
             kubectl: bin("kubectl"),
             kubeconfigs: AtomicUsize::new(0),
             started_in: Duration::ZERO,
+            apiserver_bin: bin("kube-apiserver"),
             apiserver_args: Vec::new(),
             startup_timeout: opts.startup_timeout,
             egress: None,
         };
         let timeout = opts.startup_timeout;
-        let emulated: Vec<String> = opts
-            .emulated_version
+        // What the controller-manager and the scheduler emulate; the API server too, unless it is
+        // the floor's, a real binary of that minor.
+        let (emulated, apiserver_emulates) = match opts.apiserver {
+            ApiServer::Pinned => (opts.emulated_version.clone(), true),
+            ApiServer::Floor => {
+                cp.apiserver_bin = bin(FLOOR_APISERVER);
+                let v = floor_version()?;
+                let minor = v.rsplit_once('.').map_or(v.as_str(), |(mm, _)| mm);
+                (Some(minor.to_string()), false)
+            }
+        };
+        let emulated: Vec<String> = emulated
             .iter()
             .map(|v| format!("--emulated-version={v}"))
             .collect();
@@ -210,10 +248,19 @@ impl ControlPlane {
             ));
             cp.egress = Some(proxy);
         }
-        apiserver.extend(emulated.iter().cloned());
+        if apiserver_emulates {
+            apiserver.extend(emulated.iter().cloned());
+        }
         apiserver.extend(opts.apiserver_args.iter().cloned());
         cp.apiserver_args = apiserver.clone();
-        cp.spawn("kube-apiserver", apiserver, vec![])?;
+        spawn_into(
+            &cp.procs,
+            &cp.work,
+            "kube-apiserver",
+            &cp.apiserver_bin,
+            apiserver,
+            vec![],
+        )?;
         cp.write_kubeconfig(&cp.kubeconfig, "admin", &admin_token)?;
         cp.wait_apiserver_ready(timeout)?;
 
@@ -606,7 +653,7 @@ impl ControlPlane {
             // In the same place: the components are stopped newest first (see `stop_all`).
             procs[at] = Proc::spawn(Spec {
                 name: "kube-apiserver",
-                program: &bin("kube-apiserver"),
+                program: &self.apiserver_bin,
                 args: self.apiserver_args.iter().map(OsString::from).collect(),
                 cwd: &self.work,
                 env: vec![],
@@ -792,6 +839,38 @@ impl Drop for ControlPlane {
             let _ = std::fs::remove_dir_all(&self.work);
         }
     }
+}
+
+/// The floor's kube-apiserver in the cache's `bin/` (see [`ApiServer::Floor`]).
+const FLOOR_APISERVER: &str = "kube-apiserver-floor";
+
+/// The version of [`ApiServer::Floor`]'s kube-apiserver without the `v`, e.g. `"1.35.0"` (what
+/// `helm template --kube-version` takes): the oldest Kubernetes restore-hooks supports, as built
+/// from `e2e/realcp/controlplane-floor/` (built first when missing). Read from the binary's
+/// `--version`, which build.sh stamps with its module's version.
+pub fn floor_version() -> Result<String> {
+    cache::ensure_built(Group::Floor)?;
+    let path = bin(FLOOR_APISERVER);
+    let out = Command::new(&path)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {} --version", path.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "Kubernetes v1.35.0"
+    text.trim()
+        .strip_prefix("Kubernetes v")
+        .filter(|v| out.status.success() && v.split('.').count() == 3)
+        .map(str::to_string)
+        .ok_or_else(|| {
+            anyhow!(
+                "{} --version printed {:?} ({}), not \"Kubernetes vX.Y.Z\": rebuild it with \
+                 e2e/realcp/build.sh floor",
+                path.display(),
+                text.trim(),
+                out.status
+            )
+        })
 }
 
 const WORK_PREFIX: &str = "realcp-";

@@ -34,7 +34,7 @@ mod velero;
 
 pub use cache::{cache_dir, pinned_kubectl};
 pub use certmanager::CertManager;
-pub use controlplane::{ControlPlane, Options};
+pub use controlplane::{ApiServer, ControlPlane, Options, floor_version};
 pub use host::{HostCommand, HostProcess};
 pub use prometheus::{Prometheus, pinned_prometheus, pinned_promtool};
 pub use util::free_port;

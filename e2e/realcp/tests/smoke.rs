@@ -391,6 +391,48 @@ fn emulates_kubernetes_1_34() {
     wait_running(&cp, "default", "old");
 }
 
+/// The floor's kube-apiserver is the real binary of that version (no emulation), the v1.37
+/// controller-manager and scheduler work against it, and a restart runs the same binary again.
+#[test]
+fn runs_the_floor_apiserver_and_restarts_the_same_binary() {
+    let floor = realcp::floor_version().unwrap();
+    let cp = start(Options {
+        apiserver: realcp::ApiServer::Floor,
+        ..Options::default()
+    });
+    let version = || -> Value {
+        serde_json::from_str(&cp.kubectl_ok(["get", "--raw", "/version"]).unwrap()).unwrap()
+    };
+    let v = version();
+    assert_eq!(v["gitVersion"], format!("v{floor}"), "{v}");
+    assert_ne!(v["gitVersion"], "v1.37.2", "{v}");
+    assert_eq!(v["minor"], floor.split('.').nth(1).unwrap(), "{v}");
+    // Scheduled by the emulating scheduler, Running through kwok: the v1.37 components work
+    // against it.
+    cp.apply(&pod("default", "on-floor")).unwrap();
+    wait_running(&cp, "default", "on-floor");
+    cp.kill_apiserver().unwrap();
+    cp.start_apiserver().unwrap();
+    let v = version();
+    assert_eq!(v["gitVersion"], format!("v{floor}"), "{v}");
+}
+
+#[test]
+fn the_floor_apiserver_emulates_nothing() {
+    let err = ControlPlane::start(Options {
+        apiserver: realcp::ApiServer::Floor,
+        emulated_version: Some("1.35".into()),
+        ..Options::default()
+    })
+    .err()
+    .expect("a floor apiserver with an emulated version started");
+    let err = format!("{err:#}");
+    assert!(
+        err.contains("emulated_version") && err.contains("ApiServer::Floor"),
+        "{err}"
+    );
+}
+
 /// `kill_apiserver` then `start_apiserver`: the same etcd (objects kept), port and credentials;
 /// the scheduler and kwok reconnect on their own, and exec through it works again.
 #[test]

@@ -63,6 +63,9 @@ fn the_service_account_may_do_what_the_product_needs_and_nothing_more() {
             (&["list", "pods", "-A"], true),
             (&["watch", "pods", "-A"], true),
             (&["create", "events", "-n", "shop"], true),
+            // The leader labels restore namespaces (docs/behaviour.md §1.6); the chart's
+            // namespace-labels policy limits the patch to that label and its annotation.
+            (&["patch", "namespaces"], true),
             (&["create", "events.events.k8s.io", "-n", "shop"], true),
             (
                 &[
@@ -233,7 +236,6 @@ fn the_service_account_may_do_what_the_product_needs_and_nothing_more() {
             ),
             // Nothing else.
             (&["update", "namespaces"], false),
-            (&["patch", "namespaces"], false),
             (&["list", "configmaps", "-A"], false),
             (&["get", "nodes"], false),
             (&["list", "serviceaccounts", "-A"], false),

@@ -879,7 +879,8 @@ fn every_fenced_block_of_the_docs_is_checked_by_a_rule() {
     assert!(blocks.len() >= 50, "only {} blocks found", blocks.len());
 }
 
-/// The README's first block is the test command `.ci/run` runs, word for word.
+/// The README's first block is the test command `.ci/run` runs, word for word; it stays short, and
+/// quotes the chart's Kubernetes floor as Chart.yaml has it.
 #[test]
 fn the_readme_starts_with_the_demo_and_the_ci_test_command() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
@@ -900,6 +901,28 @@ fn the_readme_starts_with_the_demo_and_the_ci_test_command() {
     assert!(
         ci.lines().any(|l| l == "cargo test --workspace --locked"),
         ".ci/run no longer runs the README's test command"
+    );
+    // The compatibility matrix quotes the chart's floor as Chart.yaml has it.
+    let chart = std::fs::read_to_string(root().join("charts/restore-hooks/Chart.yaml")).unwrap();
+    let floor = chart
+        .lines()
+        .find_map(|l| l.strip_prefix("kubeVersion:"))
+        .expect("Chart.yaml has a kubeVersion")
+        .trim()
+        .trim_matches('"');
+    assert!(
+        readme.contains(&format!("`kubeVersion: {floor}`")),
+        "README.md's compatibility matrix must quote Chart.yaml's kubeVersion: {floor}"
+    );
+    let minor = floor
+        .trim_start_matches(">=")
+        .split('.')
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(".");
+    assert!(
+        readme.contains(&format!("Kubernetes {minor} or newer")),
+        "README.md's quick start must ask for Kubernetes {minor} or newer (Chart.yaml: {floor})"
     );
     assert!(
         readme.len() < 10_000,

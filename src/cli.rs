@@ -38,11 +38,12 @@ pub struct Cli {
 /// one-line `--help` summary.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the webhook and the controller in one process (what the Helm chart deploys).
+    /// Run the webhook and the controller in one process (the chart with `split.enabled=false`;
+    /// by default the chart runs `webhook` and `controller` as two Deployments).
     Serve(ServeArgs),
-    /// Run only the HTTPS admission webhook.
+    /// Run only the HTTPS admission webhook (the chart's webhook Deployment).
     Webhook(WebhookCommand),
-    /// Run only the post-restore exec controller.
+    /// Run only the post-restore exec controller (the chart's controller Deployment).
     Controller(ControllerCommand),
     /// Preview offline what the webhook does to a pod (like `istioctl kube-inject`).
     Inject(InjectArgs),
@@ -231,8 +232,9 @@ pub struct RuntimeArgs {
         default_value = "0.0.0.0:8080"
     )]
     pub admin_listen: SocketAddr,
-    /// Static hook documents (RestoreHook and/or Velero Restore; multi-document YAML or JSON),
-    /// used in addition to those in the cluster. Repeatable.
+    /// Static hook documents, used in addition to those in the cluster: RestoreHook,
+    /// ClusterRestoreHook, Velero Restore, and Namespace (its labels, which ClusterRestoreHooks'
+    /// namespaceSelector reads), as multi-document YAML or JSON, or in a List. Repeatable.
     #[arg(
         long = "hooks",
         env = "RESTORE_HOOKS_HOOKS",
@@ -450,7 +452,9 @@ pub struct InjectArgs {
     /// Pod manifest (YAML or JSON); `-` reads standard input.
     #[arg(short = 'f', long = "filename", value_name = "POD")]
     pub file: PathBuf,
-    /// RestoreHook and/or Velero Restore documents (multi-document YAML or JSON). Repeatable.
+    /// Hook documents: RestoreHook, ClusterRestoreHook, Velero Restore, and Namespace (its
+    /// labels, which ClusterRestoreHooks' namespaceSelector reads), as multi-document YAML or
+    /// JSON, or in a List. Repeatable.
     #[arg(long = "hooks", value_name = "FILE")]
     pub hooks: Vec<PathBuf>,
     /// Treat the pod as created in a restore namespace of restore NAME (as if its namespace
@@ -604,6 +608,82 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// `--hooks` (of the servers and of `inject`) names every kind a hooks file may hold, and
+    /// each of them loads (docs/behaviour.md §4.9).
+    #[test]
+    fn the_hooks_flag_names_every_kind_it_accepts() {
+        use restore_hooks_core::catalog::StaticCatalog;
+        use restore_hooks_core::documents::{DocumentDefaults, add_documents};
+        let kinds = [
+            ("ClusterRestoreHook", "restore-hooks.dev/v1alpha1", "{}"),
+            ("RestoreHook", "restore-hooks.dev/v1alpha1", "{}"),
+            ("Restore", "velero.io/v1", "{}"),
+            ("Namespace", "v1", "{}"),
+        ];
+        let defaults = DocumentDefaults {
+            namespace: "shop".into(),
+            velero_namespace: "velero".into(),
+        };
+        for (kind, api_version, spec) in kinds {
+            let doc = format!(
+                "apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: x}}\nspec: {spec}\n"
+            );
+            let list = format!(
+                "{{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": [{}]}}",
+                serde_json::to_string(&yaml_serde::from_str::<serde_json::Value>(&doc).unwrap())
+                    .unwrap()
+            );
+            for text in [doc, list] {
+                let mut catalog = StaticCatalog::default();
+                add_documents(
+                    &mut catalog,
+                    std::path::Path::new("h.yaml"),
+                    &text,
+                    &defaults,
+                )
+                .unwrap_or_else(|e| panic!("{kind}: {e}"));
+            }
+        }
+        for sub in ["serve", "webhook", "controller", "inject"] {
+            let mut cmd = Cli::command();
+            let sub = cmd.find_subcommand_mut(sub).unwrap();
+            let hooks = sub
+                .get_arguments()
+                .find(|a| a.get_long() == Some("hooks"))
+                .unwrap();
+            let help = hooks.get_help().unwrap().to_string();
+            for (kind, _, _) in kinds {
+                assert!(
+                    help.split(|c: char| !c.is_alphanumeric())
+                        .any(|w| w == kind),
+                    "{} --hooks help does not name {kind}: {help}",
+                    sub.get_name()
+                );
+            }
+            assert!(help.contains("List"), "{help}");
+        }
+    }
+
+    /// `serve` is not what the chart deploys by default: `webhook` and `controller` are.
+    #[test]
+    fn the_roles_say_how_the_chart_runs_them() {
+        let cmd = Cli::command();
+        let about = |name: &str| {
+            cmd.find_subcommand(name)
+                .unwrap()
+                .get_about()
+                .unwrap()
+                .to_string()
+        };
+        assert!(
+            about("serve").contains("split.enabled=false"),
+            "{}",
+            about("serve")
+        );
+        assert!(about("webhook").contains("the chart's webhook Deployment"));
+        assert!(about("controller").contains("the chart's controller Deployment"));
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub fn run(args: &DescribeArgs) -> ExitCode {
                     serde_json::to_string_pretty(&report).expect("a report serialises") + "\n"
                 }
                 DescribeOutput::Yaml => {
-                    serde_yaml::to_string(&report).expect("a report serialises")
+                    yaml_serde::to_string(&report).expect("a report serialises")
                 }
             };
             if std::io::stdout().lock().write_all(text.as_bytes()).is_err() {

@@ -56,7 +56,7 @@ pub struct Preview {
 /// parse), not a denial.
 pub fn preview(args: &InjectArgs) -> anyhow::Result<Preview> {
     let text = read_input(&args.file)?;
-    let pod: Value = serde_yaml::from_str(&text)
+    let pod: Value = yaml_serde::from_str(&text)
         .map_err(|e| anyhow::anyhow!("{}: not valid YAML or JSON: {e}", args.file.display()))?;
     let kind = pod.get("kind").and_then(Value::as_str).unwrap_or("");
     if kind != "Pod" {
@@ -144,7 +144,7 @@ pub fn preview(args: &InjectArgs) -> anyhow::Result<Preview> {
             if args.output == OutputFormat::Json {
                 serde_json::to_string_pretty(&mutated)? + "\n"
             } else {
-                serde_yaml::to_string(&mutated)?
+                yaml_serde::to_string(&mutated)?
             }
         }
     };

@@ -33,7 +33,7 @@ fn text(bytes: &[u8]) -> String {
 
 fn documents(text: &str) -> Vec<Value> {
     use serde::Deserialize;
-    serde_yaml::Deserializer::from_str(text)
+    yaml_serde::Deserializer::from_str(text)
         .map(|d| Value::deserialize(d).unwrap())
         .filter(|v| !v.is_null())
         .collect()
@@ -232,12 +232,12 @@ fn inject_previews_the_converted_hooks_as_it_previews_velero_s() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("hooks.yaml"),
-        serde_yaml::to_string(hook).unwrap(),
+        yaml_serde::to_string(hook).unwrap(),
     )
     .unwrap();
     std::fs::write(
         dir.path().join("pod.yaml"),
-        serde_yaml::to_string(stripped).unwrap(),
+        yaml_serde::to_string(stripped).unwrap(),
     )
     .unwrap();
     let after = restore_hooks(

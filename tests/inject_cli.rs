@@ -41,7 +41,7 @@ fn init_names(pod: &Value) -> Vec<&str> {
 fn yaml_output_is_the_mutated_pod() {
     let out = inject(&["-f", POD, "--hooks", HOOKS], None);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let pod: Value = serde_yaml::from_slice(&out.stdout).unwrap();
+    let pod: Value = yaml_serde::from_slice(&out.stdout).unwrap();
     // Default `defer`: Velero runs its own annotation hooks on pods it created.
     assert_eq!(
         init_names(&pod),
@@ -83,7 +83,7 @@ fn patch_output_applies_to_give_the_json_output() {
     let patch: json_patch::Patch = serde_json::from_slice(&patch.stdout).unwrap();
     let json = inject(&[&args[..], &["-o", "json"]].concat(), None);
     let mutated: Value = serde_json::from_slice(&json.stdout).unwrap();
-    let mut pod: Value = serde_yaml::from_str(
+    let mut pod: Value = yaml_serde::from_str(
         &std::fs::read_to_string(format!("{}/{POD}", env!("CARGO_MANIFEST_DIR"))).unwrap(),
     )
     .unwrap();
@@ -242,7 +242,7 @@ fn example_docs(name: &str) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap()
         .split("\n---")
-        .map(|d| serde_yaml::from_str::<Value>(d).unwrap())
+        .map(|d| yaml_serde::from_str::<Value>(d).unwrap())
         .filter(|v| !v.is_null())
         .collect()
 }

@@ -34,7 +34,7 @@ fn convert(args: &[&str], input: &str) -> (Vec<Value>, String) {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
     use serde::Deserialize;
-    let objects = serde_yaml::Deserializer::from_slice(&out.stdout)
+    let objects = yaml_serde::Deserializer::from_slice(&out.stdout)
         .map(|d| Value::deserialize(d).unwrap())
         .collect();
     (objects, stderr)

@@ -37,7 +37,7 @@ fn example(name: &str) -> Vec<Value> {
     let path = root().join("examples").join(format!("{name}.yaml"));
     let text = std::fs::read_to_string(&path).unwrap();
     text.split("\n---")
-        .map(|doc| serde_yaml::from_str::<Value>(doc).unwrap())
+        .map(|doc| yaml_serde::from_str::<Value>(doc).unwrap())
         .filter(|v| !v.is_null())
         .collect()
 }
@@ -352,7 +352,7 @@ fn docs_annotation_example() -> Value {
         .map(|b| b.split("```").next().unwrap())
         .find(|b| b.contains("post.hook.restore.velero.io/command:"))
         .expect("docs/hooks.md has an annotation example");
-    let doc: Value = serde_yaml::from_str(block).unwrap();
+    let doc: Value = yaml_serde::from_str(block).unwrap();
     doc["metadata"]["annotations"].clone()
 }
 
@@ -421,7 +421,7 @@ fn postgres_examples_check_and_migrate_a_real_database() {
         exec_rule(cp, ns, "postgres-0", &env);
     }
     // The pod of restored-pod.yaml: its own server, its container `db`'s environment.
-    let restored_pod: Value = serde_yaml::from_str(
+    let restored_pod: Value = yaml_serde::from_str(
         &std::fs::read_to_string(root().join("examples/restored-pod.yaml")).unwrap(),
     )
     .unwrap();

@@ -63,7 +63,12 @@ fn the_service_account_may_do_what_the_product_needs_and_nothing_more() {
             (&["list", "pods", "-A"], true),
             (&["watch", "pods", "-A"], true),
             (&["create", "events", "-n", "shop"], true),
-            (&["create", "events.events.k8s.io", "-n", "shop"], true),
+            // The leader labels restore namespaces (docs/behaviour.md §1.6); the chart's
+            // namespace-labels policy limits the patch to that label and its annotation.
+            (&["patch", "namespaces"], true),
+            // Events are core/v1, created new each time (docs/behaviour.md §6.12).
+            (&["patch", "events", "-n", "shop"], false),
+            (&["create", "events.events.k8s.io", "-n", "shop"], false),
             (
                 &[
                     "patch",

@@ -9,7 +9,9 @@
 //! dropped in turn: the scenario must meet a 403 for exactly that rule's verb and resource, which
 //! the product logs at WARN (and counts). That log line is what fails every real-control-plane
 //! test (`Serve`'s drop check), so each rule has a test that fails without it; a rule whose
-//! absence nothing notices is one the chart should not grant.
+//! absence nothing notices is one the chart should not grant. A rule on Events is dropped one API
+//! group and one verb at a time: the controller only creates core/v1 Events (a new one each time,
+//! docs/behaviour.md §6.12), so a grant of `patch`, or of `events.k8s.io`, is one nothing needs.
 
 mod real;
 
@@ -31,14 +33,25 @@ struct Rule {
     /// As the product's refusal lines name them: `pods/exec`, `leases.coordination.k8s.io`,
     /// `restorehooks.restore-hooks.dev/status`.
     resources: Vec<String>,
+    /// Only this API group and verb of the rule are dropped (Events), not the whole rule.
+    only: Option<(String, String)>,
 }
 
 impl std::fmt::Display for Rule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} {} rule #{} ({} {:?} on {:?})",
-            self.kind, self.role, self.index, self.process, self.verbs, self.resources
+            "{} {} rule #{} ({} {:?} on {:?}{})",
+            self.kind,
+            self.role,
+            self.index,
+            self.process,
+            self.verbs,
+            self.resources,
+            match &self.only {
+                Some((group, verb)) => format!(", only {verb} in group {group:?}"),
+                None => String::new(),
+            }
         )
     }
 }
@@ -96,13 +109,36 @@ fn rules(install: &Install) -> Vec<Rule> {
                         resources.push(named);
                     }
                 }
+                let verbs = strings(&rule["verbs"]);
+                if strings(&rule["resources"]).iter().any(|r| r == "events") {
+                    for group in strings(&rule["apiGroups"]) {
+                        for verb in &verbs {
+                            let named = if group.is_empty() {
+                                "events".to_string()
+                            } else {
+                                format!("events.{group}")
+                            };
+                            out.push(Rule {
+                                kind: kind.to_string(),
+                                role: name.to_string(),
+                                index,
+                                process,
+                                verbs: vec![verb.clone()],
+                                resources: vec![named],
+                                only: Some((group.clone(), verb.clone())),
+                            });
+                        }
+                    }
+                    continue;
+                }
                 out.push(Rule {
                     kind: kind.to_string(),
                     role: name.to_string(),
                     index,
                     process,
-                    verbs: strings(&rule["verbs"]),
+                    verbs,
                     resources,
+                    only: None,
                 });
             }
         }
@@ -110,11 +146,41 @@ fn rules(install: &Install) -> Vec<Rule> {
     out
 }
 
-/// The role `kind/name` as rendered, without rule `drop` (none: whole).
-fn role_without(install: &Install, kind: &str, name: &str, drop: Option<usize>) -> Value {
+/// The role `kind/name` as rendered, without `drop` (none: whole): the rule, or only its API
+/// group and verb of `drop.only` (the rest of the rule stays granted).
+fn role_without(install: &Install, kind: &str, name: &str, drop: Option<&Rule>) -> Value {
     let mut role = find(&install.rendered, kind, name).clone();
-    if let Some(i) = drop {
-        role["rules"].as_array_mut().unwrap().remove(i);
+    let Some(drop) = drop else {
+        return role;
+    };
+    let rules = role["rules"].as_array_mut().unwrap();
+    let rule = rules.remove(drop.index);
+    if let Some((group, verb)) = &drop.only {
+        let without = |list: &Value, item: &str| -> Vec<Value> {
+            list.as_array()
+                .unwrap()
+                .iter()
+                .filter(|v| v.as_str() != Some(item))
+                .cloned()
+                .collect()
+        };
+        let mut rest = Vec::new();
+        let other_verbs = without(&rule["verbs"], verb);
+        if !other_verbs.is_empty() {
+            let mut r = rule.clone();
+            r["apiGroups"] = json!([group]);
+            r["verbs"] = json!(other_verbs);
+            rest.push(r);
+        }
+        let other_groups = without(&rule["apiGroups"], group);
+        if !other_groups.is_empty() {
+            let mut r = rule.clone();
+            r["apiGroups"] = json!(other_groups);
+            rest.push(r);
+        }
+        for (i, r) in rest.into_iter().enumerate() {
+            rules.insert(drop.index + i, r);
+        }
     }
     role
 }
@@ -382,12 +448,7 @@ fn every_rbac_rule_of_the_chart_is_needed_and_a_missing_one_is_reported() {
         let started = Instant::now();
         apply_list(
             &install.cp,
-            &[role_without(
-                &install,
-                &rule.kind,
-                &rule.role,
-                Some(rule.index),
-            )],
+            &[role_without(&install, &rule.kind, &rule.role, Some(rule))],
         );
         prepare(&install, round);
         let (mut controller, mut webhook) = start(&install);

@@ -188,7 +188,7 @@ fn follow(install: &Install, message: &str) -> Value {
         "{commands}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_yaml::from_slice(&out.stdout).expect("inject prints the pod as YAML")
+    yaml_serde::from_slice(&out.stdout).expect("inject prints the pod as YAML")
 }
 
 /// Waits for Velero's restore `name` to exist and returns its uid (Velero labels the

@@ -11,6 +11,6 @@ fn main() {
         RestoreRun::crd(),
         RestoreRecord::crd(),
     ] {
-        println!("---\n{}", serde_yaml::to_string(&crd).unwrap());
+        println!("---\n{}", yaml_serde::to_string(&crd).unwrap());
     }
 }

@@ -74,7 +74,7 @@ pub fn add_documents(
     text: &str,
     defaults: &DocumentDefaults,
 ) -> Result<(), DocumentError> {
-    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    for (index, document) in yaml_serde::Deserializer::from_str(text).enumerate() {
         let value = Value::deserialize(document).map_err(|e| DocumentError::Syntax {
             path: path.to_path_buf(),
             index,

@@ -29,10 +29,10 @@ fn run(text: &str, options: &Options) -> Conversion {
     convert(&docs(text), options).expect("options are valid")
 }
 
-fn yaml(text: &str) -> Vec<serde_yaml::Value> {
+fn yaml(text: &str) -> Vec<yaml_serde::Value> {
     use serde::Deserialize;
-    serde_yaml::Deserializer::from_str(text)
-        .map(|d| serde_yaml::Value::deserialize(d).unwrap())
+    yaml_serde::Deserializer::from_str(text)
+        .map(|d| yaml_serde::Value::deserialize(d).unwrap())
         .filter(|v| !v.is_null())
         .collect()
 }
@@ -70,7 +70,7 @@ fn assert_not_converted(c: &Conversion, object: &str, messages: &[&str]) {
     }
     assert!(
         c.objects.iter().all(|o| {
-            !serde_yaml::to_string(o)
+            !yaml_serde::to_string(o)
                 .unwrap()
                 .contains(object.split(' ').nth(1).unwrap_or(object))
         }),
@@ -1325,7 +1325,7 @@ fn converted_annotations_give_each_fixture_pod_the_same_hooks() {
         let stripped: Value = serde_json::to_value(stripped).unwrap();
         let template_annotations = stripped["spec"]["template"]["metadata"]["annotations"].clone();
         let stripped_pod = restored_pod(&f, &template_annotations);
-        let catalog = catalog_of(&serde_yaml::to_string(hook).unwrap(), "shop");
+        let catalog = catalog_of(&yaml_serde::to_string(hook).unwrap(), "shop");
         for mode in [VeleroHooksMode::Own, VeleroHooksMode::Defer] {
             let got = hooks_of(&admit(&stripped_pod, "shop", &catalog, &config(mode)));
             assert_eq!(
@@ -1457,10 +1457,10 @@ fn written_objects_read_back_as_the_crd_types() {
     for object in c.objects.iter().chain(&e.objects) {
         let back = match object["kind"].as_str() {
             Some("RestoreHook") => {
-                serde_yaml::to_value(serde_yaml::from_value::<RestoreHook>(object.clone()).unwrap())
+                yaml_serde::to_value(yaml_serde::from_value::<RestoreHook>(object.clone()).unwrap())
             }
-            Some("ClusterRestoreHook") => serde_yaml::to_value(
-                serde_yaml::from_value::<ClusterRestoreHook>(object.clone()).unwrap(),
+            Some("ClusterRestoreHook") => yaml_serde::to_value(
+                yaml_serde::from_value::<ClusterRestoreHook>(object.clone()).unwrap(),
             ),
             other => panic!("{other:?}"),
         }

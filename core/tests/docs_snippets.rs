@@ -54,7 +54,7 @@ fn every_hook_object_in_the_docs_compiles_without_a_problem() {
                 let at = format!("{}: {}", page.display(), doc.trim());
                 let compiled = match kind {
                     Some("RestoreHook") => {
-                        let mut hook: RestoreHook = serde_yaml::from_str(doc)
+                        let mut hook: RestoreHook = yaml_serde::from_str(doc)
                             .unwrap_or_else(|e| panic!("{at}\ndoes not parse: {e}"));
                         hook.metadata
                             .namespace
@@ -62,7 +62,7 @@ fn every_hook_object_in_the_docs_compiles_without_a_problem() {
                         compile_restore_hook(&hook)
                     }
                     _ => compile_cluster_restore_hook(
-                        &serde_yaml::from_str::<ClusterRestoreHook>(doc)
+                        &yaml_serde::from_str::<ClusterRestoreHook>(doc)
                             .unwrap_or_else(|e| panic!("{at}\ndoes not parse: {e}")),
                     ),
                 };

@@ -1660,6 +1660,34 @@ fn unset_wait_timeouts_take_the_default_and_zero_means_no_limit() {
     }
 }
 
+/// An annotation exec hook without `post.hook.restore.velero.io/wait-timeout` gets
+/// `--default-wait-timeout` too, not "no limit" (docs/behaviour.md §2.1, §6.5).
+#[test]
+fn an_annotation_hook_without_a_wait_timeout_takes_the_default() {
+    let annotated = |wait: Option<&str>| {
+        let mut annotations = json!({"post.hook.restore.velero.io/command": "/bin/true"});
+        if let Some(wait) = wait {
+            annotations["post.hook.restore.velero.io/wait-timeout"] = json!(wait);
+        }
+        pod(json!({"metadata": {"annotations": annotations}}))
+    };
+    // Under `own`, restore-hooks runs the annotation hooks of the pods Velero creates.
+    let no_default = EngineConfig {
+        default_wait_timeout_ms: None,
+        ..own()
+    };
+    let cases: [(&str, Option<&str>, &EngineConfig, Option<u64>); 4] = [
+        ("unset: the default", None, &own(), Some(3_600_000)),
+        ("own value", Some("5m"), &own(), Some(300_000)),
+        ("own zero: no limit", Some("0"), &own(), None),
+        ("unset, flag at 0: no limit", None, &no_default, None),
+    ];
+    for (case, wait, config, want) in cases {
+        let a = admit(&annotated(wait), &catalog(""), config);
+        assert_eq!(a.plan().unwrap().hooks[0].wait_timeout_ms, want, "{case}");
+    }
+}
+
 const PARAMETERS: &str = r#"
 apiVersion: velero.io/v1
 kind: Restore

@@ -268,7 +268,7 @@ impl SimHandle {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
-        std::fs::write(path, serde_yaml::to_string(&cfg)?)
+        std::fs::write(path, yaml_serde::to_string(&cfg)?)
             .with_context(|| format!("writing {}", path.display()))
     }
 

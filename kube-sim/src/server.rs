@@ -231,7 +231,7 @@ fn parse_body(body: &Bytes) -> ApiResult<Value> {
         return Ok(v);
     }
     // apply-patch+yaml and kubectl's occasional YAML bodies.
-    serde_yaml::from_slice::<Value>(body)
+    yaml_serde::from_slice::<Value>(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding body: {e}")))
 }
 

@@ -129,7 +129,7 @@ pub fn render_chart(kube_version: &str, args: &[String]) -> Vec<Doc> {
     let text = String::from_utf8(out.stdout).unwrap();
     let mut docs = Vec::new();
     for piece in format!("\n{text}").split("\n---") {
-        let value: Value = serde_yaml::from_str(piece).expect("helm output is YAML");
+        let value: Value = yaml_serde::from_str(piece).expect("helm output is YAML");
         if !value.is_null() {
             docs.push(Doc {
                 yaml: piece.to_string(),

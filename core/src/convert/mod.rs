@@ -42,7 +42,7 @@ pub struct Document {
     pub origin: String,
     /// The object as written. YAML keeps the order of its keys, so a workload written back without
     /// its Velero annotations differs from its input in those lines only.
-    pub value: serde_yaml::Value,
+    pub value: yaml_serde::Value,
 }
 
 /// Input that cannot be used at all (exit code 2 of `restore-hooks convert`): nothing is
@@ -77,9 +77,9 @@ pub enum InputError {
 pub fn read_documents(source: &str, text: &str) -> Result<Vec<Document>, InputError> {
     use serde::Deserialize;
     let mut out = Vec::new();
-    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    for (index, document) in yaml_serde::Deserializer::from_str(text).enumerate() {
         let origin = format!("{source} document {}", index + 1);
-        let value = serde_yaml::Value::deserialize(document).map_err(|e| InputError::Syntax {
+        let value = yaml_serde::Value::deserialize(document).map_err(|e| InputError::Syntax {
             origin: origin.clone(),
             reason: e.to_string(),
         })?;
@@ -91,7 +91,7 @@ pub fn read_documents(source: &str, text: &str) -> Result<Vec<Document>, InputEr
 fn push_object(
     out: &mut Vec<Document>,
     origin: String,
-    value: serde_yaml::Value,
+    value: yaml_serde::Value,
 ) -> Result<(), InputError> {
     let not_an_object = |reason: &str| InputError::NotAnObject {
         origin: origin.clone(),
@@ -99,23 +99,23 @@ fn push_object(
     };
     match &value {
         // An empty document, e.g. after a trailing `---`.
-        serde_yaml::Value::Null => return Ok(()),
-        serde_yaml::Value::Mapping(_) => {}
-        serde_yaml::Value::Sequence(_) => return Err(not_an_object("a list")),
+        yaml_serde::Value::Null => return Ok(()),
+        yaml_serde::Value::Mapping(_) => {}
+        yaml_serde::Value::Sequence(_) => return Err(not_an_object("a list")),
         _ => return Err(not_an_object("a scalar")),
     }
-    let field = |k: &str| value.get(k).and_then(serde_yaml::Value::as_str);
+    let field = |k: &str| value.get(k).and_then(yaml_serde::Value::as_str);
     if field("apiVersion").is_none() || field("kind").is_none() {
         return Err(not_an_object("apiVersion or kind is missing"));
     }
     let is_list = field("kind").is_some_and(|k| k.ends_with("List"));
     match value.get("items") {
-        Some(serde_yaml::Value::Sequence(items)) if is_list => {
+        Some(yaml_serde::Value::Sequence(items)) if is_list => {
             for (i, item) in items.iter().enumerate() {
                 push_object(out, format!("{origin} item {}", i + 1), item.clone())?;
             }
         }
-        Some(serde_yaml::Value::Null) | None if is_list => {}
+        Some(yaml_serde::Value::Null) | None if is_list => {}
         _ => out.push(Document { origin, value }),
     }
     Ok(())
@@ -196,7 +196,7 @@ pub struct Conversion {
     /// The hook objects, then (with [`Options::strip_velero_hooks`]) the workloads and Restores
     /// without Velero's hooks: applied in this order, the hooks exist before Velero stops
     /// running them.
-    pub objects: Vec<serde_yaml::Value>,
+    pub objects: Vec<yaml_serde::Value>,
     /// Errors and notes, in input order.
     pub findings: Vec<Finding>,
     /// How many input objects were not converted (each has at least one error).
@@ -208,7 +208,7 @@ impl Conversion {
     pub fn to_yaml(&self) -> String {
         self.objects
             .iter()
-            .map(|o| serde_yaml::to_string(o).expect("a YAML value always serializes"))
+            .map(|o| yaml_serde::to_string(o).expect("a YAML value always serializes"))
             .collect::<Vec<_>>()
             .join("---\n")
     }
@@ -251,10 +251,10 @@ impl HookObject {
         }
     }
 
-    fn to_yaml(&self) -> serde_yaml::Value {
+    fn to_yaml(&self) -> yaml_serde::Value {
         match self {
-            HookObject::Namespaced(h) => serde_yaml::to_value(h),
-            HookObject::Cluster(h) => serde_yaml::to_value(h),
+            HookObject::Namespaced(h) => yaml_serde::to_value(h),
+            HookObject::Cluster(h) => yaml_serde::to_value(h),
         }
         .expect("hook objects serialize")
     }
@@ -280,7 +280,7 @@ struct Outcome {
     object: String,
     hooks: Vec<HookObject>,
     /// The object without Velero's hooks, with [`Options::strip_velero_hooks`].
-    stripped: Option<serde_yaml::Value>,
+    stripped: Option<yaml_serde::Value>,
     errors: Vec<String>,
     notes: Vec<String>,
 }

@@ -31,7 +31,7 @@ pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 #[derive(Debug)]
 pub(super) struct Restore {
     display: String,
-    value: serde_yaml::Value,
+    value: yaml_serde::Value,
     restore: Result<VeleroRestore, String>,
     /// `status.phase`: a Restore that has run is no template for the next one.
     phase: Option<String>,
@@ -320,7 +320,7 @@ impl Restore {
             let mut value = self.value.clone();
             if let Some(spec) = value
                 .get_mut("spec")
-                .and_then(serde_yaml::Value::as_mapping_mut)
+                .and_then(yaml_serde::Value::as_mapping_mut)
             {
                 spec.remove("hooks");
             }

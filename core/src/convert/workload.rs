@@ -141,7 +141,7 @@ pub(super) struct Workload {
     /// As written, or `--namespace`.
     namespace: Option<String>,
     display: String,
-    value: serde_yaml::Value,
+    value: yaml_serde::Value,
     shape: Result<Shape, String>,
 }
 
@@ -434,7 +434,7 @@ impl Workload {
     }
 
     /// The object without Velero's restore-hook annotations in its pod template.
-    fn stripped(&self) -> serde_yaml::Value {
+    fn stripped(&self) -> yaml_serde::Value {
         let mut value = self.value.clone();
         let mut at = &mut value;
         for key in self.kind.template().iter().chain(&["metadata"]) {
@@ -448,7 +448,7 @@ impl Workload {
         };
         if let Some(annotations) = metadata
             .get_mut("annotations")
-            .and_then(serde_yaml::Value::as_mapping_mut)
+            .and_then(yaml_serde::Value::as_mapping_mut)
         {
             for key in RESTORE_KEYS {
                 annotations.remove(key);

@@ -24,7 +24,7 @@ pub const POST_ON_ERROR: &str = "post.hook.restore.velero.io/on-error";
 /// (docs/behaviour.md §2.3, §6.6).
 pub const POST_EXEC_TIMEOUT: &str = "post.hook.restore.velero.io/exec-timeout";
 /// Go duration counted from the pod's creation within which the annotation exec hook must start;
-/// default: no limit (docs/behaviour.md §6.5).
+/// default: `--default-wait-timeout` (1h); `0`: no limit (docs/behaviour.md §6.5).
 pub const POST_WAIT_TIMEOUT: &str = "post.hook.restore.velero.io/wait-timeout";
 /// Go boolean: the annotation exec hook waits for the container to be Ready, not only Running;
 /// default `false` (docs/behaviour.md §2.3, §6.4).

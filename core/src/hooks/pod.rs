@@ -321,7 +321,7 @@ mod tests {
     #[test]
     fn agrees_with_the_typed_pod_on_the_example() {
         let text = include_str!("../../../examples/restored-pod.yaml");
-        let json: Value = serde_yaml::from_str(text).unwrap();
+        let json: Value = yaml_serde::from_str(text).unwrap();
         let typed = k8s_openapi::api::core::v1::Pod::deserialize(&json).unwrap();
         let text = json.to_string();
         let view = AdmittedPod::from_json_str(&text).unwrap();

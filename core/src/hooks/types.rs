@@ -181,7 +181,8 @@ pub struct ExecRestoreHook {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(pattern(GO_DURATION_PATTERN), length(max = 64))]
     pub exec_timeout: Option<String>,
-    /// Go duration; default: no limit. Counts from the pod's creation.
+    /// Go duration; default: `--default-wait-timeout` (1h); `0`: no limit. Counts from the
+    /// pod's creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(pattern(GO_DURATION_PATTERN), length(max = 64))]
     pub wait_timeout: Option<String>,

@@ -38,6 +38,11 @@ use serde_json::{Value, json};
 /// Blocks that are output, messages or formats: nothing can run them. Page, the start of the
 /// block's first line, and why.
 const PROSE: &[(&str, &str, &str)] = &[
+    (
+        "docs/hooks.md",
+        "ephemeral container restore-hooks-0-1 cannot start",
+        "a message of the controller (core/src/hooks/ephemeral.rs)",
+    ),
     ("docs/architecture.md", "AdmissionReview ─►", "a diagram"),
     (
         "docs/install.md",
@@ -99,7 +104,7 @@ const PROSE: &[(&str, &str, &str)] = &[
 /// Programs the docs use as they are: nothing of this repository to check in their arguments.
 const TOOLS: &[&str] = &[
     "base64", "cat", "cmctl", "command", "curl", "docker", "echo", "exit", "grep", "jq", "ln",
-    "openssl", "printf", "sed", "velero",
+    "openssl", "printf", "sed", "velero", "cosign",
 ];
 
 fn root() -> PathBuf {
@@ -316,6 +321,18 @@ fn helm() -> PathBuf {
     helm
 }
 
+/// The oldest Kubernetes the chart accepts (Chart.yaml's `kubeVersion: ">=X.Y.Z-0"`): docs
+/// values must render there.
+fn chart_floor() -> String {
+    let chart = std::fs::read_to_string(root().join("charts/restore-hooks/Chart.yaml")).unwrap();
+    let line = chart
+        .lines()
+        .find_map(|l| l.strip_prefix("kubeVersion:"))
+        .expect("Chart.yaml has a kubeVersion");
+    let floor = line.trim().trim_matches('"').trim_start_matches(">=");
+    floor.trim_end_matches("-0").to_string()
+}
+
 /// `helm template` with `values`: the chart's values.schema.json accepts them and the chart
 /// renders.
 fn renders(values: &Value) -> Result<(), String> {
@@ -330,7 +347,7 @@ fn renders(values: &Value) -> Result<(), String> {
             "-n",
             "restore-hooks",
         ])
-        .args(["--kube-version", "1.34.0", "-f"])
+        .args(["--kube-version", &chart_floor(), "-f"])
         .arg(&file)
         .current_dir(root())
         .output()
@@ -396,9 +413,60 @@ fn check_yaml_doc(doc: &str) -> Result<&'static str, String> {
         ("rbac.authorization.k8s.io/v1", "Role") => {
             typed::<k8s_openapi::api::rbac::v1::Role>(&value).map(|_| "typed")
         }
+        // GitOps objects (docs/gitops.md): the chart values they carry render.
+        ("argoproj.io/v1alpha1", "Application") => {
+            let source = &value["spec"]["source"];
+            if source["path"] != "charts/restore-hooks" {
+                return Err(
+                    "an Application whose spec.source.path is not charts/restore-hooks".into(),
+                );
+            }
+            renders(&source["helm"]["valuesObject"]).map(|()| "its chart values render")
+        }
+        ("helm.toolkit.fluxcd.io/v2", "HelmRelease") => {
+            if value["spec"]["chart"]["spec"]["chart"] != "./charts/restore-hooks" {
+                return Err("a HelmRelease whose chart is not ./charts/restore-hooks".into());
+            }
+            renders(&value["spec"]["values"]).map(|()| "its chart values render")
+        }
+        ("kustomize.toolkit.fluxcd.io/v1", "Kustomization") => {
+            let spec = &value["spec"];
+            // Flux's required fields.
+            match ["interval", "prune", "sourceRef"]
+                .iter()
+                .find(|f| spec.get(**f).is_none())
+            {
+                Some(f) => Err(format!("a Flux Kustomization without spec.{f}")),
+                None => Ok("a Flux Kustomization with its required fields"),
+            }
+        }
         ("", "") => check_fragment(&value),
         (api, kind) => Err(format!("no rule covers kind {kind:?} ({api:?})")),
     }
+}
+
+/// `argocd-cm` data (docs/gitops.md): each health check names a kind of this product's CRDs.
+fn check_argocd_health(data: &Value) -> Result<&'static str, String> {
+    let crds =
+        std::fs::read_to_string(root().join("charts/restore-hooks/files/crds/restorehooks.yaml"))
+            .unwrap()
+            + &std::fs::read_to_string(
+                root().join("charts/restore-hooks/files/crds/clusterrestorehooks.yaml"),
+            )
+            .unwrap();
+    let map = data.as_object().ok_or("data is not a map")?;
+    for key in map.keys() {
+        let Some(kind) = key.strip_prefix("resource.customizations.health.restore-hooks.dev_")
+        else {
+            return Err(format!(
+                "{key}: not an Argo CD health check of restore-hooks.dev"
+            ));
+        };
+        if !crds.contains(&format!("kind: {kind}\n")) {
+            return Err(format!("{key}: restore-hooks.dev has no kind {kind}"));
+        }
+    }
+    Ok("Argo CD health checks of the product's kinds")
 }
 
 /// A YAML fragment without a kind: part of a hook object, a pod's metadata, or Helm values.
@@ -410,6 +478,9 @@ fn check_fragment(value: &Value) -> Result<&'static str, String> {
         return Err("no rule covers a YAML scalar".into());
     };
     let keys: BTreeSet<&str> = map.keys().map(String::as_str).collect();
+    if keys == BTreeSet::from(["data"]) {
+        return check_argocd_health(&value["data"]);
+    }
     if keys == BTreeSet::from(["spec"]) {
         return compiles(restore_hook(value["spec"].clone())).map(|()| "spec compiled");
     }
@@ -744,7 +815,10 @@ fn check_command(words: &[String]) -> Result<&'static str, String> {
                 .map(|_| "parsed by the CLI")
                 .map_err(|e| format!("does not parse: {e}"))
         }
-        "kubectl" => Ok("kubectl"),
+        // OpenShift's oc takes kubectl's commands (docs/openshift.md).
+        "kubectl" | "oc" => Ok("kubectl"),
+        // A loop's header; the commands of its body are checked line by line.
+        "for" if words.get(2).map(String::as_str) == Some("in") => Ok("a loop"),
         "helm" => check_helm(&words),
         "cargo" => check_cargo(&words),
         "bash" | "sh" => match words.get(1).and_then(|w| repo_path(w)) {

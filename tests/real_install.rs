@@ -236,10 +236,6 @@ fn the_service_account_may_do_what_the_product_needs_and_nothing_more() {
                 &["create", "leases.coordination.k8s.io", "-n", "shop"],
                 false,
             ),
-            // Restore windows (§1.6): the leader labels the namespaces a Velero Restore writes
-            // to. RBAC cannot narrow a patch to one label; the chart's ValidatingAdmissionPolicy
-            // <fullname>-namespace-labels does (chart-apiserver-checks.sh proves it).
-            (&["patch", "namespaces"], true),
             // Nothing else.
             (&["update", "namespaces"], false),
             (&["list", "configmaps", "-A"], false),

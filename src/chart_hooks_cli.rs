@@ -13,9 +13,7 @@
 //!   "Uninstall").
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Args;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
@@ -24,52 +22,13 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use restore_hooks_core::hooks::annotations::{
     INIT_COMMAND, INIT_CONTAINER_IMAGE, INIT_CONTAINER_NAME,
 };
 use restore_hooks_core::hooks::plan::{INJECTED_ANNOTATION, PLAN_ANNOTATION, RESTORE_RUN_LABEL};
 use restore_hooks_core::hooks::signing::PLAN_SIGNATURE_ANNOTATION;
 
-use crate::hooks::duration::parse_flag as duration;
-
-/// How to reach the API server: the pod's ServiceAccount in the chart's hooks, a kubeconfig
-/// elsewhere.
-#[derive(Debug, Args)]
-pub struct ClusterArgs {
-    /// The kubeconfig file. Default: $KUBECONFIG, else ~/.kube/config, else the pod's
-    /// ServiceAccount.
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use. Default: its current context.
-    #[arg(long, value_name = "NAME")]
-    pub context: Option<String>,
-    /// Give up on a request to the API server after this long.
-    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "30s")]
-    pub request_timeout: Duration,
-}
-
-impl ClusterArgs {
-    async fn client(&self) -> anyhow::Result<kube::Client> {
-        let options = KubeConfigOptions {
-            context: self.context.clone(),
-            ..KubeConfigOptions::default()
-        };
-        let mut config = match (&self.kubeconfig, &self.context) {
-            (Some(path), _) => {
-                let file = Kubeconfig::read_from(path)
-                    .map_err(|e| anyhow::anyhow!("kubeconfig {}: {e}", path.display()))?;
-                kube::Config::from_custom_kubeconfig(file, &options).await?
-            }
-            (None, Some(_)) => kube::Config::from_kubeconfig(&options).await?,
-            (None, None) => kube::Config::infer().await?,
-        };
-        config.connect_timeout = Some(self.request_timeout);
-        config.read_timeout = Some(self.request_timeout);
-        config.write_timeout = Some(self.request_timeout);
-        Ok(kube::Client::try_from(config)?)
-    }
-}
+use crate::cli::ClusterArgs;
 
 /// `restore-hooks check-webhook`.
 #[derive(Debug, Args)]

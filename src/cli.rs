@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::config::{
     DEFAULT_RESTORE_LABEL, DEFAULT_RESTORE_NAMESPACE_LABEL, DEFAULT_VELERO_NAMESPACE,
@@ -543,6 +544,15 @@ pub struct DescribeArgs {
     /// Which Events to show.
     #[arg(long, value_enum, default_value_t = EventsArg::All)]
     pub events: EventsArg,
+    /// How to reach the API server.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// How to reach the API server: the pod's ServiceAccount in the chart's hooks, a kubeconfig
+/// elsewhere.
+#[derive(Clone, Debug, Args)]
+pub struct ClusterArgs {
     /// The kubeconfig file. Default: $KUBECONFIG, else ~/.kube/config, else the pod's
     /// ServiceAccount.
     #[arg(long, value_name = "FILE")]
@@ -553,6 +563,29 @@ pub struct DescribeArgs {
     /// Give up on a request to the API server after this long.
     #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "30s")]
     pub request_timeout: Duration,
+}
+
+impl ClusterArgs {
+    /// A client from `--kubeconfig` and `--context`, else as kubectl finds one.
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        let options = KubeConfigOptions {
+            context: self.context.clone(),
+            ..KubeConfigOptions::default()
+        };
+        let mut config = match (&self.kubeconfig, &self.context) {
+            (Some(path), _) => {
+                let file = Kubeconfig::read_from(path)
+                    .map_err(|e| anyhow::anyhow!("kubeconfig {}: {e}", path.display()))?;
+                kube::Config::from_custom_kubeconfig(file, &options).await?
+            }
+            (None, Some(_)) => kube::Config::from_kubeconfig(&options).await?,
+            (None, None) => kube::Config::infer().await?,
+        };
+        config.connect_timeout = Some(self.request_timeout);
+        config.read_timeout = Some(self.request_timeout);
+        config.write_timeout = Some(self.request_timeout);
+        Ok(kube::Client::try_from(config)?)
+    }
 }
 
 /// The file name kubectl runs the binary by as its plugin `kubectl restore-hooks`.
@@ -803,7 +836,7 @@ mod tests {
             assert_eq!(args.output, DescribeOutput::Json);
             assert_eq!(args.namespaces, ["shop", "db"]);
             assert_eq!(args.events, EventsArg::All);
-            assert_eq!(args.request_timeout, Duration::from_secs(30));
+            assert_eq!(args.cluster.request_timeout, Duration::from_secs(30));
             let usage = command
                 .find_subcommand_mut("describe")
                 .unwrap()

@@ -10,7 +10,6 @@ use std::process::ExitCode;
 
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams, ObjectList, PartialObjectMeta};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use restore_hooks_core::hooks::plan::{
     EXEC_LABEL, PLAN_ANNOTATION, RESTORE_RUN_LABEL, STATUS_ANNOTATION,
 };
@@ -74,7 +73,7 @@ pub fn run(args: &DescribeArgs) -> ExitCode {
 
 /// The report of `args.restore`, or `None` when nothing is known of it.
 pub async fn describe(args: &DescribeArgs) -> anyhow::Result<Option<report::Report>> {
-    let client = client(args).await?;
+    let client = args.cluster.client().await?;
     collect(&client, args).await
 }
 
@@ -134,28 +133,6 @@ pub async fn collect(
         namespaces: &args.namespaces,
         notes,
     })))
-}
-
-/// A client from `--kubeconfig` and `--context`, else as kubectl finds one (`$KUBECONFIG`,
-/// `~/.kube/config`, then the pod's ServiceAccount).
-async fn client(args: &DescribeArgs) -> anyhow::Result<kube::Client> {
-    let options = KubeConfigOptions {
-        context: args.context.clone(),
-        ..KubeConfigOptions::default()
-    };
-    let mut config = match (&args.kubeconfig, &args.context) {
-        (Some(path), _) => {
-            let file = Kubeconfig::read_from(path)
-                .map_err(|e| anyhow::anyhow!("kubeconfig {}: {e}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(file, &options).await?
-        }
-        (None, Some(_)) => kube::Config::from_kubeconfig(&options).await?,
-        (None, None) => kube::Config::infer().await?,
-    };
-    config.connect_timeout = Some(args.request_timeout);
-    config.read_timeout = Some(args.request_timeout);
-    config.write_timeout = Some(args.request_timeout);
-    Ok(kube::Client::try_from(config)?)
 }
 
 /// The RestoreRun `name`, `None` when there is none; one the user may not read is said in

@@ -50,7 +50,7 @@ fn render(args: &[&str]) -> Vec<Value> {
     let text = String::from_utf8(out.stdout).unwrap();
     let mut docs = Vec::new();
     for piece in format!("\n{text}").split("\n---") {
-        let value: Value = serde_yaml::from_str(piece).expect("helm output is YAML");
+        let value: Value = yaml_serde::from_str(piece).expect("helm output is YAML");
         if !value.is_null() {
             docs.push(value);
         }
@@ -141,7 +141,7 @@ fn chart_crds_match_the_generated_crds() {
 fn crds_are_release_objects_kept_on_uninstall() {
     let generated: Vec<Value> = restore_hooks::crd::all()
         .iter()
-        .map(|c| serde_yaml::from_str(&restore_hooks::crd::yaml(c)).unwrap())
+        .map(|c| yaml_serde::from_str(&restore_hooks::crd::yaml(c)).unwrap())
         .collect();
     let docs = render(&[]);
     for want in &generated {

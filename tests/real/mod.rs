@@ -156,7 +156,7 @@ pub fn render_hook(template: &str) -> Vec<Value> {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).unwrap();
-    serde_yaml::Deserializer::from_str(&text)
+    yaml_serde::Deserializer::from_str(&text)
         .map(|d| Value::deserialize(d).expect("helm output is YAML"))
         .filter(|v| !v.is_null())
         .collect()

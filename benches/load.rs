@@ -26,32 +26,31 @@
 //! at 64 connections, no errors. Compare numbers within one run only.
 //!
 //! Why this harness and an outside comparison disagree (2026-12-06; 2 vCPUs under KVM, shared
-//! with another session's builds and tests, load average 4-7; 64 connections, one client thread,
-//! 10 s per server in 2 rounds). They measure against different floors. Server CPU per request,
-//! which the sharing disturbs least:
+//! with another session's builds and tests, load average 3-7; 64 connections, one client thread,
+//! 10 s per server in 2 rounds; 5 runs each unpinned and pinned). They measure against different
+//! floors. Server CPU per request, which the sharing disturbs least:
 //!
 //! | server | server CPU per request |
 //! |---|---|
-//! | `noop` (TLS, HTTP, the review's envelope) | 18-20 µs |
-//! | `parse` (axum + kube's `AdmissionReview<DynamicObject>`) | 52-54 µs |
-//! | webhook (borrowed pod view, decision, signed plan, patch) | 57-64 µs unpinned, 62-76 pinned |
+//! | `noop` (TLS, HTTP, the review's envelope) | 18-21 µs |
+//! | `parse` (axum + kube's `AdmissionReview<DynamicObject>`) | 51-54 µs |
+//! | webhook (borrowed pod view, decision, signed plan, patch) | 53-64 µs unpinned, 56-76 pinned |
 //!
-//! A webhook that decodes the review as most are written pays 2.7 times the noop floor before it
-//! decides anything. The restore-hooks webhook costs about what that plain parse-and-allow server
-//! costs, so against it the webhook does 0.63-1.07 of its requests here (0.78-0.87 after the
-//! compiled hook output), where an outside run measured 0.87-0.92. Against the noop floor, which
-//! never looks at the pod, it does 0.37-0.62 unpinned.
+//! A webhook that decodes the review as most are written pays 2.5-3 times the noop floor before
+//! it decides anything. The restore-hooks webhook costs about what that plain parse-and-allow
+//! server costs, so against it the webhook does 0.63-1.16 of its requests in the same run (an
+//! outside run measured 0.87-0.92), and against the noop floor, which never looks at the pod,
+//! 0.37-0.62 unpinned.
 //!
-//! Pinning does not close the gap: it widens it. Unpinned, the client and a server share both
-//! CPUs, so a server that needs less CPU leaves more to the client, and every ratio is pulled
-//! towards 1. Pinned (`--pin`), the server under load has CPU 1 to itself and does about 1 / (its CPU per
-//! request): the webhook, CPU-bound at 0.8-0.9 of a core, does 12-13 k requests/s, the noop floor
-//! 34-43 k (limited by the client on CPU 0), a ratio of 0.30-0.36; webhook/parse is 0.69-0.87.
-//! 0.9 of the noop floor pinned would need the webhook's whole work beyond TLS and HTTP under
-//! about 2 µs per request; deciding alone takes 18-22 µs (`cargo bench --bench admission`,
-//! `statefulset_pod`). On this shared machine the webhook also costs more CPU per request pinned
-//! (62-76 µs) than unpinned (57-64 µs), which the parse floor does not (53 µs both ways): not
-//! explained yet. Compare numbers within one run only.
+//! Pinning (`--pin`) does not close the gap. Unpinned, the client and a server share both CPUs,
+//! so a server that needs less CPU leaves more to the client, and every ratio is pulled towards
+//! 1. Pinned, the server under load has CPU 1 and does at most 1 / (its CPU per request): the
+//! webhook, busy 0.8-0.98 of that CPU, does 12-15 k requests/s; the noop floor is bounded by the
+//! client on CPU 0 instead (27-43 k, as the other session's load on CPU 0 varies). Pinned,
+//! webhook/noop was 0.30-0.57 (0.30-0.36 in 4 runs of 5) and webhook/parse 0.69-1.12. 0.9 of the
+//! noop floor pinned would need the webhook's whole work beyond TLS and HTTP under about 2 µs per
+//! request; deciding alone takes 18-22 µs (`cargo bench --bench admission`, `statefulset_pod`).
+//! Compare numbers within one run only.
 
 #[path = "../tests/common/mod.rs"]
 mod common;

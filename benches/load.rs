@@ -44,7 +44,7 @@
 //!
 //! Pinning (`--pin`) does not close the gap. Unpinned, the client and a server share both CPUs,
 //! so a server that needs less CPU leaves more to the client, and every ratio is pulled towards
-//! 1. Pinned, the server under load has CPU 1 and does at most 1 / (its CPU per request): the
+//! one. Pinned, the server under load has CPU 1 and does at most 1 / (its CPU per request): the
 //! webhook, busy 0.8-0.98 of that CPU, does 12-15 k requests/s; the noop floor is bounded by the
 //! client on CPU 0 instead (27-43 k, as the other session's load on CPU 0 varies). Pinned,
 //! webhook/noop was 0.30-0.57 (0.30-0.36 in 4 runs of 5) and webhook/parse 0.69-1.12. 0.9 of the

@@ -13,6 +13,7 @@ pub mod convert;
 pub mod documents;
 pub mod exec_slots;
 pub mod exec_step;
+mod hex;
 pub mod hooks;
 pub mod index;
 pub mod late_hooks;

@@ -99,10 +99,7 @@ pub fn object_name(parts: &[&str]) -> String {
         return name;
     }
     let hash = digest(&SHA256, name.as_bytes());
-    let hex: String = hash.as_ref()[..3]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = crate::hex::lower_hex(&hash.as_ref()[..3]);
     let kept = name[..MAX_NAME - 7].trim_end_matches('-');
     format!("{kept}-{hex}")
 }

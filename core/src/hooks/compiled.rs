@@ -219,6 +219,12 @@ pub struct CompiledPostHook {
     pub init: Option<Result<Vec<HookContainer>, Problem>>,
     /// The element's `exec` hook with defaults applied, or why it is invalid.
     pub exec: Option<Result<ExecTemplate, Problem>>,
+    /// `<entry location> postHooks[<index>].init`: the init hook's `source` in resolutions and
+    /// problems, written once here rather than for every pod it applies to.
+    pub init_source: String,
+    /// `<entry location> postHooks[<index>].exec`: where notes and problems about the exec hook
+    /// point, written once here rather than for every pod it applies to.
+    pub exec_location: String,
 }
 
 /// An exec hook with every default applied, except what depends on the pod (its container).
@@ -248,6 +254,9 @@ pub struct ExecTemplate {
     /// `image` and the ephemeral container's fields (§6.18), its securityContext as written;
     /// only hook objects' hooks keep them.
     pub ephemeral: Option<EphemeralPlan>,
+    /// Whether an argument holds a `$` (a `$(NAME)` or an escaped `$$`): only then can expanding
+    /// the parameters of a hook object's hook (§2.8) change the command.
+    pub expands: bool,
 }
 
 /// A hook's `waitTimeout` as its author wrote it (docs/behaviour.md §5.2, §6.5).
@@ -443,6 +452,7 @@ pub fn exec_template(fields: ExecFields<'_>) -> Result<ExecTemplate, ExecFieldEr
             ms => WaitTimeout::Millis(ms),
         },
     };
+    let expands = fields.command.iter().any(|arg| arg.contains('$'));
     Ok(ExecTemplate {
         container: fields
             .container
@@ -457,6 +467,7 @@ pub fn exec_template(fields: ExecFields<'_>) -> Result<ExecTemplate, ExecFieldEr
         after,
         retry: retry.flatten(),
         ephemeral,
+        expands,
     })
 }
 
@@ -518,6 +529,11 @@ pub struct HookContainer {
     pub mounts: Vec<String>,
     /// The container exactly as it goes into the patch (unknown fields preserved).
     pub value: Value,
+    /// The parameters (docs/behaviour.md §2.8) its `command`, `args` or `env` values use and its
+    /// own `env` does not define, in [`super::parameters::NAMES`] order: the env entries a hook
+    /// object's container gets at admission ([`super::parameters::RestoreParameters::provide_to`]).
+    /// Found once, when the container is compiled; empty for Velero's containers, never expanded.
+    pub parameters: Vec<&'static str>,
 }
 
 /// What makes two init containers "the same" (docs/behaviour.md §4.3): image, command, args,
@@ -579,6 +595,13 @@ pub fn spec_init_container(value: &Value, position: usize) -> Result<HookContain
     if image.is_empty() {
         return Err(format!("{at} has no image"));
     }
+    let definition = Definition {
+        image,
+        command: container.command.clone().unwrap_or_default(),
+        args: container.args.clone().unwrap_or_default(),
+        env: Definition::normalise(value.get("env")),
+        volume_mounts: Definition::normalise(value.get("volumeMounts")),
+    };
     // Velero requires a command; we allow the image entrypoint, as for annotations.
     Ok(HookContainer {
         mounts: container
@@ -587,13 +610,8 @@ pub fn spec_init_container(value: &Value, position: usize) -> Result<HookContain
             .flatten()
             .map(|m| m.name.clone())
             .collect(),
-        definition: Definition {
-            image,
-            command: container.command.clone().unwrap_or_default(),
-            args: container.args.clone().unwrap_or_default(),
-            env: Definition::normalise(value.get("env")),
-            volume_mounts: Definition::normalise(value.get("volumeMounts")),
-        },
+        parameters: super::parameters::used_parameters(&definition, value),
+        definition,
         name: container.name,
         value: value.clone(),
     })
@@ -611,6 +629,8 @@ fn compile_post_hooks(
         .enumerate()
         .map(|(j, post)| CompiledPostHook {
             index: j,
+            init_source: format!("{location} postHooks[{j}].init"),
+            exec_location: format!("{location} postHooks[{j}].exec"),
             init: post.init.as_ref().map(|init| {
                 init.init_containers
                     .iter()
@@ -879,6 +899,15 @@ mod tests {
         assert_eq!(ok.on_error, OnError::Continue);
         assert_eq!(ok.exec_timeout_ms, DEFAULT_EXEC_TIMEOUT_MS);
         assert_eq!(ok.wait_timeout, WaitTimeout::Default);
+        assert!(!ok.expands, "no `$`: no parameter can change it");
+        for command in [["echo", "$(RESTORE_NAME)"], ["echo", "$$"]] {
+            let template = exec_template(ExecFields {
+                command: command.map(String::from).to_vec(),
+                ..Default::default()
+            })
+            .unwrap();
+            assert!(template.expands, "{command:?}");
+        }
         let zero = exec_template(ExecFields {
             command: vec!["true".into()],
             wait_timeout: Some("0s"),

@@ -111,42 +111,15 @@ impl RestoreParameters {
     }
 
     /// `container` with an env entry prepended for each parameter its `command`, `args` or `env`
-    /// values use and its own `env` does not define, so that the kubelet expands them (see the
-    /// module documentation). Unchanged when it uses none.
+    /// values use and its own `env` does not define (its [`HookContainer::parameters`]), so that
+    /// the kubelet expands them (see the module documentation). Unchanged when it uses none.
     pub fn provide_to(&self, container: &HookContainer) -> HookContainer {
-        let own_env = container.value.get("env").and_then(Value::as_array);
-        let defined = |name: &str| {
-            own_env.is_some_and(|env| {
-                env.iter()
-                    .any(|e| e.get("name").and_then(Value::as_str) == Some(name))
-            })
-        };
-        let env_values = own_env
-            .into_iter()
-            .flatten()
-            .filter_map(|e| e.get("value").and_then(Value::as_str));
-        // Every name referenced, by the expansion rules (an escaped `$$(NAME)` is not), in one pass.
-        let mut referenced = std::collections::BTreeSet::new();
-        for text in container
-            .definition
-            .command
+        // POD_NAME always is: by value, or else from the downward API.
+        let provided = |name: &str| self.get(name).is_some() || name == "POD_NAME";
+        let added: Vec<Value> = container
+            .parameters
             .iter()
-            .chain(&container.definition.args)
-            .map(String::as_str)
-            .chain(env_values)
-        {
-            expand(text, |name| {
-                referenced.insert(name.to_string());
-                None
-            });
-        }
-        let used: Vec<&str> = NAMES
-            .into_iter()
-            .filter(|name| !defined(name) && referenced.contains(*name))
-            .collect();
-        let added: Vec<Value> = used
-            .into_iter()
-            .filter_map(|name| match self.get(name) {
+            .filter_map(|&name| match self.get(name) {
                 Some(value) => Some(json!({"name": name, "value": value})),
                 // Named by the API server after admission: the downward API has it.
                 None if name == "POD_NAME" => Some(json!({
@@ -159,6 +132,7 @@ impl RestoreParameters {
         if added.is_empty() {
             return container.clone();
         }
+        let own_env = container.value.get("env").and_then(Value::as_array);
         let mut out = container.clone();
         let env: Vec<Value> = added
             .into_iter()
@@ -166,8 +140,49 @@ impl RestoreParameters {
             .collect();
         out.value["env"] = Value::Array(env);
         out.definition.env = Definition::normalise(out.value.get("env"));
+        // What it uses is now defined by its own env, except what has no value for this pod.
+        out.parameters.retain(|name| !provided(name));
         out
     }
+}
+
+/// The parameters a container's `command`, `args` or `env` values use (by the expansion rules: an
+/// escaped `$$(NAME)` is no use) and its own `env` (`value`'s) does not define, in [`NAMES`]
+/// order. The container's [`HookContainer::parameters`], found when it is compiled.
+pub fn used_parameters(definition: &Definition, value: &Value) -> Vec<&'static str> {
+    let own_env = value.get("env").and_then(Value::as_array);
+    let defined = |name: &str| {
+        own_env.is_some_and(|env| {
+            env.iter()
+                .any(|e| e.get("name").and_then(Value::as_str) == Some(name))
+        })
+    };
+    let env_values = own_env
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.get("value").and_then(Value::as_str));
+    // Every parameter referenced, in one pass over the texts.
+    let mut referenced = [false; NAMES.len()];
+    for text in definition
+        .command
+        .iter()
+        .chain(&definition.args)
+        .map(String::as_str)
+        .chain(env_values)
+    {
+        expand(text, |name| {
+            if let Some(i) = NAMES.iter().position(|n| *n == name) {
+                referenced[i] = true;
+            }
+            None
+        });
+    }
+    NAMES
+        .into_iter()
+        .zip(referenced)
+        .filter(|&(name, used)| used && !defined(name))
+        .map(|(name, _)| name)
+        .collect()
 }
 
 /// Whether `text` refers to `$(name)`, by the expansion rules (an escaped `$$(name)` does not).
@@ -398,7 +413,19 @@ mod tests {
             "args": ["$$(NAMESPACE)", "$(POD_NAME)", "$(BACKUP_NAME)"],
             "env": [{"name": "X", "value": "$(NAMESPACE)"}, {"name": "POD_NAME", "value": "mine"}]
         }));
+        // Found when the container is compiled, in NAMES order: the escaped `$$(NAMESPACE)` is no
+        // use but the env value's `$(NAMESPACE)` is; its own env defines POD_NAME.
+        assert_eq!(
+            uses.parameters,
+            ["RESTORE_NAME", "BACKUP_NAME", "NAMESPACE"]
+        );
+        assert!(plain.parameters.is_empty());
         let got = p.provide_to(&uses);
+        assert_eq!(
+            got.parameters,
+            ["BACKUP_NAME"],
+            "the others are in its env now"
+        );
         assert_eq!(
             got.value["env"],
             json!([

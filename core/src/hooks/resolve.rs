@@ -526,6 +526,8 @@ fn annotation_init_hook(
                 },
                 mounts: Vec::new(),
                 value,
+                // Velero's sources are never expanded (docs/behaviour.md §2.8).
+                parameters: Vec::new(),
             },
             placement: Placement::New,
         }],
@@ -545,7 +547,7 @@ fn spec_init_hooks(
                 Some(Err(problem)) => problems.push(problem.clone()),
                 Some(Ok(containers)) if containers.is_empty() => {}
                 Some(Ok(containers)) => out.push(InitHook {
-                    source: format!("{} postHooks[{}].init", entry.location, post.index),
+                    source: post.init_source.clone(),
                     index: post.index,
                     containers: containers
                         .iter()
@@ -793,7 +795,7 @@ fn expand_exec(
                 continue;
             }
         };
-        let location = format!("{} postHooks[{}].exec", entry.location, post.index);
+        let location = post.exec_location.as_str();
         match (
             &template.container,
             template
@@ -826,7 +828,9 @@ fn expand_exec(
                         config,
                     );
                     if entry.is_hook_object() {
-                        hook.command = expand_command(&hook.command, parameters, &location, out);
+                        if template.expands {
+                            hook.command = expand_command(&hook.command, parameters, location, out);
+                        }
                         // Velero defines neither runOn, after nor retry: its hooks run once
                         // in every pod it selects, each on its own.
                         hook.run_on = template.run_on;

@@ -19,10 +19,7 @@ pub fn velero_label_value(name: &str) -> Cow<'_, str> {
         return Cow::Borrowed(name);
     }
     let hash = digest(&SHA256, name.as_bytes());
-    let hex: String = hash.as_ref()[..3]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = crate::hex::lower_hex(&hash.as_ref()[..3]);
     // Velero slices bytes; a non-ASCII name cannot be a Restore name (it is a DNS subdomain),
     // but never panic on one: cut at the last character boundary at or before 57.
     let mut end = KEPT;

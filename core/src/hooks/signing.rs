@@ -19,6 +19,8 @@ use std::fmt;
 use ring::digest::{SHA256, digest};
 use ring::hmac;
 
+use crate::hex::lower_hex;
+
 /// Annotation holding the plan's signature: `v1.<key id>.<hex MAC>`.
 pub const PLAN_SIGNATURE_ANNOTATION: &str = "restore-hooks.dev/plan-signature";
 /// Annotation holding the status' signature, same format.
@@ -82,7 +84,7 @@ impl SigningKey {
             });
         }
         Ok(Self {
-            id: hex(&digest(&SHA256, bytes).as_ref()[..4]),
+            id: lower_hex(&digest(&SHA256, bytes).as_ref()[..4]),
             key: hmac::Key::new(hmac::HMAC_SHA256, bytes),
         })
     }
@@ -177,7 +179,7 @@ impl PlanKeys {
 
     fn sign(&self, message: &[u8]) -> String {
         let tag = hmac::sign(&self.current.key, message);
-        format!("{VERSION}.{}.{}", self.current.id, hex(tag.as_ref()))
+        format!("{VERSION}.{}.{}", self.current.id, lower_hex(tag.as_ref()))
     }
 
     fn verify(&self, message: &[u8], signature: &str) -> Result<(), SignatureError> {
@@ -220,10 +222,6 @@ fn plan_message(pod: PodBinding<'_>, plan: &str) -> Vec<u8> {
 
 fn status_message(pod_uid: &str, status: &str) -> Vec<u8> {
     framed("restore-hooks.dev/status/v1", &[pod_uid, status])
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {

@@ -236,10 +236,7 @@ pub fn restore_run_name(restore: &str) -> String {
 /// 8 hex digits of the SHA-256 of `s`: what keeps a shortened object name distinct.
 pub(crate) fn name_hash(s: &str) -> String {
     let hash = ring::digest::digest(&ring::digest::SHA256, s.as_bytes());
-    hash.as_ref()[..4]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::hex::lower_hex(&hash.as_ref()[..4])
 }
 
 #[cfg(test)]

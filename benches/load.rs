@@ -22,7 +22,7 @@
 //! | `LOAD_PIN=1` | `--pin` | off | client on CPU 0, servers on CPU 1 |
 //!
 //! The last line is `webhook: R req/s, p99 X ms, ratio-to-floor Q, ratio-to-parse P, pinned`.
-//! Goals (reported, never an exit code): webhook throughput ≥ 80 % of the noop floor, p99 < 5 ms
+//! Goals (reported, never an exit code): webhook throughput ≥ 90 % of the noop floor, p99 < 5 ms
 //! at 64 connections, no errors. Compare numbers within one run only.
 //!
 //! Why this harness and an outside comparison disagree (2026-12-06; 2 vCPUs under KVM, shared
@@ -921,8 +921,8 @@ fn harness(config: &Config) -> anyhow::Result<()> {
     let verdict = |ok: bool| if ok { "PASS" } else { "FAIL" };
     println!();
     println!(
-        "{}: throughput ratio webhook/noop {ratio:.2} (goal >= 0.80)",
-        verdict(ratio >= 0.8)
+        "{}: throughput ratio webhook/noop {ratio:.2} (goal >= 0.90)",
+        verdict(ratio >= 0.9)
     );
     println!(
         "INFO: throughput ratio webhook/parse-and-allow {ratio_parse:.2} (a webhook written with \

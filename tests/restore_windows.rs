@@ -213,6 +213,8 @@ async fn the_leader_opens_and_closes_restore_windows_by_itself() {
             .await
             .unwrap();
         assert!(planned(&held));
+        // Ended at once, before the leader's pod watch may have delivered db-1: its list of the
+        // namespace's pending pods keeps the label all the same.
         end_restore_long_ago(&bed, "r-shop").await;
         end_restore_long_ago(&bed, "r-all").await;
         eventually!("fresh unlabelled once r-all's window is over", {

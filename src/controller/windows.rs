@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use restore_hooks_core::config::EngineConfig;
 use restore_hooks_core::hooks::duration::format_go_duration;
 use restore_hooks_core::hooks::labels::LabelLookup;
@@ -205,6 +205,12 @@ impl RestoreWindows {
 
     async fn close(&self, namespace: &str, resource_version: Option<String>, restore: &str) {
         let label = &self.engine.restore_namespace_label;
+        // The marked pods come from a watch, which may not have delivered a pod admitted a moment
+        // ago: the API server's own list has the last word, so a pending hook never loses the
+        // label it runs under (§1.6, §6.2). Once per window, one small request.
+        if self.pods_pending_in(namespace).await != Some(false) {
+            return;
+        }
         let patch = json!({"metadata": {
             "resourceVersion": resource_version,
             "labels": {label: null},
@@ -237,6 +243,22 @@ impl RestoreWindows {
         );
         self.event(namespace, EventType::Warning, RESTORE_WINDOW_OVER, &message)
             .await;
+    }
+
+    /// Whether a pod of `namespace` has hooks left to run, as the API server lists them now;
+    /// `None` when it cannot be asked (the next look asks again).
+    async fn pods_pending_in(&self, namespace: &str) -> Option<bool> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let params = ListParams::default()
+            .labels(&format!("{EXEC_LABEL}={EXEC_PENDING}"))
+            .limit(1);
+        match api.list_metadata(&params).await {
+            Ok(pods) => Some(!pods.items.is_empty()),
+            Err(e) => {
+                warn!(namespace, error = %e, "cannot list the namespace's pending pods before closing its restore window; trying again on the next look");
+                None
+            }
+        }
     }
 
     /// A conditional merge patch; a conflict (someone changed the namespace since the cache saw

@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 
 #[allow(unused_imports)]
 pub use realcp::{ControlPlane, NODE, Options};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 #[allow(unused_imports)]
@@ -104,26 +103,41 @@ pub fn render(ca_bundle: &str, kube_version: &str, extra: &[String]) -> Vec<Doc>
 /// `helm template RELEASE charts/restore-hooks -n NAMESPACE --include-crds` with `args`: the
 /// rendered documents, each as helm printed it.
 pub fn render_chart(kube_version: &str, args: &[String]) -> Vec<Doc> {
+    let mut all: Vec<&str> = vec![
+        "--include-crds",
+        // What `helm install` applies: the release's objects. The `helm test` and pre-delete
+        // hooks run only at those events (tests/chart.rs and .ci/chart_assertions.py check them).
+        "--no-hooks",
+        "--kube-version",
+        kube_version,
+    ];
+    all.extend(args.iter().map(String::as_str));
+    helm_template(&all)
+}
+
+/// The objects of one hook template of the chart (`helm template --show-only TEMPLATE`, default
+/// values): what Helm creates when it runs that hook, which `render` leaves out (`--no-hooks`).
+pub fn render_hook(template: &str) -> Vec<Value> {
+    helm_template(&["--show-only", template])
+        .into_iter()
+        .map(|doc| doc.value)
+        .collect()
+}
+
+/// `helm template RELEASE charts/restore-hooks -n NAMESPACE` with `args`: the rendered documents,
+/// each as helm printed it.
+fn helm_template(args: &[&str]) -> Vec<Doc> {
     let out = Command::new(helm())
         .args(["template", RELEASE])
         .arg(root().join("charts/restore-hooks"))
-        .args([
-            "-n",
-            NAMESPACE,
-            "--include-crds",
-            // What `helm install` applies: the release's objects. The `helm test` and pre-delete
-            // hooks run only at those events (tests/chart.rs and .ci/chart_assertions.py check them).
-            "--no-hooks",
-            "--kube-version",
-            kube_version,
-        ])
+        .args(["-n", NAMESPACE])
         .args(args)
         .stdin(Stdio::null())
         .output()
         .expect("cannot run helm");
     assert!(
         out.status.success(),
-        "helm template failed: {}",
+        "helm template {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).unwrap();
@@ -138,28 +152,6 @@ pub fn render_chart(kube_version: &str, args: &[String]) -> Vec<Doc> {
         }
     }
     docs
-}
-
-/// The objects of one hook template of the chart (`helm template --show-only TEMPLATE`, default
-/// values): what Helm creates when it runs that hook, which `render` leaves out (`--no-hooks`).
-pub fn render_hook(template: &str) -> Vec<Value> {
-    let out = Command::new(helm())
-        .args(["template", RELEASE])
-        .arg(root().join("charts/restore-hooks"))
-        .args(["-n", NAMESPACE, "--show-only", template])
-        .stdin(Stdio::null())
-        .output()
-        .expect("cannot run helm");
-    assert!(
-        out.status.success(),
-        "helm template --show-only {template} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    yaml_serde::Deserializer::from_str(&text)
-        .map(|d| Value::deserialize(d).expect("helm output is YAML"))
-        .filter(|v| !v.is_null())
-        .collect()
 }
 
 /// The rendered objects of `kind`.

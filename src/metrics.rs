@@ -57,7 +57,10 @@ pub const LABEL_VALUES: &[(&str, &[&str])] = &[
         "restore_hooks_annotation_hooks_refused_total",
         &["creator_may_not_exec", "exec_check_failed"],
     ),
-    ("restore_hooks_exec_slot_waiting", &["first", "later"]),
+    (
+        "restore_hooks_exec_slot_waiting",
+        &["claimed", "first", "later"],
+    ),
     (
         "restore_hooks_webhook_connections_closed_total",
         &["stalled", "yielded", "idle", "refused"],
@@ -282,8 +285,9 @@ impl Metrics {
         let exec_slot_waiting = IntGaugeVec::new(
             Opts::new(
                 "restore_hooks_exec_slot_waiting",
-                "Hooks waiting for one of the --max-concurrent-execs slots, by turn: a pod's first \
-                 hook (served first) or a later one",
+                "Hooks waiting for one of the --max-concurrent-execs slots, by turn: a hook whose \
+                 start is written (claimed, served first), a pod's first hook (served next) or a \
+                 later one",
             ),
             &["turn"],
         )

@@ -444,3 +444,154 @@ async fn a_retry_a_killed_leader_released_runs_once_under_the_next_and_an_unrele
     })
     .await;
 }
+
+/// The pod's only hook is claimed (docs/behaviour.md §6.9): recorded `Running` on the pod while
+/// it waits for an exec slot, its process not started.
+async fn claimed(bed: &Testbed, pod: &str, hook: &str) {
+    wait_for(
+        &format!("{hook} of {pod} claimed (Running, not started)"),
+        WAIT,
+        async || {
+            bed.status_of(NS, pod)
+                .await
+                .is_some_and(|s| s.hooks[0].phase == HookPhase::Running)
+                && records(bed, pod, hook, "start").is_empty()
+        },
+    )
+    .await;
+}
+
+/// Hook `h` that holds its exec slot until the test writes `release` in its pod's directory (at
+/// most 20 s), so which hooks hold slots is decided by the test, not by timing.
+fn holding_hook(exec_timeout_ms: u64) -> PlannedHook {
+    recorded_hook(
+        "h",
+        "i=0; until [ -e release ] || [ $i -ge 400 ]; do sleep 0.05; i=$((i+1)); done",
+        exec_timeout_ms,
+    )
+}
+
+fn release(bed: &Testbed, pod: &str) {
+    std::fs::write(bed.pod_dir(NS, pod).join("release"), "").expect("release written");
+}
+
+/// One exec slot, so one claim ticket: `hold` holds the slot while `c1`'s hook is claimed and
+/// `c2`'s waits unclaimed; then the leader shuts down (SIGTERM). It gives its claim back on the
+/// pod while its running hook still runs, before it lets go of the Lease: the next leader runs
+/// every hook exactly once and none ends interrupted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_outstanding_at_a_graceful_leader_change_is_given_back_and_runs_once() {
+    restore_hooks::testbed::log_from_env();
+    bounded(Duration::from_secs(90), async {
+        let bed = Testbed::start(TestbedOptions::default())
+            .await
+            .expect("testbed starts");
+        let mut args = bed.controller_args();
+        args.max_concurrent_execs = 1;
+        let a = bed.start_controller("replica-a", args.clone(), None);
+        wait_for("replica-a leads", WAIT, async || a.is_leader()).await;
+        bed.create_pod(&bed.planned_pod(NS, "hold", vec![holding_hook(30_000)], json!({})))
+            .await
+            .unwrap();
+        running(&bed, "hold", "h").await;
+        for pod in ["c1", "c2"] {
+            bed.create_pod(&bed.planned_pod(
+                NS,
+                pod,
+                vec![recorded_hook("h", "true", 10_000)],
+                json!({}),
+            ))
+            .await
+            .unwrap();
+        }
+        claimed(&bed, "c1", "h").await;
+        let b = bed.start_controller("replica-b", args.clone(), None);
+        let stopping = tokio::spawn(a.stop());
+        wait_for("replica-a gave c1's claim back", WAIT, async || {
+            bed.status_of(NS, "c1")
+                .await
+                .is_some_and(|s| s.hooks[0].phase == HookPhase::Pending && s.hooks[0].retries == 1)
+        })
+        .await;
+        release(&bed, "hold");
+        stopping.await.unwrap().expect("replica-a stops cleanly");
+
+        for pod in ["hold", "c1", "c2"] {
+            let (label, st) = finished(&bed, pod, "every hook runs under one of the two").await;
+            assert_eq!(label, "done", "{pod}: {st:?}");
+            assert_ne!(st.hooks[0].message, INTERRUPTED, "{pod}");
+            once(&bed, pod, "h", "start");
+        }
+        let (_, c1) = finished(&bed, "c1", "").await;
+        assert_eq!(
+            (c1.hooks[0].retries, c1.hooks[0].unavailable),
+            (1, 1),
+            "the claim given back is an attempt that did not start, not one that failed: {c1:?}"
+        );
+        b.stop().await.expect("replica-b stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// The same, but the leader is killed: its claim cannot be given back. The next leader ends the
+/// claimed hook `interrupted` (it cannot know the exec never began) — its process never ran —
+/// and runs the unclaimed one once; the interrupted hooks are at most the slots plus the claims
+/// (two here): the one that ran and the one claimed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_outstanding_when_a_leader_is_killed_end_interrupted_never_run_twice() {
+    restore_hooks::testbed::log_from_env();
+    bounded(Duration::from_secs(90), async {
+        let bed = Testbed::start(TestbedOptions::default())
+            .await
+            .expect("testbed starts");
+        bed.sim.faults().set_orphaned_execs_survive(true);
+        let mut args = bed.controller_args();
+        args.max_concurrent_execs = 1;
+        let a = bed.start_controller("replica-a", args.clone(), None);
+        wait_for("replica-a leads", WAIT, async || a.is_leader()).await;
+        bed.create_pod(&bed.planned_pod(NS, "hold", vec![holding_hook(3_000)], json!({})))
+            .await
+            .unwrap();
+        running(&bed, "hold", "h").await;
+        for pod in ["c1", "c2"] {
+            bed.create_pod(&bed.planned_pod(
+                NS,
+                pod,
+                vec![recorded_hook("h", "true", 3_000)],
+                json!({}),
+            ))
+            .await
+            .unwrap();
+        }
+        claimed(&bed, "c1", "h").await;
+        a.kill();
+        let b = bed.start_controller("replica-b", args.clone(), None);
+
+        let mut interrupted = Vec::new();
+        for pod in ["hold", "c1", "c2"] {
+            let (_, st) = finished(&bed, pod, "replica-b ends or runs every hook").await;
+            if st.hooks[0].message == INTERRUPTED {
+                interrupted.push(pod);
+            }
+        }
+        release(&bed, "hold");
+        assert_eq!(
+            interrupted,
+            ["hold", "c1"],
+            "the running hook and the claimed one"
+        );
+        assert!(interrupted.len() <= 2 * args.max_concurrent_execs);
+        once(&bed, "hold", "h", "start");
+        assert!(
+            records(&bed, "c1", "h", "start").is_empty(),
+            "the claimed hook never ran"
+        );
+        let (label, _) = finished(&bed, "c2", "").await;
+        assert_eq!(label, "done");
+        once(&bed, "c2", "h", "start");
+        b.stop().await.expect("replica-b stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}

@@ -543,7 +543,7 @@ pub fn deadline(hook: &PlannedHook, pod: &PodView) -> Option<Timestamp> {
 /// that retries end as surely as waits do. Attempts that never reached the container add
 /// nothing: they took no `execTimeout`, and an API server that stays away must not keep a hook
 /// waiting for ever.
-fn wait_deadline(hook: &PlannedHook, entry: &HookStatus, pod: &PodView) -> Option<Timestamp> {
+pub fn wait_deadline(hook: &PlannedHook, entry: &HookStatus, pod: &PodView) -> Option<Timestamp> {
     let d = deadline(hook, pod)?;
     let ran = entry.retries.saturating_sub(entry.unavailable);
     let Some(retry) = hook.retry.as_ref().filter(|_| ran > 0) else {

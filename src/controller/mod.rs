@@ -120,9 +120,12 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
         metrics.clone(),
         elector_stop.clone(),
     )));
+    // As many claims as slots (docs/behaviour.md §6.9): enough to keep every slot's start written
+    // ahead while it runs a hook, and a bound on the hooks a crash can interrupt.
     let slots = ExecSlots::new(
         args.max_concurrent_execs,
         args.per_namespace_execs(),
+        args.max_concurrent_execs,
         metrics.exec_slots_in_use.clone(),
         &metrics.exec_slot_waiting,
     );

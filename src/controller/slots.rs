@@ -13,6 +13,15 @@
 //! come up faster than the slots serve them, one plain queue made each new pod wait behind every
 //! earlier pod's remaining hooks before anything started on it. The order changes who waits, not
 //! how long the restore takes; namespaces still take turns within each of the two queues.
+//!
+//! Claims (§6.9): a start's two writes (its `Running` record and the record's start) take a round
+//! trip to the API server, and a slot held through them runs nothing meanwhile. While every slot
+//! is held, the waiters next in line are handed a [`ClaimTicket`] instead: they write their start
+//! while they wait, then queue as claimed, ahead of the unclaimed hooks of their turn, and start
+//! their exec the moment a slot is theirs. Tickets go round-robin too, only to namespaces below
+//! their share of tickets, and there are as many as slots: a crash interrupts at most twice
+//! `--max-concurrent-execs` hooks (those running and those claimed), and a controller that stops
+//! leading gives its claims back.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
@@ -27,9 +36,11 @@ use tokio::sync::oneshot;
 /// The controller's exec slots: a semaphore that is fair across namespaces.
 pub struct ExecSlots {
     share: SlotShare,
+    /// Claim tickets (docs/behaviour.md §6.9): as many as slots in the controller, 0 for none.
+    claim_window: usize,
     gauge: IntGauge,
-    /// Hooks waiting, by [`Turn`].
-    waiting: [IntGauge; 2],
+    /// Hooks waiting, by label `turn`: claimed, first, later.
+    waiting: [IntGauge; 3],
     state: Mutex<State>,
 }
 
@@ -42,38 +53,52 @@ pub enum Turn {
     Later,
 }
 
-impl Turn {
-    const ALL: [Turn; 2] = [Turn::First, Turn::Later];
+/// The queues, in the order they are served: within each turn, hooks whose start is written
+/// (claimed) go first, and no claim moves a later hook ahead of a first one.
+const CLAIMED_FIRST: usize = 0;
+const FIRST: usize = 1;
+const CLAIMED_LATER: usize = 2;
+const LATER: usize = 3;
+/// The queues whose waiters have not written their start: claim tickets go to them.
+const UNCLAIMED: [usize; 2] = [FIRST, LATER];
+/// The values of label `turn` of `restore_hooks_exec_slot_waiting`, and each queue's.
+const LABELS: [&str; 3] = ["claimed", "first", "later"];
+const LABEL_OF: [usize; 4] = [0, 1, 0, 2];
 
-    fn queue(self) -> usize {
-        self as usize
-    }
-
-    /// The value of label `turn` of `restore_hooks_exec_slot_waiting`.
-    fn label(self) -> &'static str {
-        match self {
-            Turn::First => "first",
-            Turn::Later => "later",
-        }
+fn queue(turn: Turn, claimed: bool) -> usize {
+    match (turn, claimed) {
+        (Turn::First, true) => CLAIMED_FIRST,
+        (Turn::First, false) => FIRST,
+        (Turn::Later, true) => CLAIMED_LATER,
+        (Turn::Later, false) => LATER,
     }
 }
 
-type Queues = BTreeMap<String, VecDeque<oneshot::Sender<SlotPermit>>>;
+type Queues = BTreeMap<String, VecDeque<oneshot::Sender<Grant>>>;
 
 #[derive(Default)]
 struct State {
     in_use: usize,
     held: HashMap<String, usize>,
-    /// Waiters by turn, then by namespace, in arrival order.
-    waiting: [Queues; 2],
+    /// Waiters by queue, then by namespace, in arrival order.
+    waiting: [Queues; 4],
     /// The namespace served last: the next grant goes to the next one in order.
     last: Option<String>,
+    /// Claim tickets out, in all and by namespace.
+    claims: usize,
+    claimed: HashMap<String, usize>,
+    /// The namespace last handed a ticket.
+    last_claim: Option<String>,
 }
 
-/// How many namespaces hold or wait for slots, `namespace` among them.
+/// How many namespaces hold, claim or wait for slots, `namespace` among them.
 fn active(state: &State, namespace: &str) -> usize {
-    let mut names: std::collections::HashSet<&str> =
-        state.held.keys().map(String::as_str).collect();
+    let mut names: std::collections::HashSet<&str> = state
+        .held
+        .keys()
+        .chain(state.claimed.keys())
+        .map(String::as_str)
+        .collect();
     for queues in &state.waiting {
         names.extend(
             queues
@@ -86,12 +111,21 @@ fn active(state: &State, namespace: &str) -> usize {
     names.len()
 }
 
-/// A hook's wait for a slot: a future of the [`SlotPermit`].
+/// What a waiting hook is handed.
+pub enum Grant {
+    /// A slot: start the hook (writing its start first, unless it holds a claim).
+    Slot(SlotPermit),
+    /// No slot yet: write the hook's start now, then wait in
+    /// [`ExecSlots::acquire_claimed`] holding this.
+    Claim(ClaimTicket),
+}
+
+/// A hook's wait for a slot: a future of its [`Grant`].
 pub enum SlotWait {
     /// Granted when asked; `None` once taken.
-    Granted(Option<SlotPermit>),
+    Granted(Option<Grant>),
     /// In the queue of its namespace; counted as waiting until granted or dropped.
-    Queued(oneshot::Receiver<SlotPermit>, Waiting),
+    Queued(oneshot::Receiver<Grant>, Waiting),
 }
 
 /// One hook counted in `restore_hooks_exec_slot_waiting` while it waits.
@@ -104,9 +138,9 @@ impl Drop for Waiting {
 }
 
 impl Future for SlotWait {
-    type Output = SlotPermit;
+    type Output = Grant;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<SlotPermit> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Grant> {
         let this = self.get_mut();
         match this {
             SlotWait::Granted(permit) => match permit.take() {
@@ -114,9 +148,9 @@ impl Future for SlotWait {
                 None => Poll::Pending,
             },
             SlotWait::Queued(rx, _) => match Pin::new(rx).poll(cx) {
-                Poll::Ready(Ok(permit)) => {
+                Poll::Ready(Ok(grant)) => {
                     *this = SlotWait::Granted(None);
-                    Poll::Ready(permit)
+                    Poll::Ready(grant)
                 }
                 // The sender is only dropped with the slots themselves, which outlive every
                 // worker.
@@ -142,47 +176,77 @@ impl Drop for SlotPermit {
     }
 }
 
+/// Leave to write a hook's start before a slot is free; given back when dropped (once the hook
+/// has its slot, or gave its claim up).
+pub struct ClaimTicket {
+    slots: Arc<ExecSlots>,
+    namespace: String,
+    armed: bool,
+}
+
+impl Drop for ClaimTicket {
+    fn drop(&mut self) {
+        if self.armed {
+            self.slots.release_claim(&self.namespace);
+        }
+    }
+}
+
 impl ExecSlots {
     /// `total` slots (`--max-concurrent-execs`), at most `per_namespace` of them held by one
-    /// namespace; both are at least 1. `gauge` counts the slots in use, `waiting` (by label
-    /// `turn`) the hooks waiting for one.
+    /// namespace; both are at least 1. At most `claims` hooks write their start while they
+    /// wait. `gauge` counts the slots in use, `waiting` (by label `turn`) the hooks waiting for
+    /// one.
     pub fn new(
         total: usize,
         per_namespace: usize,
+        claims: usize,
         gauge: IntGauge,
         waiting: &IntGaugeVec,
     ) -> Arc<Self> {
         Arc::new(Self {
             share: SlotShare::new(total, per_namespace),
+            claim_window: claims,
             gauge,
-            waiting: Turn::ALL.map(|t| waiting.with_label_values(&[t.label()])),
+            waiting: LABELS.map(|l| waiting.with_label_values(&[l])),
             state: Mutex::new(State::default()),
         })
     }
 
-    /// A slot for a hook of `namespace`, in queue `turn`: granted at once when one is free and
-    /// nobody of the namespace queues before it, else a place in the queue. Dropping the
-    /// [`SlotWait`] gives up the place. Not an `async fn`: the place is taken now, and a waiting
-    /// hook costs its pod's worker one channel rather than a task of its own (a restore can have
-    /// thousands of pods waiting for slots).
+    /// A slot for a hook of `namespace` in queue `turn`: granted at once when one is free and
+    /// nobody of the namespace queues before it, else a place in the queue, where it may be
+    /// handed a claim ticket first. Dropping the [`SlotWait`] gives up the place. Not an `async
+    /// fn`: the place is taken now, and a waiting hook costs its pod's worker one channel rather
+    /// than a task of its own (a restore can have thousands of pods waiting for slots).
     pub fn acquire(self: &Arc<Self>, namespace: &str, turn: Turn) -> SlotWait {
+        self.enqueue(namespace, queue(turn, false))
+    }
+
+    /// The slot of a hook that holds a [`ClaimTicket`] and wrote its start, waiting in `turn`
+    /// as it did when it was handed the ticket: served before the unclaimed hooks of its turn.
+    pub fn acquire_claimed(self: &Arc<Self>, namespace: &str, turn: Turn) -> SlotWait {
+        self.enqueue(namespace, queue(turn, true))
+    }
+
+    fn enqueue(self: &Arc<Self>, namespace: &str, q: usize) -> SlotWait {
         let mut state = self.lock();
-        // A first hook passes the namespace's later ones.
-        let queued = Turn::ALL[..=turn.queue()].iter().any(|t| {
-            state.waiting[t.queue()]
-                .get(namespace)
-                .is_some_and(|q| !q.is_empty())
-        });
+        // Nobody passes the namespace's hooks that queue before it.
+        let queued = state.waiting[..=q]
+            .iter()
+            .any(|queues| queues.get(namespace).is_some_and(|w| !w.is_empty()));
         if !queued && self.can_grant(&state, namespace) {
-            return SlotWait::Granted(Some(self.grant(&mut state, namespace.to_string())));
+            let permit = self.grant(&mut state, namespace.to_string());
+            return SlotWait::Granted(Some(Grant::Slot(permit)));
         }
         let (tx, rx) = oneshot::channel();
-        state.waiting[turn.queue()]
+        state.waiting[q]
             .entry(namespace.to_string())
             .or_default()
             .push_back(tx);
-        let gauge = self.waiting[turn.queue()].clone();
+        let gauge = self.waiting[LABEL_OF[q]].clone();
         gauge.inc();
+        // Every slot is held (or the namespace is at its share): a ticket may be free for it.
+        self.hand_out_claims(&mut state);
         SlotWait::Queued(rx, Waiting(gauge))
     }
 
@@ -229,17 +293,101 @@ impl ExecSlots {
         self.dispatch(&mut state);
     }
 
-    /// Hands free slots to waiting namespaces, round-robin, within their per-namespace share:
-    /// first hooks first, then later ones.
-    fn dispatch(self: &Arc<Self>, state: &mut State) {
-        while state.in_use < self.share.total {
-            let Some((turn, namespace)) = Turn::ALL
+    fn release_claim(self: &Arc<Self>, namespace: &str) {
+        let mut state = self.lock();
+        self.unclaim(&mut state, namespace);
+        self.hand_out_claims(&mut state);
+    }
+
+    fn unclaim(&self, state: &mut State, namespace: &str) {
+        state.claims -= 1;
+        if let Some(n) = state.claimed.get_mut(namespace) {
+            *n -= 1;
+            if *n == 0 {
+                state.claimed.remove(namespace);
+            }
+        }
+    }
+
+    /// Claim tickets out right now.
+    pub fn claims(&self) -> usize {
+        self.lock().claims
+    }
+
+    /// Whether `namespace` may be handed a claim ticket: one is left, and the namespace has
+    /// fewer than its cap and its fair share of the tickets (the tickets divided by the
+    /// namespaces that hold, claim or wait for slots). Tickets are shared apart from slots: a
+    /// namespace at its share of slots claims the slots its own running hooks free next, and a
+    /// claimed hook still takes a slot only as `may_take` allows, so claims never move a
+    /// namespace ahead of another for a slot.
+    fn can_claim(&self, state: &State, namespace: &str) -> bool {
+        if state.claims >= self.claim_window {
+            return false;
+        }
+        let claimed = state.claimed.get(namespace).copied().unwrap_or(0);
+        let fair = self.claim_window.div_ceil(active(state, namespace));
+        claimed < self.share.per_namespace && (claimed == 0 || claimed < fair)
+    }
+
+    /// Hands claim tickets to the unclaimed waiters next in line, round-robin across the
+    /// namespaces that may take one: first hooks first, then later ones. Only once no slot can be
+    /// granted to them (`dispatch` ran first): a free slot is better than a claim.
+    fn hand_out_claims(self: &Arc<Self>, state: &mut State) {
+        loop {
+            let Some((q, namespace)) = UNCLAIMED
                 .iter()
-                .find_map(|&t| self.next_in(state, t).map(|ns| (t.queue(), ns)))
+                .find_map(|&q| self.next_claim_in(state, q).map(|ns| (q, ns)))
             else {
                 return;
             };
-            let queues = &mut state.waiting[turn];
+            let queues = &mut state.waiting[q];
+            let tx = queues
+                .get_mut(&namespace)
+                .and_then(VecDeque::pop_front)
+                .expect("eligible namespaces have a waiter");
+            if queues.get(&namespace).is_some_and(VecDeque::is_empty) {
+                queues.remove(&namespace);
+            }
+            state.claims += 1;
+            *state.claimed.entry(namespace.clone()).or_default() += 1;
+            state.last_claim = Some(namespace.clone());
+            let ticket = ClaimTicket {
+                slots: self.clone(),
+                namespace: namespace.clone(),
+                armed: true,
+            };
+            if let Err(Grant::Claim(mut ticket)) = tx.send(Grant::Claim(ticket)) {
+                // That waiter gave up: the ticket was never used.
+                ticket.armed = false;
+                self.unclaim(state, &namespace);
+            }
+        }
+    }
+
+    /// The namespace whose unclaimed waiter of queue `q` gets the next ticket: the first after
+    /// the one handed one last, in name order, that has a waiter and may take a ticket.
+    fn next_claim_in(&self, state: &State, q: usize) -> Option<String> {
+        let queues = &state.waiting[q];
+        let after = state.last_claim.as_ref();
+        queues
+            .keys()
+            .filter(|ns| after.is_none_or(|a| *ns > a))
+            .chain(queues.keys())
+            .find(|ns| !queues[*ns].is_empty() && self.can_claim(state, ns))
+            .cloned()
+    }
+
+    /// Hands free slots to waiting namespaces, round-robin, within their per-namespace share:
+    /// first hooks first (claimed ones before the others), then later ones (likewise); then
+    /// claim tickets to those still waiting.
+    fn dispatch(self: &Arc<Self>, state: &mut State) {
+        while state.in_use < self.share.total {
+            let Some((q, namespace)) =
+                (0..state.waiting.len()).find_map(|q| self.next_in(state, q).map(|ns| (q, ns)))
+            else {
+                break;
+            };
+            let queues = &mut state.waiting[q];
             let tx = queues
                 .get_mut(&namespace)
                 .and_then(VecDeque::pop_front)
@@ -248,18 +396,19 @@ impl ExecSlots {
                 queues.remove(&namespace);
             }
             let permit = self.grant(state, namespace.clone());
-            if let Err(mut permit) = tx.send(permit) {
+            if let Err(Grant::Slot(mut permit)) = tx.send(Grant::Slot(permit)) {
                 // That waiter gave up (its hook expired): the slot was never used.
                 permit.armed = false;
                 self.ungrant(state, &namespace);
             }
         }
+        self.hand_out_claims(state);
     }
 
-    /// The namespace whose waiter of `turn` is served next: the first after the one served
+    /// The namespace whose waiter of queue `q` is served next: the first after the one served
     /// last, in name order, that has one and is below its share.
-    fn next_in(&self, state: &State, turn: Turn) -> Option<String> {
-        let queues = &state.waiting[turn.queue()];
+    fn next_in(&self, state: &State, q: usize) -> Option<String> {
+        let queues = &state.waiting[q];
         let after = state.last.as_ref();
         queues
             .keys()
@@ -276,26 +425,51 @@ mod tests {
 
     use super::*;
 
+    /// Slots without claims: the order in which slots are granted.
     fn slots(total: usize, per_namespace: usize) -> Arc<ExecSlots> {
+        with_claims(total, per_namespace, 0)
+    }
+
+    fn with_claims(total: usize, per_namespace: usize, claims: usize) -> Arc<ExecSlots> {
         let waiting = IntGaugeVec::new(prometheus::Opts::new("w", "w"), &["turn"]).unwrap();
         ExecSlots::new(
             total,
             per_namespace,
+            claims,
             IntGauge::new("g", "g").unwrap(),
             &waiting,
         )
     }
 
-    fn waiting(s: &ExecSlots) -> [i64; 2] {
+    /// Waiting hooks by turn: claimed, first, later.
+    fn waiting(s: &ExecSlots) -> [i64; 3] {
         s.waiting.clone().map(|g| g.get())
     }
 
-    async fn granted(
-        f: &mut (impl std::future::Future<Output = SlotPermit> + Unpin),
-    ) -> Option<SlotPermit> {
+    async fn grant(f: &mut (impl std::future::Future<Output = Grant> + Unpin)) -> Option<Grant> {
         tokio::time::timeout(Duration::from_millis(50), f)
             .await
             .ok()
+    }
+
+    /// A slot, if one was granted; a claim ticket fails the test.
+    async fn granted(
+        f: &mut (impl std::future::Future<Output = Grant> + Unpin),
+    ) -> Option<SlotPermit> {
+        grant(f).await.map(|g| match g {
+            Grant::Slot(permit) => permit,
+            Grant::Claim(_) => panic!("a claim ticket where a slot was expected"),
+        })
+    }
+
+    /// A claim ticket, if one was handed; a slot fails the test.
+    async fn ticket(
+        f: &mut (impl std::future::Future<Output = Grant> + Unpin),
+    ) -> Option<ClaimTicket> {
+        grant(f).await.map(|g| match g {
+            Grant::Claim(ticket) => ticket,
+            Grant::Slot(_) => panic!("a slot where a claim ticket was expected"),
+        })
     }
 
     #[tokio::test]
@@ -326,7 +500,11 @@ mod tests {
         assert!(granted(&mut a).await.is_none());
         assert!(granted(&mut b).await.is_none());
         drop(gone);
-        assert_eq!(waiting(&s), [2, 0], "a wait given up is no longer counted");
+        assert_eq!(
+            waiting(&s),
+            [0, 2, 0],
+            "a wait given up is no longer counted"
+        );
         drop(held);
         // "a" was served last: the slot goes to "b" although "a" waited first.
         let pb = granted(&mut b).await.expect("b next");
@@ -353,7 +531,7 @@ mod tests {
         }
         assert_eq!(
             waiting(&s),
-            [2, 2],
+            [0, 2, 2],
             "two first hooks and two later ones wait"
         );
         // First hooks go first, round-robin after "a" (served last): "c", then "a".
@@ -363,14 +541,14 @@ mod tests {
         assert!(granted(&mut later_b).await.is_none());
         drop(c);
         let a = granted(&mut first_a).await.expect("a's first hook");
-        assert_eq!(waiting(&s), [0, 2]);
+        assert_eq!(waiting(&s), [0, 0, 2]);
         drop(a);
         // Then the later hooks, round-robin again: "b" comes after "a".
         let b = granted(&mut later_b).await.expect("b's later hook");
         assert!(granted(&mut later_a).await.is_none());
         drop(b);
         assert!(granted(&mut later_a).await.is_some());
-        assert_eq!(waiting(&s), [0, 0]);
+        assert_eq!(waiting(&s), [0, 0, 0]);
     }
 
     #[tokio::test]
@@ -384,5 +562,103 @@ mod tests {
             granted(&mut later_b).await.is_some(),
             "the free slot is not kept for a's first hook"
         );
+    }
+
+    #[tokio::test]
+    async fn while_every_slot_is_held_the_next_waiters_get_claim_tickets() {
+        let s = with_claims(2, 2, 2);
+        let _a = s.acquire("a", Turn::First).await;
+        let b = s.acquire("b", Turn::First).await;
+        let mut c = s.acquire("c", Turn::First);
+        let mut d = s.acquire("d", Turn::First);
+        let mut e = s.acquire("e", Turn::First);
+        let c_ticket = ticket(&mut c).await.expect("c is next in line");
+        let _d_ticket = ticket(&mut d).await.expect("d is next");
+        assert!(grant(&mut e).await.is_none(), "both tickets are out");
+        assert_eq!(s.claims(), 2);
+        // c writes its start, then waits as claimed; the next free slot is its.
+        let mut c_claimed = s.acquire_claimed("c", Turn::First);
+        assert!(
+            granted(&mut c_claimed).await.is_none(),
+            "every slot is held"
+        );
+        assert_eq!(waiting(&s), [1, 1, 0], "c claimed, e waits");
+        drop(b);
+        let _c = granted(&mut c_claimed)
+            .await
+            .expect("the claimed hook goes first");
+        // Its ticket comes back once its exec starts, and goes to the next in line.
+        drop(c_ticket);
+        let _e_ticket = ticket(&mut e).await.expect("e gets the ticket c gave back");
+        assert_eq!(s.claims(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_namespace_at_its_slot_share_claims_ahead_but_a_newcomer_gets_the_next_ticket() {
+        // One namespace alone holds every slot but the reserve, and claims what its own hooks
+        // free next.
+        let s = with_claims(4, 4, 2);
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            let mut a = s.acquire("a", Turn::First);
+            held.push(granted(&mut a).await.expect("a slot"));
+        }
+        let mut a3 = s.acquire("a", Turn::Later);
+        let mut a4 = s.acquire("a", Turn::Later);
+        let mut a5 = s.acquire("a", Turn::Later);
+        let a3_ticket = ticket(&mut a3).await.expect("a claims ahead");
+        let _a4_ticket = ticket(&mut a4).await.expect("a, alone, has every ticket");
+        assert!(grant(&mut a5).await.is_none());
+        // The reserve slot goes to a newcomer; another newcomer's first hook then gets the next
+        // ticket before a's later hook.
+        let mut c = s.acquire("c", Turn::First);
+        let _c = granted(&mut c).await.expect("the reserve");
+        let mut b = s.acquire("b", Turn::First);
+        assert!(grant(&mut b).await.is_none(), "no ticket left");
+        drop(a3_ticket);
+        assert!(
+            ticket(&mut b).await.is_some(),
+            "b's first hook is served first"
+        );
+        assert!(grant(&mut a5).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_claimed_hook_gets_the_free_slot_before_first_hooks_that_wait() {
+        let s = with_claims(1, 1, 1);
+        let held = s.acquire("a", Turn::First).await;
+        let mut b = s.acquire("b", Turn::First);
+        let mut c = s.acquire("c", Turn::First);
+        let b_ticket = ticket(&mut b).await.expect("b is first in line");
+        assert!(grant(&mut c).await.is_none(), "one ticket only");
+        let mut b_claimed = s.acquire_claimed("b", Turn::First);
+        drop(held);
+        let _b = granted(&mut b_claimed).await.expect("b claimed: its slot");
+        assert!(grant(&mut c).await.is_none(), "the slot went to b");
+        drop(b_ticket);
+        assert!(
+            ticket(&mut c).await.is_some(),
+            "c may write ahead while b runs"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_ticket_never_taken_comes_back() {
+        let s = with_claims(1, 1, 1);
+        let _held = s.acquire("a", Turn::First).await;
+        let b = s.acquire("b", Turn::First);
+        assert_eq!(s.claims(), 1, "handed to b's wait at once");
+        drop(b);
+        assert_eq!(s.claims(), 0, "b gave up its wait, and the ticket with it");
+        let mut c = s.acquire("c", Turn::First);
+        assert!(ticket(&mut c).await.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_free_slot_goes_to_a_waiter_rather_than_a_ticket() {
+        let s = with_claims(2, 2, 2);
+        let mut a = s.acquire("a", Turn::First);
+        assert!(granted(&mut a).await.is_some(), "a slot was free");
+        assert_eq!(s.claims(), 0);
     }
 }

@@ -31,7 +31,9 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use kube::api::Api;
-use restore_hooks_core::exec_step::{Context, ExecStep, Presence, align, capped, next_step};
+use restore_hooks_core::exec_step::{
+    Context, ExecStep, Presence, align, capped, next_step, wait_deadline,
+};
 use restore_hooks_core::hooks::plan::{
     EXEC_LABEL, EXEC_PENDING, ExecPlan, ExecStatus, HookPhase, HookStatus,
 };
@@ -49,7 +51,7 @@ use crate::backoff::ApiBackoff;
 use crate::controller::exec::ExecOutcome;
 use crate::controller::pods::{Key, Mailbox, Observed, Workers};
 use crate::controller::slim_pod::{PodState, SlimPod};
-use crate::controller::slots::{SlotPermit, SlotWait, Turn};
+use crate::controller::slots::{ClaimTicket, Grant, SlotWait, Turn};
 use crate::controller::status::{WriteError, write_status};
 
 /// An exec that ended, with what the worker needs to record it.
@@ -80,6 +82,16 @@ struct Released {
     stdout: String,
     stderr: String,
     elapsed: Duration,
+    /// A claim given back before its exec started (§6.9): not a failure of the hook.
+    given_back: bool,
+}
+
+/// A hook whose start is written (its claim), waiting for its exec slot (docs/behaviour.md §6.9).
+struct Claimed {
+    /// Held until the exec starts or the claim is given back.
+    _ticket: ClaimTicket,
+    attempt: u32,
+    since: std::time::Instant,
 }
 
 pub(super) struct PodWorker {
@@ -101,9 +113,14 @@ pub(super) struct PodWorker {
     execs: JoinSet<Finished>,
     /// Results waiting to be written, each with the entry it answers.
     results: Vec<(usize, Answers, HookStatus)>,
-    /// Hooks waiting for an exec slot; dropping a wait gives up its place.
+    /// Hooks waiting for an exec slot (or a claim ticket); dropping a wait gives up its place.
     slot_waits: Vec<(usize, SlotWait)>,
-    granted: Vec<(usize, SlotPermit)>,
+    granted: Vec<(usize, Grant)>,
+    /// Hooks whose start is written, waiting for their slot: also in `running` and `started`.
+    claims: std::collections::BTreeMap<usize, Claimed>,
+    /// Hooks whose claim was given back at their wait deadline: for the state machine they
+    /// waited for a slot (§6.11).
+    starved: BTreeSet<usize>,
     wake_at: Option<Timestamp>,
     /// The watch told us the pod may be gone: confirm before anything else.
     maybe_gone: bool,
@@ -121,9 +138,9 @@ pub(super) struct PodWorker {
     wake: Arc<Notify>,
 }
 
-/// The first of `waits` granted a slot, taken out of the list, with its hook's index; pending
-/// while none is (each grant wakes the worker through its channel).
-async fn next_slot(waits: &mut Vec<(usize, SlotWait)>) -> (usize, SlotPermit) {
+/// The first of `waits` granted a slot or a claim, taken out of the list, with its hook's index;
+/// pending while none is (each grant wakes the worker through its channel).
+async fn next_slot(waits: &mut Vec<(usize, SlotWait)>) -> (usize, Grant) {
     use std::future::Future;
     std::future::poll_fn(|cx| {
         for (at, (_, wait)) in waits.iter_mut().enumerate() {
@@ -171,6 +188,8 @@ impl PodWorker {
             results: Vec::new(),
             slot_waits: Vec::new(),
             granted: Vec::new(),
+            claims: Default::default(),
+            starved: BTreeSet::new(),
             wake_at: None,
             maybe_gone: false,
             fresh: false,
@@ -180,9 +199,14 @@ impl PodWorker {
         }
     }
 
-    /// The hooks waiting for a slot, as the state machine asks.
+    /// The hooks waiting for a slot, as the state machine asks (claimed ones are `Running`).
     fn awaiting_slot(&self) -> BTreeSet<usize> {
-        self.slot_waits.iter().map(|(i, _)| *i).collect()
+        self.slot_waits
+            .iter()
+            .map(|(i, _)| *i)
+            .filter(|i| !self.claims.contains_key(i))
+            .chain(self.starved.iter().copied())
+            .collect()
     }
 
     /// The slot queue the pod's hooks wait in: the first, until one of its hooks has started
@@ -307,11 +331,11 @@ impl PodWorker {
                         Err(e) => error!(pod = %self.pod_ref(), error = %e, "an exec task failed"),
                     }
                 }
-                (i, permit) = next_slot(&mut self.slot_waits), if !self.slot_waits.is_empty() => {
+                (i, grant) = next_slot(&mut self.slot_waits), if !self.slot_waits.is_empty() => {
                     if stopping {
-                        drop(permit);
+                        drop(grant);
                     } else {
-                        self.granted.push((i, permit));
+                        self.granted.push((i, grant));
                     }
                 }
                 _ = tokio::time::sleep(wake.unwrap_or_default()), if wake.is_some() => {}
@@ -329,6 +353,36 @@ impl PodWorker {
         }
         if !self.results.is_empty() {
             return self.record().await;
+        }
+        if stopping && !self.claims.is_empty() {
+            // A claim's exec never starts once this replica stops leading: given back, it starts
+            // under the next leader instead of ending interrupted (docs/behaviour.md §6.9).
+            if let Some((plan, _)) = self.trusted.clone() {
+                let claimed: Vec<usize> = self.claims.keys().copied().collect();
+                for i in claimed {
+                    self.give_back(
+                        &plan,
+                        i,
+                        "this replica stopped leading before an exec slot was free",
+                    );
+                }
+                return Flow::Again;
+            }
+        }
+        // A claimed hook whose slot came starts now, before anything else is decided: its start
+        // is written, and the slot runs nothing until it does.
+        if !stopping
+            && let Some(at) = self
+                .granted
+                .iter()
+                .position(|(i, g)| matches!(g, Grant::Slot(_)) && self.claims.contains_key(i))
+            && let Some((plan, _)) = self.trusted.clone()
+        {
+            let (i, grant) = self.granted.swap_remove(at);
+            let Grant::Slot(permit) = grant else {
+                unreachable!("matched a slot above")
+            };
+            return self.launch_claimed(&plan, i, permit).await;
         }
         let pod = self.pod.clone();
         if self.shared.keys.current().is_none() {
@@ -423,18 +477,44 @@ impl PodWorker {
                 after: &after,
             },
         );
-        self.slot_waits
-            .retain(|(i, _)| decision.status.hooks[*i].phase == HookPhase::Pending);
-        self.wake_at = decision.wake_at;
+        let claims = &self.claims;
+        self.slot_waits.retain(|(i, _)| {
+            claims.contains_key(i) || decision.status.hooks[*i].phase == HookPhase::Pending
+        });
+        // A claim that waited past its hook's waitTimeout is given back: the hook then fails
+        // as any hook that got no slot in time (§6.11).
+        let now = Timestamp::now();
+        let deadlines: Vec<(usize, Timestamp)> = self
+            .claims
+            .keys()
+            .filter_map(|&i| {
+                let entry = self.started.get(&i)?;
+                Some((i, wait_deadline(&plan.hooks[i], entry, &pod.view)?))
+            })
+            .collect();
+        for &(i, d) in &deadlines {
+            if d <= now {
+                self.give_back(&plan, i, "no exec slot within its waitTimeout");
+                self.starved.insert(i);
+            }
+        }
+        if !self.results.is_empty() {
+            return Flow::Again;
+        }
+        let next_deadline = deadlines.iter().map(|(_, d)| *d).min();
+        self.wake_at = match (decision.wake_at, next_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let finishing = decision.finished;
         if decision.write || finishing.is_some() {
             return self.write(&pod, &plan, decision, finishing).await;
         }
         // A granted slot starts its hook if the hook may still start (the pod changed while the
         // worker waited for the slot); otherwise the slot goes back.
-        while let Some((i, permit)) = self.granted.pop() {
+        while let Some((i, grant)) = self.granted.pop() {
             if decision.start.contains(&i) && !self.running.contains(&i) {
-                return self.start(&pod, &plan, decision.status, i, permit).await;
+                return self.start(&pod, &plan, decision.status, i, grant).await;
             }
         }
         let turn = self.turn(&decision.status);

@@ -33,11 +33,13 @@ impl PodWorker {
         self.shared
             .ledger
             .released(&plan.restore, &self.uid, &plan.id, index, attempt);
-        self.shared
-            .metrics
-            .exec_retries
-            .with_label_values(&[why.failure.reason()])
-            .inc();
+        if !why.given_back {
+            self.shared
+                .metrics
+                .exec_retries
+                .with_label_values(&[why.failure.reason()])
+                .inc();
+        }
         // Rounded up to whole seconds: the status says seconds, and never earlier. (A plan is
         // trusted input, but a backoff past the calendar must not panic.)
         let wait = i64::try_from(wait_ms.saturating_add(999)).unwrap_or(i64::MAX);
@@ -52,7 +54,13 @@ impl PodWorker {
         result.retries = attempt;
         let unavailable = why.failure == Failure::Unavailable;
         result.unavailable += u32::from(unavailable);
-        result.message = if unavailable {
+        result.message = if why.given_back {
+            format!(
+                "attempt {attempt} was claimed but did not start: {}; the command did not run, \
+                 the next attempt starts at {at}",
+                why.message
+            )
+        } else if unavailable {
             format!(
                 "attempt {attempt} could not start, the API server was unavailable \
                  (unavailable): {}; the command did not run, the next attempt starts at {at}",
@@ -70,14 +78,16 @@ impl PodWorker {
         result.retry_at = Some(at);
         result.stdout = why.stdout;
         result.stderr = why.stderr;
-        warn!(
-            pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index,
-            source = %hook.source, container = %hook.container, attempt,
-            reason = why.failure.reason(), exit_code = why.exit_code,
-            duration_ms = why.elapsed.as_millis() as u64, retry_at = %result.retry_at.as_deref().unwrap_or_default(),
-            result_message = %why.message, stderr = %result.stderr,
-            "hook attempt failed; retrying"
-        );
+        if !why.given_back {
+            warn!(
+                pod = %self.pod_ref(), restore = %plan.restore, hook = %hook.name, index,
+                source = %hook.source, container = %hook.container, attempt,
+                reason = why.failure.reason(), exit_code = why.exit_code,
+                duration_ms = why.elapsed.as_millis() as u64, retry_at = %result.retry_at.as_deref().unwrap_or_default(),
+                result_message = %why.message, stderr = %result.stderr,
+                "hook attempt failed; retrying"
+            );
+        }
         self.results.push((index, answers, result));
     }
 
@@ -117,6 +127,7 @@ impl PodWorker {
                 stdout: outcome.stdout_tail,
                 stderr: outcome.stderr_tail,
                 elapsed: f.elapsed,
+                given_back: false,
             };
             let plan = plan.clone();
             self.release(

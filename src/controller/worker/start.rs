@@ -3,12 +3,17 @@
 //! both landed; a start whose `Running` record never landed is released, never left to end
 //! `interrupted`; one the leader could not record before it stopped leading goes back to
 //! `Pending` for the next leader.
+//!
+//! A hook handed a claim ticket instead of a slot writes its start while it waits (a claim), and
+//! its exec starts when the slot comes, without a write in between; a claim whose exec cannot
+//! start then (the replica stops leading, the container went down, the wait passed its
+//! `waitTimeout`) is given back: released like an attempt the API server was unavailable for.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use restore_hooks_core::exec_step::timestamp;
+use restore_hooks_core::exec_step::{Presence, align, hook_is_up, timestamp};
 use restore_hooks_core::hooks::plan::{ExecPlan, ExecStatus, HookPhase, HookStatus, RunOn};
 use restore_hooks_core::hooks::signing::PlanKeys;
 use restore_hooks_core::ledger::OnePodStart;
@@ -21,10 +26,10 @@ use crate::hooks::duration::format_go_duration;
 
 use crate::controller::exec::{Ephemeral, ExecOutcome, ExecRequest};
 use crate::controller::slim_pod::{PodState, SlimPod};
-use crate::controller::slots::SlotPermit;
+use crate::controller::slots::{Grant, SlotPermit};
 use crate::controller::status::WriteError;
 
-use super::{Answers, Finished, Flow, PodWorker, Released};
+use super::{Answers, Claimed, Finished, Flow, PodWorker, Released, is_older};
 
 /// Writes of a `Running` record taken back, through conflicts with the kubelet's updates.
 const UNSTART_ATTEMPTS: u32 = 5;
@@ -33,21 +38,28 @@ const REWRITE_CONFLICTS: u32 = 5;
 /// How long such a write keeps trying while the API server throttles it or is unavailable (the
 /// exec slot is held meanwhile), as the record's own writes do.
 const REWRITE_BUSY_FOR: Duration = Duration::from_secs(120);
+/// A claim older than this is checked against the API server before its exec starts: the watch
+/// may lag, and an exec goes to the pod by name, which a new pod of the same name (a
+/// StatefulSet's) could hold by now.
+const STALE_CLAIM: Duration = Duration::from_secs(5);
 
 impl PodWorker {
-    /// Records hook `index` Running, then starts its exec holding `permit`.
+    /// Records hook `index` Running, then starts its exec holding the slot `grant` gives, or,
+    /// given a claim ticket, queues for the slot as claimed.
     pub(super) async fn start(
         &mut self,
         pod: &Arc<PodState>,
         plan: &ExecPlan,
         mut status: ExecStatus,
         index: usize,
-        permit: SlotPermit,
+        permit: Grant,
     ) -> Flow {
         let Some(keys) = self.shared.keys.current() else {
             return Flow::Wait;
         };
         let granted = Instant::now();
+        // The queue it waited in: a claimed hook waits for its slot in the same turn.
+        let turn = self.turn(&status);
         let hook = plan.hooks[index].clone();
         // A OnePod hook is taken for this pod before anything is written: of two pods that both
         // saw themselves chosen, one starts it and the other records it ran elsewhere (§6.15).
@@ -147,6 +159,7 @@ impl PodWorker {
                         stdout: String::new(),
                         stderr: String::new(),
                         elapsed: Duration::ZERO,
+                        given_back: false,
                     };
                     let retries = before.retries;
                     self.release(plan, index, before, Answers::Unstarted(retries), why, wait);
@@ -183,6 +196,125 @@ impl PodWorker {
             });
             return Flow::Again;
         }
+        match permit {
+            Grant::Slot(permit) => self.launch(plan, index, attempt, permit, granted),
+            Grant::Claim(ticket) => {
+                debug!(pod = %self.pod_ref(), hook = %hook.name, index, attempt, "hook claimed; its exec starts when a slot is free");
+                let wait = self.shared.slots.acquire_claimed(&self.namespace, turn);
+                self.slot_waits.push((index, wait));
+                self.claims.insert(
+                    index,
+                    Claimed {
+                        _ticket: ticket,
+                        attempt,
+                        since: Instant::now(),
+                    },
+                );
+            }
+        }
+        Flow::Again
+    }
+
+    /// Hook `index`'s claim got its slot: its exec starts, unless the pod or the container is
+    /// no longer there for it, or the claim is old and the pod, read again, is not the one it
+    /// was written on; then the claim is given back.
+    pub(super) async fn launch_claimed(
+        &mut self,
+        plan: &ExecPlan,
+        index: usize,
+        permit: SlotPermit,
+    ) -> Flow {
+        let granted = Instant::now();
+        let Some(claim) = self.claims.get(&index) else {
+            return Flow::Again;
+        };
+        let (attempt, stale) = (claim.attempt, claim.since.elapsed() > STALE_CLAIM);
+        if stale && !self.maybe_gone {
+            match self.read_own_pod().await {
+                Ok(Some(fresh)) => {
+                    if !is_older(&fresh, &self.pod) {
+                        self.pod = fresh;
+                    }
+                }
+                Ok(None) => self.maybe_gone = true,
+                Err(e) => {
+                    drop(permit);
+                    return self
+                        .api_error("reading the pod before a claimed hook's exec", e)
+                        .await;
+                }
+            }
+        }
+        let pod = &self.pod;
+        // Read again, the pod must still show this claim's `Running` record.
+        let shown_elsewhere = || {
+            let ours = self.started.get(&index).map(|h| h.started_at.clone());
+            let shown = self
+                .verified(pod)
+                .ok()
+                .and_then(|(_, status)| status)
+                .map(|s| align(plan, Some(&s)).hooks[index].started_at.clone());
+            shown != ours
+        };
+        let why = if self.maybe_gone || pod.view.presence != Presence::Present {
+            Some("the pod is being deleted or is gone")
+        } else if !hook_is_up(plan, &pod.view, index) {
+            Some("its container was not up when its exec slot came")
+        } else if stale && shown_elsewhere() {
+            Some("the pod no longer shows its Running record")
+        } else {
+            None
+        };
+        match why {
+            None => {
+                self.launch(plan, index, attempt, permit, granted);
+                self.claims.remove(&index);
+            }
+            Some(why) => {
+                drop(permit);
+                self.give_back(plan, index, why);
+            }
+        }
+        Flow::Again
+    }
+
+    /// Gives back the claim of hook `index`, whose exec never started: released like an attempt
+    /// the API server was unavailable for (it does not count against `retry.attempts`), so it
+    /// starts again here or under the next leader (docs/behaviour.md §6.9).
+    pub(super) fn give_back(&mut self, plan: &ExecPlan, index: usize, why: &str) {
+        let Some(claim) = self.claims.remove(&index) else {
+            return;
+        };
+        self.slot_waits.retain(|(i, _)| *i != index);
+        let Some(running) = self.started.remove(&index) else {
+            return;
+        };
+        info!(pod = %self.pod_ref(), restore = %plan.restore, hook = %plan.hooks[index].name, index,
+              attempt = claim.attempt, reason = why, "claimed hook given back before its exec started; it starts again");
+        let since = running.started_at.clone();
+        let released = Released {
+            failure: Failure::Unavailable,
+            message: why.to_string(),
+            exit_code: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            elapsed: Duration::ZERO,
+            given_back: true,
+        };
+        self.release(plan, index, running, Answers::Running(since), released, 0);
+    }
+
+    /// Starts the exec of attempt `attempt` of hook `index`, recorded `Running` and in the
+    /// record, holding `permit` until it ends.
+    fn launch(
+        &mut self,
+        plan: &ExecPlan,
+        index: usize,
+        attempt: u32,
+        permit: SlotPermit,
+        granted: Instant,
+    ) {
+        let hook = plan.hooks[index].clone();
         self.shared
             .metrics
             .exec_start_delay
@@ -222,7 +354,6 @@ impl PodWorker {
                 recorded: true,
             }
         });
-        Flow::Again
     }
 
     /// The start is in the controller's record, but the `Running` record written with it did not

@@ -175,13 +175,13 @@ async fn the_leader_opens_and_closes_restore_windows_by_itself() {
             let ns = namespace(&bed, "fresh").await;
             (label_of(&ns).as_deref() == Some("r-all")).then_some(())
         });
-        let events = namespace_events(&bed, "fresh").await;
-        assert!(
-            events
-                .iter()
-                .any(|(r, m)| r == "RestoreWindowOpened" && m.contains("r-all")),
-            "{events:?}"
-        );
+        // The Event follows the label (Events are sent after what they report).
+        eventually!("fresh's RestoreWindowOpened Event", {
+            namespace_events(&bed, "fresh")
+                .await
+                .into_iter()
+                .find(|(r, m)| r == "RestoreWindowOpened" && m.contains("r-all"))
+        });
         assert_eq!(label_of(&namespace(&bed, "quiet").await), None);
 
         // A pod its Deployment creates in the window is a restored pod: its hook runs.
@@ -233,11 +233,12 @@ async fn the_leader_opens_and_closes_restore_windows_by_itself() {
             let ns = namespace(&bed, "shop").await;
             label_of(&ns).is_none().then_some(())
         });
-        let events = namespace_events(&bed, "shop").await;
-        assert!(
-            events.iter().any(|(r, _)| r == "RestoreWindowClosed"),
-            "{events:?}"
-        );
+        eventually!("shop's RestoreWindowClosed Event", {
+            namespace_events(&bed, "shop")
+                .await
+                .into_iter()
+                .find(|(r, _)| r == "RestoreWindowClosed")
+        });
 
         // After the window, a rollout's pod is an ordinary pod.
         let later = bed

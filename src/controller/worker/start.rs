@@ -52,7 +52,7 @@ impl PodWorker {
         plan: &ExecPlan,
         mut status: ExecStatus,
         index: usize,
-        permit: Grant,
+        grant: Grant,
     ) -> Flow {
         let Some(keys) = self.shared.keys.current() else {
             return Flow::Wait;
@@ -74,7 +74,7 @@ impl PodWorker {
                 .reserve_one_pod(&start.key, &self.uid, &start.pod)
         {
             debug!(pod = %self.pod_ref(), hook = %hook.name, index, holder = %holder, "runOn: OnePod hook taken by another pod");
-            drop(permit);
+            drop(grant);
             return Flow::Again;
         }
         // Which attempt, by the record (docs/behaviour.md §6.17): 1, or the one after the last
@@ -86,7 +86,7 @@ impl PodWorker {
             .map_or(Some(1), |e| e.next_attempt(index))
         else {
             warn!(pod = %self.pod_ref(), hook = %hook.name, index, "the record says this hook started and was not released; not starting it again");
-            drop(permit);
+            drop(grant);
             if let Some(start) = &one_pod {
                 self.shared.ledger.release_one_pod(&start.key, &self.uid);
             }
@@ -126,7 +126,7 @@ impl PodWorker {
         let updated = match written {
             Ok(p) => PodState::from_slim(p),
             Err(e) => {
-                drop(permit);
+                drop(grant);
                 match &one_pod {
                     // Recorded: the hook started here as far as the record goes (and so the
                     // other pods learn); it is not started again, and ends `interrupted`.
@@ -178,7 +178,7 @@ impl PodWorker {
             self.shared.restores.one_pod_started(&start.key, &self.uid);
         }
         if let Err(e) = recorded {
-            drop(permit);
+            drop(grant);
             if self.term.is_cancelled() {
                 // Leadership ended (or shutdown began) before the start was recorded: the exec
                 // never starts here, and the hook is not this leader's to fail. It goes back to
@@ -196,7 +196,7 @@ impl PodWorker {
             });
             return Flow::Again;
         }
-        match permit {
+        match grant {
             Grant::Slot(permit) => self.launch(plan, index, attempt, permit, granted),
             Grant::Claim(ticket) => {
                 debug!(pod = %self.pod_ref(), hook = %hook.name, index, attempt, "hook claimed; its exec starts when a slot is free");

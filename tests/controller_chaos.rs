@@ -78,10 +78,13 @@ fn seed() -> u64 {
     }
 }
 
+/// Exec slots of each controller instance.
+const SLOTS: usize = 8;
+
 /// One controller instance (as one replica would be).
 fn start_controller(bed: &Testbed, identity: String) -> ControllerHandle {
     let mut args = bed.controller_args();
-    args.max_concurrent_execs = 8;
+    args.max_concurrent_execs = SLOTS;
     // Short, so that a killed leader is replaced quickly; long enough that a renewal (two
     // requests, each delayed by at most 100 ms) fits in its limit (a third of it).
     args.lease_duration = Duration::from_millis(1500);
@@ -282,9 +285,11 @@ async fn chaos() {
     let finished_pods = loop {
         let now = Instant::now();
         if chaos && now - started > CHAOS_FOR {
-            // Enough: no more faults; what follows must converge by itself.
+            // Enough: no more faults (failures queued for requests that have not come yet
+            // included); what follows must converge by itself.
             chaos = false;
             faults.set_delay(Duration::ZERO);
+            faults.clear_failures();
         }
         if chaos {
             match rng.below(100) {
@@ -511,6 +516,18 @@ async fn chaos() {
     assert!(
         tally.kills >= 1,
         "seed {seed}: no leader was killed: {tally:?}"
+    );
+    // A kill leaves at most the hooks running and those claimed (docs/behaviour.md §6.9) to end
+    // interrupted: as many as slots each. Lease losses give their claims back.
+    let bound = tally.kills * 2 * SLOTS;
+    println!(
+        "interrupted {interrupted} after {} kill(s): bound {bound}",
+        tally.kills
+    );
+    assert!(
+        interrupted <= bound,
+        "seed {seed}: {interrupted} hooks interrupted after {} kill(s), more than {bound}",
+        tally.kills
     );
 
     for c in ctls {

@@ -374,8 +374,70 @@ async fn successes_get_one_hooks_completed_per_pod_and_failures_their_warning() 
 
         let sent = |result: &str| metrics.events_sent.with_label_values(&[result]).get();
         assert_eq!((sent("created"), sent("failed")), (3, 0));
+        assert_eq!(
+            bed.sim.faults().requests("create", "events"),
+            3,
+            "one create per Event: the five hooks cost three"
+        );
         let dropped = |why: &str| metrics.events_dropped.with_label_values(&[why]).get();
         assert_eq!((dropped("queue_full"), dropped("shutdown")), (0, 0));
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// §6.12: an Event the API server refuses for now (500) is sent again, once; a pod worker never
+/// waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_refused_for_now_is_sent_again() {
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        bed.sim.faults().fail_next("create", "events", 2);
+        let ctl = start(&bed, "a");
+        create(&bed, "p", vec![hook("h", "db", "echo hi")], json!({})).await;
+        assert_eq!(finished(&bed, "p").await.0, "done");
+        wait_for("HooksCompleted on pod p", async || {
+            events(&bed, "p")
+                .await
+                .iter()
+                .any(|e| e.0 == "HooksCompleted")
+        })
+        .await;
+        let metrics = ctl.metrics.clone();
+        ctl.stop().await.expect("controller stops cleanly");
+        let evs = events(&bed, "p").await;
+        assert_eq!(evs.len(), 1, "sent once: {evs:?}");
+        assert_eq!(bed.sim.faults().requests("create", "events"), 3);
+        let sent = |result: &str| metrics.events_sent.with_label_values(&[result]).get();
+        assert_eq!((sent("created"), sent("failed")), (1, 0));
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// §6.12: at shutdown the controller sends what is queued for a bounded time, then stops: an
+/// Event the API server keeps refusing is given up (dropped or failed, counted), never waited
+/// for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_controller_does_not_wait_for_events_it_cannot_send() {
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        bed.sim.faults().fail_next("create", "events", 1_000);
+        let ctl = start(&bed, "a");
+        create(&bed, "p", vec![hook("h", "db", "echo hi")], json!({})).await;
+        assert_eq!(finished(&bed, "p").await.0, "done");
+        let metrics = ctl.metrics.clone();
+        ctl.stop().await.expect("controller stops cleanly");
+        assert!(events(&bed, "p").await.is_empty());
+        let sent = |result: &str| metrics.events_sent.with_label_values(&[result]).get();
+        let dropped = |why: &str| metrics.events_dropped.with_label_values(&[why]).get();
+        assert_eq!(sent("created"), 0);
+        assert_eq!(
+            sent("failed") + dropped("shutdown"),
+            1,
+            "the pod's HooksCompleted, given up"
+        );
+        assert_eq!(dropped("queue_full"), 0);
         bed.stop().await;
     })
     .await;

@@ -168,7 +168,10 @@ impl EventSink {
             warn!(
                 kind = about.kind, namespace, name = %about.name, reason,
                 capacity = self.queue.max_capacity(),
-                "Event dropped: {} Events already wait to be sent, the API server is accepting                  them slower than they come (restore_hooks_events_sent_total{{result=\"failed\"}}                  and restore_hooks_api_throttled_total tell whether it refuses them); the pod's                  restore-hooks.dev/status still records the outcome",
+                "Event dropped: {} Events already wait to be sent, the API server is accepting \
+                 them slower than they come (restore_hooks_events_sent_total{{result=\"failed\"}} \
+                 and restore_hooks_api_throttled_total tell whether it refuses them); what it \
+                 told of is still recorded in the pod's restore-hooks.dev/status and the RestoreRun",
                 self.queue.max_capacity()
             );
         } else {
@@ -248,7 +251,8 @@ impl EventSender {
                 .inc_by(left as u64);
             warn!(
                 left,
-                "stopping: {left} Event(s) not sent within {FLUSH_TIMEOUT:?}, dropped (the API                  server is slow or unreachable)"
+                "stopping: {left} Event(s) not sent within {FLUSH_TIMEOUT:?}, dropped (the API \
+                 server is slow or unreachable)"
             );
         }
     }

@@ -187,7 +187,8 @@
 //!
 //! - Requests per hook after (1000 and 5000 pods alike): `patch pods` 2.000 (the `Running` record
 //!   and the result; before: 2.6, with a `Pending` write per pod and conflicts), `create events`
-//!   1.5 (`HookSucceeded` per hook, `HooksCompleted` per pod), `pods/exec` 1.0, `patch
+//!   1.5 (then a `HookSucceeded` per hook and a `HooksCompleted` per pod; successes now share the
+//!   pod's one `HooksCompleted`, docs/behaviour.md §6.12), `pods/exec` 1.0, `patch
 //!   restorehooks/status` 0.36–0.51 with no `get` (before: 1.4–1.8 of each), `patch
 //!   restoreruns/status` 0.21–0.32, `list pods` 0.1–0.18 (restore namespaces, from the watch
 //!   cache), `get pods` 0 (before 0.17–0.27); `list restores.velero.io` a few times in all

@@ -70,6 +70,11 @@ pub const LABEL_VALUES: &[(&str, &[&str])] = &[
         &["allowed", "denied", "error", "throttled"],
     ),
     ("restore_hooks_restore_windows_total", &["set", "removed"]),
+    ("restore_hooks_events_sent_total", &["created", "failed"]),
+    (
+        "restore_hooks_events_dropped_total",
+        &["queue_full", "shutdown"],
+    ),
 ];
 
 /// The fixed label values of metric `name` in [`LABEL_VALUES`] (none if it has none).
@@ -154,6 +159,12 @@ pub struct Metrics {
     /// `result`: SubjectAccessReviews the webhook sent (`allowed`, `denied`, `error`) or did not
     /// send because it was over its budget (`throttled`).
     pub subject_access_reviews: IntCounterVec,
+    /// `result`: Events the controller's background sender finished with: `created`, or `failed`
+    /// (refused, or still failing after its retries).
+    pub events_sent: IntCounterVec,
+    /// `reason`: Events never sent: `queue_full` (the queue of Events waiting to be sent was
+    /// full), `shutdown` (still queued when the flush at shutdown ran out of time).
+    pub events_dropped: IntCounterVec,
 }
 
 impl Metrics {
@@ -371,6 +382,22 @@ impl Metrics {
             &["result"],
         )
         .expect("valid metric");
+        let events_sent = IntCounterVec::new(
+            Opts::new(
+                "restore_hooks_events_sent_total",
+                "Kubernetes Events the controller sent, by result: created, or failed (refused, or still failing after its retries)",
+            ),
+            &["result"],
+        )
+        .expect("valid metric");
+        let events_dropped = IntCounterVec::new(
+            Opts::new(
+                "restore_hooks_events_dropped_total",
+                "Kubernetes Events the controller dropped unsent, by reason: queue_full (the queue of Events waiting to be sent was full), shutdown (still queued when the flush at shutdown ran out of time)",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
         let mut names = Vec::new();
         // The process' own resident memory, CPU seconds and file descriptors (from /proc; on other
         // systems the collector reports nothing): what the chart's limits are compared with.
@@ -410,6 +437,8 @@ impl Metrics {
             Box::new(status_rollbacks.clone()),
             Box::new(webhook_connections_closed.clone()),
             Box::new(subject_access_reviews.clone()),
+            Box::new(events_sent.clone()),
+            Box::new(events_dropped.clone()),
         ]) {
             names.extend(c.desc().iter().map(|d| d.fq_name.clone()));
             registry.register(c).expect("metric names are unique");
@@ -425,6 +454,8 @@ impl Metrics {
             &webhook_connections_closed,
             &subject_access_reviews,
             &restore_windows,
+            &events_sent,
+            &events_dropped,
         ] {
             for value in label_values(&counter.desc()[0].fq_name) {
                 counter.with_label_values(&[*value]);
@@ -464,6 +495,8 @@ impl Metrics {
             status_rollbacks,
             webhook_connections_closed,
             subject_access_reviews,
+            events_sent,
+            events_dropped,
         }
     }
 

@@ -166,26 +166,26 @@ async fn hooks_of_each_container_run_in_plan_order_once_it_runs() {
         assert_eq!(ctl.hooks_reaching("succeeded", 3).await, 3);
         assert!(ctl.metrics.exec_duration.get_sample_count() >= 3);
 
-        wait_for("four events about p1", async || {
-            events(&bed, "p1").await.len() >= 4
+        // §6.12: one Event for the three successes, with their stdout.
+        wait_for("HooksCompleted on pod p1", async || {
+            events(&bed, "p1")
+                .await
+                .iter()
+                .any(|e| e.0 == "HooksCompleted")
         })
         .await;
         let evs = events(&bed, "p1").await;
-        let reasons: Vec<&str> = evs.iter().map(|e| e.0.as_str()).collect();
-        assert_eq!(
-            reasons,
-            vec![
-                "HookSucceeded",
-                "HookSucceeded",
-                "HookSucceeded",
-                "HooksCompleted"
-            ],
-            "{evs:?}"
-        );
+        let completed: Vec<&str> = evs
+            .iter()
+            .filter(|e| e.0 == "HooksCompleted")
+            .map(|e| e.1.as_str())
+            .collect();
+        assert_eq!(completed.len(), 1, "{evs:?}");
         assert!(
-            evs.iter()
-                .any(|e| e.1.contains("(#0,") && e.1.contains("out-1")),
-            "the first hook's event carries its stdout: {evs:?}"
+            completed[0].contains("rehydrate (#0, db), stdout: out-1;")
+                && completed[0].contains("rehydrate (#1, app);")
+                && completed[0].contains("rehydrate (#2, db)"),
+            "HooksCompleted names the hooks that succeeded, with the first one's stdout: {evs:?}"
         );
 
         wait_for("RestoreHook status counts the 3 hooks", async || {
@@ -257,11 +257,12 @@ async fn on_error_continue_goes_on_and_fail_skips_the_rest() {
         assert_eq!(ctl.hooks_reaching("failed", 2).await, 2);
         assert_eq!(ctl.hooks_reaching("skipped", 1).await, 1);
         assert_eq!(ctl.hooks_reaching("succeeded", 1).await, 1);
-        wait_for("HooksCompleted on pod fail", async || {
-            events(&bed, "fail")
-                .await
+        // Events are sent concurrently (§6.12): HookFailed may land after HooksCompleted.
+        wait_for("HookFailed and HooksCompleted on pod fail", async || {
+            let evs = events(&bed, "fail").await;
+            ["HookFailed", "HooksCompleted"]
                 .iter()
-                .any(|e| e.0 == "HooksCompleted")
+                .all(|r| evs.iter().any(|e| e.0 == *r))
         })
         .await;
         let evs = events(&bed, "fail").await;
@@ -272,6 +273,171 @@ async fn on_error_continue_goes_on_and_fail_skips_the_rest() {
             "{evs:?}"
         );
         ctl.stop().await.expect("controller stops cleanly");
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// §6.12: successes get no Event of their own; the pod's one `HooksCompleted` (Normal) names
+/// them. A failure still gets its `HookFailed`. Counted once the controller stopped, so after
+/// the flush of what it queued: nothing can arrive later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn successes_get_one_hooks_completed_per_pod_and_failures_their_warning() {
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        let ctl = start(&bed, "a");
+        create(
+            &bed,
+            "ok",
+            numbered(vec![
+                hook("one", "db", "echo first"),
+                hook("two", "app", "echo second"),
+                hook("three", "db", "echo third"),
+            ]),
+            json!({}),
+        )
+        .await;
+        create(
+            &bed,
+            "mixed",
+            numbered(vec![
+                hook("good", "db", "echo fine"),
+                hook("bad", "db", "echo broken >&2; exit 4"),
+            ]),
+            json!({}),
+        )
+        .await;
+        assert_eq!(finished(&bed, "ok").await.0, "done");
+        assert_eq!(finished(&bed, "mixed").await.0, "failed");
+        let metrics = ctl.metrics.clone();
+        ctl.stop().await.expect("controller stops cleanly");
+
+        let typed = |pod: &'static str| {
+            let api: Api<k8s_openapi::api::core::v1::Event> =
+                Api::namespaced(bed.client.clone(), NS);
+            async move {
+                api.list(&ListParams::default())
+                    .await
+                    .expect("events listed")
+                    .items
+                    .into_iter()
+                    .filter(|e| e.involved_object.name.as_deref() == Some(pod))
+                    .map(|e| {
+                        (
+                            e.reason.unwrap_or_default(),
+                            e.type_.unwrap_or_default(),
+                            e.message.unwrap_or_default(),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            }
+        };
+        let ok = typed("ok").await;
+        assert_eq!(ok.len(), 1, "one Event for three successes: {ok:?}");
+        let (reason, type_, message) = &ok[0];
+        assert_eq!(
+            (reason.as_str(), type_.as_str()),
+            ("HooksCompleted", "Normal")
+        );
+        assert!(
+            message.contains("3 succeeded, 0 failed, 0 skipped; restore-hooks.dev/exec=done")
+                && message.contains("one (#0, db), stdout: first;")
+                && message.contains("two (#1, app), stdout: second;")
+                && message.contains("three (#2, db), stdout: third"),
+            "{message}"
+        );
+
+        let mixed = typed("mixed").await;
+        let mut reasons: Vec<(&str, &str)> = mixed
+            .iter()
+            .map(|(r, t, _)| (r.as_str(), t.as_str()))
+            .collect();
+        reasons.sort();
+        assert_eq!(
+            reasons,
+            [("HookFailed", "Warning"), ("HooksCompleted", "Warning")],
+            "{mixed:?}"
+        );
+        let failed = &mixed.iter().find(|e| e.0 == "HookFailed").unwrap().2;
+        assert!(
+            failed.contains("bad (#1,")
+                && failed.contains("exit code 4")
+                && failed.contains("broken"),
+            "{failed}"
+        );
+        let completed = &mixed.iter().find(|e| e.0 == "HooksCompleted").unwrap().2;
+        assert!(
+            completed.contains("1 succeeded, 1 failed")
+                && completed.contains("good (#0, db), stdout: fine"),
+            "{completed}"
+        );
+
+        let sent = |result: &str| metrics.events_sent.with_label_values(&[result]).get();
+        assert_eq!((sent("created"), sent("failed")), (3, 0));
+        assert_eq!(
+            bed.sim.faults().requests("create", "events"),
+            3,
+            "one create per Event: the five hooks cost three"
+        );
+        let dropped = |why: &str| metrics.events_dropped.with_label_values(&[why]).get();
+        assert_eq!((dropped("queue_full"), dropped("shutdown")), (0, 0));
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// §6.12: an Event the API server refuses for now (500) is sent again, once; a pod worker never
+/// waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_refused_for_now_is_sent_again() {
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        bed.sim.faults().fail_next("create", "events", 2);
+        let ctl = start(&bed, "a");
+        create(&bed, "p", vec![hook("h", "db", "echo hi")], json!({})).await;
+        assert_eq!(finished(&bed, "p").await.0, "done");
+        wait_for("HooksCompleted on pod p", async || {
+            events(&bed, "p")
+                .await
+                .iter()
+                .any(|e| e.0 == "HooksCompleted")
+        })
+        .await;
+        let metrics = ctl.metrics.clone();
+        ctl.stop().await.expect("controller stops cleanly");
+        let evs = events(&bed, "p").await;
+        assert_eq!(evs.len(), 1, "sent once: {evs:?}");
+        assert_eq!(bed.sim.faults().requests("create", "events"), 3);
+        let sent = |result: &str| metrics.events_sent.with_label_values(&[result]).get();
+        assert_eq!((sent("created"), sent("failed")), (1, 0));
+        bed.stop().await;
+    })
+    .await;
+}
+
+/// §6.12: at shutdown the controller sends what is queued for a bounded time, then stops: an
+/// Event the API server keeps refusing is given up (dropped or failed, counted), never waited
+/// for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_controller_does_not_wait_for_events_it_cannot_send() {
+    bounded(Duration::from_secs(60), async {
+        let bed = bed().await;
+        bed.sim.faults().fail_next("create", "events", 1_000);
+        let ctl = start(&bed, "a");
+        create(&bed, "p", vec![hook("h", "db", "echo hi")], json!({})).await;
+        assert_eq!(finished(&bed, "p").await.0, "done");
+        let metrics = ctl.metrics.clone();
+        ctl.stop().await.expect("controller stops cleanly");
+        assert!(events(&bed, "p").await.is_empty());
+        let sent = |result: &str| metrics.events_sent.with_label_values(&[result]).get();
+        let dropped = |why: &str| metrics.events_dropped.with_label_values(&[why]).get();
+        assert_eq!(sent("created"), 0);
+        assert_eq!(
+            sent("failed") + dropped("shutdown"),
+            1,
+            "the pod's HooksCompleted, given up"
+        );
+        assert_eq!(dropped("queue_full"), 0);
         bed.stop().await;
     })
     .await;

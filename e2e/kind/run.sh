@@ -8,7 +8,7 @@
 # 3. installs cert-manager (pinned), 4. helm-installs charts/restore-hooks, 5. creates a restore
 # namespace (label restore-hooks.dev/restore), RestoreHooks and pods, and 6. asserts that the
 # init containers ran, every exec hook succeeded (status annotation, label
-# restore-hooks.dev/exec=done, HookSucceeded/HooksCompleted Events), a Velero-labelled pod in an
+# restore-hooks.dev/exec=done, a Normal HooksCompleted Event), a Velero-labelled pod in an
 # unlabelled namespace is handled too, a pod in neither is left alone, the RestoreRun of the restore
 # completed, the chart's admission policies refuse a hook author without exec rights and a
 # reset of a finished pod's hook state, and each Deployment logs its own part (admission on the
@@ -240,14 +240,14 @@ check_pod() { # ns pod hook-count expected-stdout-of-first-hook
     && pass "$ns/$pod: every hook Succeeded with exit code 0" || fail "$ns/$pod: not all hooks succeeded: $status"
   printf '%s' "$status" | jq -e --arg w "$want" '.hooks[0].stdout | contains($w)' >/dev/null \
     && pass "$ns/$pod: first hook printed '$want'" || fail "$ns/$pod: first hook stdout lacks '$want': $status"
-  local succeeded completed
-  succeeded=$(k -n "$ns" get events --field-selector "involvedObject.name=$pod,reason=HookSucceeded" -o json \
-                | jq '[.items[] | (.count // 1)] | add // 0' || echo 0)
+  # Successes share the pod's one HooksCompleted Event (docs/behaviour.md §6.12).
+  local completed
   completed=$(k -n "$ns" get events --field-selector "involvedObject.name=$pod,reason=HooksCompleted" -o json \
-                | jq '.items | length' || echo 0)
-  [ "$succeeded" -ge "$hooks" ] && pass "$ns/$pod: $succeeded HookSucceeded Event(s)" \
-    || fail "$ns/$pod: $succeeded HookSucceeded Events, want >= $hooks"
-  [ "$completed" -ge 1 ] && pass "$ns/$pod: HooksCompleted Event" || fail "$ns/$pod: no HooksCompleted Event"
+                | jq -r '[.items[] | select(.type == "Normal") | .message] | first // ""' || echo "")
+  case "$completed" in
+    *"$hooks hook(s): $hooks succeeded, 0 failed"*) pass "$ns/$pod: Normal HooksCompleted Event: $hooks succeeded" ;;
+    *) fail "$ns/$pod: no Normal HooksCompleted Event saying $hooks hook(s) succeeded: '$completed'" ;;
+  esac
 }
 
 check_init() { # ns pod container

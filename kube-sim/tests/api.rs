@@ -581,7 +581,7 @@ async fn leases_and_events() {
         .publish(
             &Event {
                 type_: EventType::Normal,
-                reason: "HookSucceeded".into(),
+                reason: "HooksCompleted".into(),
                 note: Some("ok".into()),
                 action: "Exec".into(),
                 secondary: None,
@@ -594,7 +594,7 @@ async fn leases_and_events() {
         Api::default_namespaced(t.client.clone());
     let evs = events.list(&ListParams::default()).await.unwrap();
     assert_eq!(evs.items.len(), 1);
-    assert_eq!(evs.items[0].reason.as_deref(), Some("HookSucceeded"));
+    assert_eq!(evs.items[0].reason.as_deref(), Some("HooksCompleted"));
     t.sim.shutdown().await;
 }
 

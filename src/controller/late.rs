@@ -315,8 +315,7 @@ impl LateHooks {
             );
             info!(source = %object.source(), pods = outcome.added.len(), "late exec hooks added");
             self.events
-                .publish(&about, EventType::Normal, LATE_HOOKS_ADDED, &message)
-                .await;
+                .publish(&about, EventType::Normal, LATE_HOOKS_ADDED, &message);
         }
         if !outcome.missed_init.is_empty() {
             let message = format!(
@@ -327,8 +326,7 @@ impl LateHooks {
                 list(&outcome.missed_init)
             );
             self.events
-                .publish(&about, EventType::Warning, INIT_HOOKS_MISSED, &message)
-                .await;
+                .publish(&about, EventType::Warning, INIT_HOOKS_MISSED, &message);
         }
         if !outcome.outside_window.is_empty() {
             let message = format!(
@@ -338,8 +336,7 @@ impl LateHooks {
                 list(&outcome.outside_window)
             );
             self.events
-                .publish(&about, EventType::Warning, LATE_HOOKS_ADDED, &message)
-                .await;
+                .publish(&about, EventType::Warning, LATE_HOOKS_ADDED, &message);
         }
     }
 

@@ -46,7 +46,7 @@ use crate::config::EngineConfig;
 use crate::metrics::Metrics;
 use crate::plan_key::KeyRing;
 
-use self::events::EventSink;
+use self::events::{EventSink, QUEUE_CAPACITY};
 use self::exec::{Exec, KubeExec};
 use self::late::LateHooks;
 use self::lease::LeaseConfig;
@@ -129,7 +129,13 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
         metrics.exec_slots_in_use.clone(),
         &metrics.exec_slot_waiting,
     );
-    let events = EventSink::new(client.clone(), identity.clone());
+    // Events go out in the background (docs/behaviour.md §6.12): publishing never waits on the
+    // API server. The sender outlives every leadership, and flushes at shutdown.
+    let (events, event_sender) = EventSink::channel(identity.clone(), &metrics, QUEUE_CAPACITY);
+    let events_stop = CancellationToken::new();
+    let mut event_task = AbortOnDrop(tokio::spawn(
+        event_sender.run(client.clone(), events_stop.clone()),
+    ));
     let inherited_grace = jiff::SignedDuration::try_from(args.inherited_exec_grace)
         .unwrap_or(jiff::SignedDuration::from_secs(30));
     info!(identity = %identity, lease = %args.lease_name, lease_namespace = %args.lease_namespace,
@@ -270,8 +276,11 @@ pub async fn run_with_exec(deps: ControllerDeps, exec: Arc<dyn Exec>) -> anyhow:
         }
     }
     // Release the Lease only after the last exec ended, so a successor never overlaps with us.
+    // The queued Events (the last hooks' among them) are sent meanwhile, for a bounded time.
+    events_stop.cancel();
     elector_stop.cancel();
     let _ = (&mut elector.0).await;
+    let _ = (&mut event_task.0).await;
     info!("controller stopped");
     Ok(())
 }

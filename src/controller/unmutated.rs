@@ -208,7 +208,6 @@ impl Unmutated {
             resource_version: pod.metadata.resource_version.clone(),
         };
         self.events
-            .publish(&about, EventType::Warning, NOT_ADMITTED, &message)
-            .await;
+            .publish(&about, EventType::Warning, NOT_ADMITTED, &message);
     }
 }

@@ -198,8 +198,7 @@ impl RestoreWindows {
                 EventType::Normal,
                 RESTORE_WINDOW_OPENED,
                 &message,
-            )
-            .await;
+            );
         }
     }
 
@@ -227,8 +226,7 @@ impl RestoreWindows {
                 EventType::Normal,
                 RESTORE_WINDOW_CLOSED,
                 &message,
-            )
-            .await;
+            );
         }
     }
 
@@ -241,8 +239,7 @@ impl RestoreWindows {
              still goes through restore-hooks' webhook. Remove the label: kubectl label \
              namespace {namespace} {label}-"
         );
-        self.event(namespace, EventType::Warning, RESTORE_WINDOW_OVER, &message)
-            .await;
+        self.event(namespace, EventType::Warning, RESTORE_WINDOW_OVER, &message);
     }
 
     /// Whether a pod of `namespace` has hooks left to run, as the API server lists them now;
@@ -284,7 +281,7 @@ impl RestoreWindows {
         }
     }
 
-    async fn event(&self, namespace: &str, kind: EventType, reason: &str, message: &str) {
+    fn event(&self, namespace: &str, kind: EventType, reason: &str, message: &str) {
         let about = Regarding {
             api_version: "v1",
             kind: "Namespace",
@@ -293,6 +290,6 @@ impl RestoreWindows {
             uid: None,
             resource_version: None,
         };
-        self.events.publish(&about, kind, reason, message).await;
+        self.events.publish(&about, kind, reason, message);
     }
 }

@@ -55,15 +55,12 @@ impl PodWorker {
                     .plans_rejected
                     .with_label_values(&[reason])
                     .inc();
-                self.shared
-                    .events
-                    .publish(
-                        &Regarding::pod(pod),
-                        EventType::Warning,
-                        PLAN_REJECTED,
-                        &message,
-                    )
-                    .await;
+                self.shared.events.publish(
+                    &Regarding::pod(pod),
+                    EventType::Warning,
+                    PLAN_REJECTED,
+                    &message,
+                );
                 Flow::Stop
             }
             Err(e) => self.write_failed(e).await,

@@ -54,15 +54,12 @@ impl PodWorker {
                     );
                     warn!(pod = %self.pod_ref(), restore = %plan.restore, hooks = %names(&reconciled.rolled_back),
                           "hook status rolled back; restored from the controller's record, nothing re-run");
-                    self.shared
-                        .events
-                        .publish(
-                            &Regarding::pod(pod),
-                            EventType::Warning,
-                            STATUS_ROLLED_BACK,
-                            &message,
-                        )
-                        .await;
+                    self.shared.events.publish(
+                        &Regarding::pod(pod),
+                        EventType::Warning,
+                        STATUS_ROLLED_BACK,
+                        &message,
+                    );
                 }
                 Flow::Again
             }

@@ -625,16 +625,13 @@ fn events_of_the_pods_and_hook_objects() {
         event_time: Some(format!("2026-12-02T10:00:09.{micros}Z")),
         ..event("Pod", "web-0", Some("uid-web-0"), "Normal", rh, "09")
     };
-    let same_second = [
-        at("HooksCompleted", "900000"),
-        at("HookSucceeded", "100000"),
-    ];
+    let same_second = [at("HooksCompleted", "900000"), at("HookRetrying", "100000")];
     let report = build(Input {
         events: &same_second,
         ..input(&pods, None)
     });
     let got: Vec<&str> = report.events.iter().map(|e| e.reason.as_str()).collect();
-    assert_eq!(got, ["HookSucceeded", "HooksCompleted"]);
+    assert_eq!(got, ["HookRetrying", "HooksCompleted"]);
 }
 
 /// A label value names its restore's full name when a plan of the pods it selects says so.

@@ -77,12 +77,11 @@ impl PodWorker {
             },
         );
         warn!(pod = %self.pod_ref(), restore = %plan.restore, not_run = decision.ended.len(), "pod deleted before all hooks ran");
-        self.report_ended(&pod, &plan, &decision.status, &reported, &decision.ended)
-            .await;
+        self.report_ended(&pod, &plan, &decision.status, &reported, &decision.ended);
         if !reported.is_empty() || !decision.ended.is_empty() {
             // A pod that only passed OnePod hooks on did not fail them.
             let label = decision.finished.unwrap_or(EXEC_FAILED);
-            self.completed(&pod, &plan, &decision.status, label).await;
+            self.completed(&pod, &plan, &decision.status, label);
         }
         self.shared
             .restores

@@ -568,12 +568,10 @@ impl PodWorker {
             Ok(updated) => {
                 self.backoff = None;
                 let updated = PodState::from_slim(updated);
-                self.report_ended(&updated, plan, &decision.status, &[], &decision.ended)
-                    .await;
+                self.report_ended(&updated, plan, &decision.status, &[], &decision.ended);
                 self.pod = updated.clone();
                 if let Some(label) = finishing {
-                    self.completed(&updated, plan, &decision.status, label)
-                        .await;
+                    self.completed(&updated, plan, &decision.status, label);
                     return Flow::Stop;
                 }
                 Flow::Again

@@ -11,7 +11,7 @@ use crate::controller::slim_pod::PodState;
 use super::PodWorker;
 
 impl PodWorker {
-    pub(super) async fn completed(
+    pub(super) fn completed(
         &self,
         pod: &PodState,
         plan: &ExecPlan,
@@ -44,7 +44,7 @@ impl PodWorker {
     /// without an exec (expired, pod gone, skipped after a failure, interrupted, refused). A
     /// success gets no Event of its own: the pod's `HooksCompleted` tells of it
     /// (docs/behaviour.md §6.12).
-    pub(super) async fn report_ended(
+    pub(super) fn report_ended(
         &self,
         pod: &PodState,
         plan: &ExecPlan,

@@ -261,13 +261,11 @@ impl PodWorker {
                     &decision.status,
                     &recorded,
                     &decision.ended,
-                )
-                .await;
+                );
                 self.trusted = Some((plan.clone(), Some(decision.status.clone())));
                 self.pod = updated.clone();
                 if let Some(label) = finishing {
-                    self.completed(&updated, &plan, &decision.status, label)
-                        .await;
+                    self.completed(&updated, &plan, &decision.status, label);
                     return Flow::Stop;
                 }
                 Flow::Again

@@ -1375,19 +1375,21 @@ fn a_pods_first_hook_gets_a_free_exec_slot_before_later_hooks_that_waited_longer
         marked("p holds") && marked("x holds")
     });
     start("w");
+    // A waiting hook may be claimed (its start written while it waits, docs/behaviour.md §6.9):
+    // it then counts as `claimed`, ahead of the unclaimed hooks of its own turn only.
     wait("w's first hook waits for a slot", &|| {
-        waiting("first") == 1.0
+        waiting("first") + waiting("claimed") == 1.0
     });
     release("p");
     wait("w took the slot p's first hook freed", &|| {
         marked("w holds")
     });
     wait("p's second hook waits for a slot", &|| {
-        waiting("first") == 0.0 && waiting("later") == 1.0
+        waiting("first") == 0.0 && waiting("later") + waiting("claimed") == 1.0
     });
     start("q");
     wait("q's first hook waits for a slot", &|| {
-        waiting("first") == 1.0
+        waiting("first") + waiting("claimed") + waiting("later") == 2.0
     });
     assert!(!marked("p stamps"), "p's second hook ran with no free slot");
 
@@ -1481,23 +1483,34 @@ fn exec_slots_keep_a_reserve_for_a_namespace_that_holds_none_and_share_the_rest_
         ],
     );
     let pods = |ns: &str| (0..PODS).map(|i| format!("{ns}-{i}")).collect::<Vec<_>>();
+    // (slots in use, hooks waiting for one: claimed or not).
     let slots = || {
         let metrics = controller.metrics();
+        let waiting = |turn: &str| {
+            metric(
+                &metrics,
+                &format!("restore_hooks_exec_slot_waiting{{turn=\"{turn}\"}}"),
+            )
+        };
         (
             metric(&metrics, "restore_hooks_exec_slots_in_use"),
-            metric(&metrics, "restore_hooks_exec_slot_waiting{turn=\"first\"}"),
+            waiting("claimed") + waiting("first") + waiting("later"),
         )
     };
     // The pods of `ns` by their hook's phase (a hook that never started may have no status yet:
-    // Pending too).
+    // Pending too). A hook claimed while it waits for a slot (docs/behaviour.md §6.9) is
+    // `Running` on the pod before its command starts: it counts as Pending until its command
+    // wrote its mark.
     let phases = |ns: &str| {
         let mut by_phase = BTreeMap::<String, Vec<String>>::new();
         let list = get_json(cp, &["get", "pods", "-n", ns]).expect("the pods of the namespace");
+        let started = mark_lines(&marks(ns));
         for pod in list["items"].as_array().unwrap() {
+            let name = pod["metadata"]["name"].as_str().unwrap().to_string();
             let phase = hook_status(pod)
                 .and_then(|s| s["hooks"][0]["phase"].as_str().map(str::to_string))
+                .filter(|p| p != "Running" || started.contains(&name))
                 .unwrap_or_else(|| "Pending".to_string());
-            let name = pod["metadata"]["name"].as_str().unwrap().to_string();
             by_phase.entry(phase).or_default().push(name);
         }
         by_phase
@@ -1514,8 +1527,8 @@ fn exec_slots_keep_a_reserve_for_a_namespace_that_holds_none_and_share_the_rest_
             .map(|(phase, n)| (phase.to_string(), *n))
             .collect::<BTreeMap<_, _>>()
     };
-    // Waits until A's and B's hooks are in the phases given, and the slots `(in use, first
-    // hooks waiting)` as given.
+    // Waits until A's and B's hooks are in the phases given, and the slots `(in use, hooks
+    // waiting)` as given.
     let settle =
         |what: &str, in_a: &[(&str, usize)], in_b: &[(&str, usize)], slots_now: (f64, f64)| {
             wait_until(what.to_string(), Duration::from_secs(120), || {
@@ -1554,7 +1567,7 @@ fn exec_slots_keep_a_reserve_for_a_namespace_that_holds_none_and_share_the_rest_
     assert_eq!(mark_lines(&marks(c)).len(), 1, "C's hook ran once");
     // C's slot was handed back before its result was written, and nobody took it: A is at its
     // cap, and B holds a slot, so the reserve is not B's.
-    assert_eq!(slots(), (7.0, 7.0), "(in use, first hooks waiting)");
+    assert_eq!(slots(), (7.0, 7.0), "(in use, hooks waiting)");
     assert_eq!(
         counts(a),
         want(&[("Pending", 1), ("Running", 6)]),

@@ -105,6 +105,10 @@ pub struct Metrics {
     /// `reason`: `unavailable`, `not_started`, `exit_code`, `stream_broke`: failed attempts tried
     /// again.
     pub exec_retries: IntCounterVec,
+    /// `restore_hooks_exec_interrupted_total`: hooks this leader ended `interrupted`.
+    pub exec_interrupted: IntCounter,
+    /// `restore_hooks_exec_claims_given_back_total`: claims given back before their exec.
+    pub exec_claims_given_back: IntCounter,
     /// `restore_hooks_exec_duration_seconds`: exec hooks' durations, exec start to exit.
     pub exec_duration: Histogram,
     /// `restore_hooks_exec_start_delay_seconds`: from a hook's exec slot to its exec starting.
@@ -213,6 +217,19 @@ impl Metrics {
                 "Failed attempts of exec hooks with retry that are tried again, by how the attempt failed",
             ),
             &["reason"],
+        )
+        .expect("valid metric");
+        let exec_interrupted = IntCounter::new(
+            "restore_hooks_exec_interrupted_total",
+            "Exec hooks this leader ended interrupted: found Running, started or claimed by a \
+             controller that stopped without recording their end; never run again",
+        )
+        .expect("valid metric");
+        let exec_claims_given_back = IntCounter::new(
+            "restore_hooks_exec_claims_given_back_total",
+            "Claimed exec hooks (start written while waiting for a slot) given back before their \
+             exec started: the replica stopped leading, the container went down or the wait \
+             passed its waitTimeout",
         )
         .expect("valid metric");
         let exec_duration = Histogram::with_opts(
@@ -414,6 +431,8 @@ impl Metrics {
             Box::new(init_containers_injected.clone()),
             Box::new(exec_hooks.clone()),
             Box::new(exec_retries.clone()),
+            Box::new(exec_interrupted.clone()),
+            Box::new(exec_claims_given_back.clone()),
             Box::new(exec_duration.clone()),
             Box::new(exec_start_delay.clone()),
             Box::new(pending_pods.clone()),
@@ -472,6 +491,8 @@ impl Metrics {
             init_containers_injected,
             exec_hooks,
             exec_retries,
+            exec_interrupted,
+            exec_claims_given_back,
             exec_duration,
             exec_start_delay,
             pending_pods,

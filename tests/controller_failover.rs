@@ -506,6 +506,7 @@ async fn a_claim_outstanding_at_a_graceful_leader_change_is_given_back_and_runs_
         }
         claimed(&bed, "c1", "h").await;
         let b = bed.start_controller("replica-b", args.clone(), None);
+        let given_back = a.metrics.exec_claims_given_back.clone();
         let stopping = tokio::spawn(a.stop());
         wait_for("replica-a gave c1's claim back", WAIT, async || {
             bed.status_of(NS, "c1")
@@ -515,6 +516,11 @@ async fn a_claim_outstanding_at_a_graceful_leader_change_is_given_back_and_runs_
         .await;
         release(&bed, "hold");
         stopping.await.unwrap().expect("replica-a stops cleanly");
+        assert_eq!(
+            given_back.get(),
+            1,
+            "replica-a counted the claim it gave back"
+        );
 
         for pod in ["hold", "c1", "c2"] {
             let (label, st) = finished(&bed, pod, "every hook runs under one of the two").await;
@@ -582,6 +588,11 @@ async fn claims_outstanding_when_a_leader_is_killed_end_interrupted_never_run_tw
             "the running hook and the claimed one"
         );
         assert!(interrupted.len() <= 2 * args.max_concurrent_execs);
+        assert_eq!(
+            b.metrics.exec_interrupted.get(),
+            2,
+            "replica-b reports both"
+        );
         once(&bed, "hold", "h", "start");
         assert!(
             records(&bed, "c1", "h", "start").is_empty(),

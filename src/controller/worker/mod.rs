@@ -121,6 +121,9 @@ pub(super) struct PodWorker {
     /// Hooks whose claim was given back at their wait deadline: for the state machine they
     /// waited for a slot (§6.11).
     starved: BTreeSet<usize>,
+    /// Claims given back whose `Pending` is not written yet: not a failed attempt, so no
+    /// `HookRetrying` Event (the status and the log say why).
+    given_back: BTreeSet<usize>,
     wake_at: Option<Timestamp>,
     /// The watch told us the pod may be gone: confirm before anything else.
     maybe_gone: bool,
@@ -190,6 +193,7 @@ impl PodWorker {
             granted: Vec::new(),
             claims: Default::default(),
             starved: BTreeSet::new(),
+            given_back: BTreeSet::new(),
             wake_at: None,
             maybe_gone: false,
             fresh: false,

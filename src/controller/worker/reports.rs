@@ -84,6 +84,9 @@ impl PodWorker {
                 .exec_hooks
                 .with_label_values(&[result])
                 .inc();
+            if entry.phase == HookPhase::Failed && entry.message.starts_with("interrupted") {
+                self.shared.metrics.exec_interrupted.inc();
+            }
             if entry.phase != HookPhase::Succeeded && !exec_result {
                 // Exec results were logged when they arrived; these never ran (or their result
                 // was lost): each is a hook that did not happen.

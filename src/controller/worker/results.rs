@@ -255,6 +255,8 @@ impl PodWorker {
                     self.running.remove(i);
                 }
                 let updated = PodState::from_slim(updated);
+                // A claim given back is no outcome: nothing to report but its log line.
+                recorded.retain(|i| !self.given_back.remove(i));
                 self.report_ended(
                     &updated,
                     &plan,

@@ -291,6 +291,8 @@ impl PodWorker {
         };
         info!(pod = %self.pod_ref(), restore = %plan.restore, hook = %plan.hooks[index].name, index,
               attempt = claim.attempt, reason = why, "claimed hook given back before its exec started; it starts again");
+        self.shared.metrics.exec_claims_given_back.inc();
+        self.given_back.insert(index);
         let since = running.started_at.clone();
         let released = Released {
             failure: Failure::Unavailable,

@@ -44,6 +44,10 @@ use crate::backoff::{ApiBackoff, is_transient};
 /// How long claims and results wait for company (a start's write of the same part) before they
 /// are written on their own: nothing waits for them, and each write of its own is a request.
 const LAZY: Duration = Duration::from_secs(1);
+/// How long the start of a claimed hook waits for company (docs/behaviour.md §6.9): it holds no
+/// exec slot while it waits, and a slot frees for it only after several hooks ended, so its
+/// write may gather the starts claimed meanwhile instead of being one write per start.
+const GATHER: Duration = Duration::from_millis(100);
 /// Refusals of one write before its waiters are told it failed (backoff 200 ms doubling,
 /// jittered).
 const ATTEMPTS: u32 = 5;
@@ -158,8 +162,10 @@ struct Write {
     restore: String,
     uid: String,
     entry: Execution,
-    /// `Some`: written now, and the sender learns how it went.
+    /// `Some`: written now (or within [`GATHER`] when `gather`), and the sender learns how it
+    /// went.
     ack: Option<Ack>,
+    gather: bool,
 }
 
 impl Ledger {
@@ -226,7 +232,7 @@ impl Ledger {
                     namespace: namespace.to_string(),
                     ..Execution::claimed(plan)
                 };
-                self.record(state, restore, uid, entry, None);
+                self.record(state, restore, uid, entry, None, false);
             }
         }
         Ok(())
@@ -269,7 +275,9 @@ impl Ledger {
     }
 
     /// Records that hook `index` of the pod starts (for a `runOn: OnePod` hook, with which one it
-    /// is); returns once that is durable.
+    /// is); returns once that is durable. A claim's start (`gather`) may wait [`GATHER`] for
+    /// other starts to share its write.
+    #[allow(clippy::too_many_arguments)]
     pub async fn started(
         &self,
         restore: &str,
@@ -278,6 +286,7 @@ impl Ledger {
         index: usize,
         attempt: u32,
         one_pod: Option<OnePodStart>,
+        gather: bool,
     ) -> Result<(), NotRecorded> {
         let mut entry = Execution::claimed(plan);
         entry.set(index, Mark::Started);
@@ -295,7 +304,7 @@ impl Ledger {
             entry.one_pod.insert(index.to_string(), start);
         }
         let (ack, done) = oneshot::channel();
-        let place = self.record(self.lock(), restore, uid, entry, Some(ack));
+        let place = self.record(self.lock(), restore, uid, entry, Some(ack), gather);
         let error = match done.await {
             Ok(Ok(())) => return Ok(()),
             Ok(Err(error)) => error,
@@ -320,7 +329,7 @@ impl Ledger {
                 released: attempt,
             },
         );
-        self.record(self.lock(), restore, uid, entry, None);
+        self.record(self.lock(), restore, uid, entry, None, false);
     }
 
     /// Records a started hook's result (written with the next write).
@@ -334,7 +343,7 @@ impl Ledger {
                 Mark::Failed
             },
         );
-        self.record(self.lock(), restore, uid, entry, None);
+        self.record(self.lock(), restore, uid, entry, None, false);
     }
 
     /// Takes `entry` into the record in memory (under `state`, the caller's lock) and queues its
@@ -346,6 +355,7 @@ impl Ledger {
         uid: &str,
         entry: Execution,
         ack: Option<Ack>,
+        gather: bool,
     ) -> Place {
         let place = state.absorb(&restore_run_name(restore), uid, &entry, None);
         drop(state);
@@ -356,6 +366,7 @@ impl Ledger {
             uid: uid.to_string(),
             entry,
             ack,
+            gather,
         });
         place
     }
@@ -373,6 +384,8 @@ struct Batch {
     acks: Vec<Ack>,
     /// When a lazy batch is written at the latest.
     due: Option<tokio::time::Instant>,
+    /// A start holding an exec slot waits for it: written as soon as its part is free.
+    urgent: bool,
 }
 
 struct Writer {
@@ -408,7 +421,7 @@ impl Writer {
                 .iter()
                 .filter(|(place, b)| {
                     !busy.contains(*place)
-                        && (stopping || !b.acks.is_empty() || b.due.is_some_and(|d| d <= now))
+                        && (stopping || b.urgent || b.due.is_some_and(|d| d <= now))
                 })
                 .map(|(place, _)| place.clone())
                 .collect();
@@ -438,14 +451,19 @@ impl Writer {
                         entries: BTreeMap::new(),
                         acks: Vec::new(),
                         due: None,
+                        urgent: false,
                     });
                     batch.entries.entry(w.uid).or_default().merge(&w.entry);
-                    match w.ack {
-                        Some(ack) => batch.acks.push(ack),
-                        None => {
-                            batch.due.get_or_insert(tokio::time::Instant::now() + LAZY);
+                    let wait = match w.ack {
+                        Some(ack) => {
+                            batch.acks.push(ack);
+                            batch.urgent |= !w.gather;
+                            GATHER
                         }
-                    }
+                        None => LAZY,
+                    };
+                    let due = tokio::time::Instant::now() + wait;
+                    batch.due = Some(batch.due.map_or(due, |d| d.min(due)));
                 }
                 Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
                     let Ok((place, result, acks)) = done else {

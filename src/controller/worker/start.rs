@@ -117,6 +117,7 @@ impl PodWorker {
                 index,
                 attempt,
                 one_pod.clone(),
+                matches!(grant, Grant::Claim(_)),
             ),
         );
         let written = match written {

@@ -15,11 +15,13 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, Patch, PatchParams};
 use restore_hooks::cli::ControllerArgs;
 use restore_hooks::controller::exec_step::INTERRUPTED;
 use restore_hooks::hooks::plan::{ExecStatus, HookPhase, PlannedHook};
+use restore_hooks::hooks::types::RestoreRecord;
 use restore_hooks::testbed::{ControllerHandle, Testbed, TestbedOptions, bounded, sh_hook};
 use serde_json::json;
 
@@ -445,16 +447,33 @@ async fn a_retry_a_killed_leader_released_runs_once_under_the_next_and_an_unrele
     .await;
 }
 
-/// The pod's only hook is claimed (docs/behaviour.md §6.9): recorded `Running` on the pod while
-/// it waits for an exec slot, its process not started.
+/// The pod's only hook is claimed (docs/behaviour.md §6.9): recorded `Running` on the pod and
+/// started in the controller's record while it waits for an exec slot, its process not started.
 async fn claimed(bed: &Testbed, pod: &str, hook: &str) {
+    let uid = Api::<Pod>::namespaced(bed.client.clone(), NS)
+        .get(pod)
+        .await
+        .expect("the pod")
+        .metadata
+        .uid
+        .expect("a uid");
+    let records_api = Api::<RestoreRecord>::all(bed.client.clone());
     wait_for(
-        &format!("{hook} of {pod} claimed (Running, not started)"),
+        &format!("{hook} of {pod} claimed (Running, in the record, not started)"),
         WAIT,
         async || {
+            let in_record = records_api.list(&Default::default()).await.is_ok_and(|l| {
+                l.items.iter().any(|r| {
+                    r.status
+                        .as_ref()
+                        .and_then(|s| s.executions.get(&uid))
+                        .is_some_and(|e| e.hooks.contains_key("0"))
+                })
+            });
             bed.status_of(NS, pod)
                 .await
                 .is_some_and(|s| s.hooks[0].phase == HookPhase::Running)
+                && in_record
                 && records(bed, pod, hook, "start").is_empty()
         },
     )

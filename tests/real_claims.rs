@@ -74,15 +74,25 @@ fn claims_at_a_leader_change(signal: &str) {
         create(cp, &pod(NS, p, &["app"], json!({"pod": p}), json!({})));
     }
     wait_until(
-        "c1 claimed: Running on the pod, its command not started",
+        "c1 claimed: Running on the pod and started in the record, its command not started",
         Duration::from_secs(60),
         || {
             let pod = get_pod(cp, NS, "c1").ok_or("no pod")?;
             let hooks = scenarios::hooks_of(&pod);
+            let uid = pod["metadata"]["uid"].as_str().ok_or("no uid")?;
+            let records = get_json(cp, &["get", "restorerecords.restore-hooks.dev"]);
+            let in_record = records.is_some_and(|l| {
+                l["items"].as_array().is_some_and(|items| {
+                    items
+                        .iter()
+                        .any(|r| !r["status"]["executions"][uid]["hooks"]["0"].is_null())
+                })
+            });
             (hooks.first().is_some_and(|h| h["phase"] == "Running")
+                && in_record
                 && mark_lines(&mark("c1")).is_empty())
             .then_some(())
-            .ok_or_else(|| format!("{hooks:?}"))
+            .ok_or_else(|| format!("{hooks:?}, in the record: {in_record}"))
         },
     );
     eprintln!("c1 claimed: {signal} to the leader");

@@ -40,7 +40,40 @@
 //!   only group `system:serviceaccounts:restore-hooks`), by user, verb and resource/subresource:
 //!   at start-up (until the controller leads), during the restore (and per hook), and after a
 //!   leader change (a second controller replica starts, the leader is killed);
-//! - peak RSS (`VmHWM`) and CPU seconds (utime + stime) of the controller and the webhook.
+//! - peak RSS (`VmHWM`) and CPU seconds (utime + stime) of the controller and the webhook;
+//! - ratios against references measured in the same run (`benches/restore/references.rs`,
+//!   `apf.rs`, `ratios.rs`), so that the goals do not depend on the machine, in one summary
+//!   table with their goals:
+//!   - makespan / fair bound (goal ≤ 1.10): an ideal scheduler with `--max-concurrent-execs`
+//!     slots, fed each pod at the time it was first seen Running, each hook costing its own
+//!     duration plus the median exec round trip of a probe (`true` into a pod of the bench's own
+//!     namespace through the API server, every 2 s, the samples taken during the restore);
+//!     greedy list scheduling, pods in Running order, each hook on the earliest free slot;
+//!   - Running → first hook start against a reactor (goals p50 ≤ 1.5×, p99 ≤ 2×): a watch in
+//!     this process that, the first time it sees a bench pod Running, writes once (creates a
+//!     ConfigMap in its own namespace: a patch of the pod made the controller's preconditioned
+//!     writes conflict, see `references.rs`); both from the earliest sight of the pod Running
+//!     (this bench's `kubectl` watch or the reactor's). The
+//!     reactor (and the probe) act as a ServiceAccount of their own, classified by API Priority
+//!     and Fairness as the chart's are. The exec slot wait is reported apart: the controller
+//!     exposes no per-hook slot wait, so its mean is the integral of the
+//!     `restore_hooks_exec_slot_waiting` gauge (sampled every second) over the hooks (Little's
+//!     law);
+//!   - admission p99 against a no-op webhook (goal ≤ 1.2): three reference webhooks served from
+//!     this process (axum, rustls, the chart's test certificate), two that allow without a
+//!     patch and one that adds one annotation, registered with the rules, selectors and match
+//!     conditions of the chart's entries (`timeoutSeconds` 10, `failurePolicy: Ignore`), in
+//!     configurations that sort before (the no-op and the patch: a patch after ours would make
+//!     the API server call ours again) and after the chart's; each from the API server's
+//!     histogram, against the faster no-op;
+//!   - the API server's execution time for the chart's ServiceAccounts against the pods'
+//!     lifecycle (goal ≤ 0.5): `apiserver_flowcontrol_request_execution_seconds` of copies of
+//!     the cluster's FlowSchemas that match only each identity, at the same precedence and
+//!     priority level (`apf.rs`: nothing changes in how requests are queued; `exempt`, which only
+//!     the admin credential matches and which cannot be copied, is counted as it is). The lifecycle is
+//!     the controller-manager's controllers (kube-system ServiceAccounts) and the admin
+//!     credential kube-scheduler, kwok, the rest of the controller-manager and this bench's
+//!     kubectl use; exec and watch bodies are long-running, not timed by priority and fairness.
 //!
 //! Asserted (the exit code): every pod got both hooks exactly once (the marks, also after the
 //! leader change), every pod is labelled `done` with both hooks `Succeeded`, every `RestoreRun`
@@ -261,8 +294,14 @@
 
 #![forbid(unsafe_code)]
 
+#[path = "restore/apf.rs"]
+mod apf;
+#[path = "restore/ratios.rs"]
+mod ratios;
 #[path = "../tests/real/mod.rs"]
 mod real;
+#[path = "restore/references.rs"]
+mod references;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
@@ -500,6 +539,27 @@ fn run(config: &Config) {
         );
     }
 
+    // The references measured in this run (benches/restore/references.rs, apf.rs): after the
+    // Velero variant's backup, whose pods are not the restore's.
+    let actors = [
+        apf::Actor {
+            name: "chart",
+            groups: vec![SA_GROUP.to_string()],
+        },
+        // kube-controller-manager's controllers act as kube-system ServiceAccounts
+        // (--use-service-account-credentials); the rest of it, kube-scheduler, kwok and this
+        // bench's kubectl use the admin credential (system:masters).
+        apf::Actor {
+            name: "lifecycle",
+            groups: vec![
+                "system:masters".to_string(),
+                "system:serviceaccounts:kube-system".to_string(),
+            ],
+        },
+    ];
+    let flows = apf::install(cp, &actors);
+    let mut refs = references::References::start(&install, replica.controller().admin_port);
+
     let watch = RunningWatch::start(&install);
     // Its first list is in before any bench pod exists (otherwise the first pods would be "seen
     // Running" late, at that list).
@@ -618,6 +678,7 @@ fn run(config: &Config) {
         .kubectl_ok(["get", "--raw", "/metrics"])
         .expect("kube-apiserver /metrics");
     let webhook_metrics_after = replica.webhook().metrics();
+    let measured = refs.stop();
     let controller = ProcStats::of(replica.controller(), controller_cpu_before);
     let webhook = ProcStats::of(replica.webhook(), webhook_cpu_before);
     let (running, watch_restarts) = watch.stop();
@@ -877,6 +938,25 @@ fn run(config: &Config) {
         );
     }
     println!();
+    ratios::print(
+        &ratios::Run {
+            t0,
+            pods: n,
+            concurrency,
+            makespan,
+            last_end,
+            running: &running,
+            first_start: &|pod| hook_log.first_start(pod),
+            apiserver_before: &metrics_before,
+            apiserver_after: &metrics_after,
+            controller: &controller_metrics,
+            ours: &webhook_names,
+            actors: &actors,
+            flows: &flows,
+        },
+        &refs,
+        &measured,
+    );
 
     let users = [users.0.as_str(), users.1.as_str()];
     let startup = AuditCounts::read(&audit_log, startup_from, startup_to);

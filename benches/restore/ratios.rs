@@ -180,8 +180,9 @@ pub fn print(run: &Run, refs: &References, measured: &Measured) {
     );
     let delay_sum = real::metric(run.controller, "restore_hooks_exec_start_delay_seconds_sum");
     println!(
-        "| exec slot wait, mean (Little's law: `restore_hooks_exec_slot_waiting` sampled every 1 s, {} samples, integrated, / {} hooks of each turn) | first hooks {}, later hooks {}; then exec slot -> exec start (the two writes) mean {} |",
+        "| exec slot wait, mean (Little's law: `restore_hooks_exec_slot_waiting` sampled every 1 s, {} samples ({} scrapes failed), integrated, / {} hooks of each turn) | first hooks {}, later hooks {}; then exec slot -> exec start (the two writes) mean {} |",
         slots.samples,
+        slots.errors,
         run.pods,
         ms(slot_wait),
         ms(slots.waited.1 / run.pods as f64),

@@ -149,6 +149,13 @@ impl SlotQueue {
     }
 }
 
+/// The probe's round trips (when each started, unix nanos; seconds) and its failures.
+#[derive(Default)]
+struct Probes {
+    rtts: Vec<(u128, f64)>,
+    errors: Vec<String>,
+}
+
 /// What the references measured while they ran.
 pub struct Measured {
     pub reactions: Reactions,
@@ -184,7 +191,7 @@ pub struct References {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     server: axum_server::Handle<SocketAddr>,
     reactions: Arc<Mutex<Reactions>>,
-    probes: Arc<Mutex<(Vec<(u128, f64)>, Vec<String>)>>,
+    probes: Arc<Mutex<Probes>>,
     slots: Arc<Mutex<SlotQueue>>,
     calls: Arc<Mutex<BTreeMap<Reference, usize>>>,
     /// Entry names of each reference webhook, for the API server's histogram.
@@ -235,7 +242,7 @@ impl References {
 
         let stop = CancellationToken::new();
         let reactions: Arc<Mutex<Reactions>> = Arc::default();
-        let probes: Arc<Mutex<(Vec<(u128, f64)>, Vec<String>)>> = Arc::default();
+        let probes: Arc<Mutex<Probes>> = Arc::default();
         let slots: Arc<Mutex<SlotQueue>> = Arc::default();
         let tasks = vec![
             runtime.spawn(react(client.clone(), reactions.clone(), stop.clone())),
@@ -266,7 +273,10 @@ impl References {
             let _ = self.runtime.block_on(task);
         }
         let reactions = std::mem::take(&mut *lock(&self.reactions));
-        let (probe_rtts, probe_errors) = std::mem::take(&mut *lock(&self.probes));
+        let Probes {
+            rtts: probe_rtts,
+            errors: probe_errors,
+        } = std::mem::take(&mut *lock(&self.probes));
         let slots = std::mem::take(&mut *lock(&self.slots));
         Measured {
             reactions,
@@ -556,11 +566,7 @@ async fn react(client: kube::Client, log: Arc<Mutex<Reactions>>, stop: Cancellat
 
 /// The exec probe: `true` in the probe pod every [`PROBE_EVERY`], timed from the request to the
 /// exit status.
-async fn probe(
-    client: kube::Client,
-    samples: Arc<Mutex<(Vec<(u128, f64)>, Vec<String>)>>,
-    stop: CancellationToken,
-) {
+async fn probe(client: kube::Client, samples: Arc<Mutex<Probes>>, stop: CancellationToken) {
     let api: Api<Pod> = Api::namespaced(client, NAMESPACE);
     let mut tick = tokio::time::interval(PROBE_EVERY);
     loop {
@@ -570,10 +576,12 @@ async fn probe(
         }
         let (at, started) = (real::now_nanos(), Instant::now());
         match tokio::time::timeout(PROBE_LIMIT, exec_true(&api)).await {
-            Ok(Ok(())) => lock(&samples).0.push((at, started.elapsed().as_secs_f64())),
-            Ok(Err(e)) => lock(&samples).1.push(e),
+            Ok(Ok(())) => lock(&samples)
+                .rtts
+                .push((at, started.elapsed().as_secs_f64())),
+            Ok(Err(e)) => lock(&samples).errors.push(e),
             Err(_) => lock(&samples)
-                .1
+                .errors
                 .push(format!("no exit status within {PROBE_LIMIT:?}")),
         }
     }

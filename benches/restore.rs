@@ -776,22 +776,36 @@ fn run(config: &Config) {
             "RestoreRun {name} not Completed: {phases:?}"
         );
     }
-    // The controller's record: every pod's two hooks `S`, in parts of bounded size.
-    let parts = get_json(cp, &["get", "restorerecords.restore-hooks.dev"]).expect("RestoreRecords");
-    let parts = parts["items"].as_array().cloned().unwrap_or_default();
+    // The controller's record: every pod's two hooks `S`, in parts of bounded size. Results go
+    // into the record lazily (within a second, with company when there is some), and the last
+    // ones may follow the RestoreRun's `Completed`.
+    let read_parts = || {
+        let parts =
+            get_json(cp, &["get", "restorerecords.restore-hooks.dev"]).expect("RestoreRecords");
+        let parts = parts["items"].as_array().cloned().unwrap_or_default();
+        let succeeded = parts
+            .iter()
+            .filter_map(|p| p["status"]["executions"].as_object())
+            .flat_map(|e| e.values())
+            .filter(|e| e["hooks"]["0"] == "S" && e["hooks"]["1"] == "S")
+            .count();
+        (parts, succeeded)
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (parts, succeeded) = loop {
+        let (parts, succeeded) = read_parts();
+        if succeeded == n || Instant::now() >= deadline {
+            break (parts, succeeded);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
     let sizes: Vec<usize> = parts
         .iter()
         .map(|p| p["status"]["executions"].as_object().map_or(0, |e| e.len()))
         .collect();
-    let succeeded = parts
-        .iter()
-        .filter_map(|p| p["status"]["executions"].as_object())
-        .flat_map(|e| e.values())
-        .filter(|e| e["hooks"]["0"] == "S" && e["hooks"]["1"] == "S")
-        .count();
     assert_eq!(
         succeeded, n,
-        "pods whose two hooks the record holds as succeeded"
+        "pods whose two hooks the record holds as succeeded (30 s after the RestoreRuns completed)"
     );
     println!(
         "record: {} RestoreRecords, {}..{} pods each",

@@ -657,7 +657,7 @@ fn incremental_answers_equal_a_recomputation_from_every_pod() {
     let uid = |i: u64| format!("u{i}");
     let namespace = |i: u64| if i % 5 == 4 { "team-b" } else { "shop" };
     let name = |i: u64| {
-        if i % 3 == 0 {
+        if i.is_multiple_of(3) {
             format!("db-{i}")
         } else {
             format!("web-{i}")
@@ -665,7 +665,7 @@ fn incremental_answers_equal_a_recomputation_from_every_pod() {
     };
     let pod_of = |i: u64, deleting: bool| {
         let n = name(i);
-        let labels: Vec<(&str, &str)> = if i % 3 == 0 {
+        let labels: Vec<(&str, &str)> = if i.is_multiple_of(3) {
             vec![("statefulset.kubernetes.io/pod-name", n.as_str())]
         } else {
             vec![]

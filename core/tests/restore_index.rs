@@ -617,3 +617,286 @@ fn a_late_hook_object_may_extend_only_the_marked_pods_it_selects() {
     let uids: Vec<&str> = got.iter().map(|(uid, ..)| uid.as_str()).collect();
     assert_eq!(uids, ["selected"]);
 }
+
+/// The answers the index keeps per change (§6.15, §6.16, §8) equal the ones computed from every
+/// pod at once, after each step of a long sequence of changes (pods applied with new phases,
+/// deleted, retired, their workers' news and departures), and a change wakes every pod whose
+/// turn it changed.
+#[test]
+fn incremental_answers_equal_a_recomputation_from_every_pod() {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use HookPhase::{Failed, OtherPod, Pending, Running, Skipped, Succeeded};
+    use restore_hooks_core::restore::after::{AwaitedRun, after_turn, show_awaited};
+    use restore_hooks_core::restore::one_pod::{
+        Candidate, OnePodTurn, one_pod_key, statefulset_ordinal, turn,
+    };
+    use restore_hooks_core::restore::tally::tally_pod;
+
+    const PHASES: [HookPhase; 6] = [Pending, Running, Succeeded, Failed, Skipped, OtherPod];
+    const PODS: u64 = 16;
+    const STEPS: usize = 600;
+
+    /// A small deterministic generator (splitmix64): the same sequence on every run.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (z ^ (z >> 31)) % n
+        }
+    }
+
+    struct Live {
+        pod: MarkedPod,
+        plan: ExecPlan,
+        status: ExecStatus,
+    }
+    let uid = |i: u64| format!("u{i}");
+    let namespace = |i: u64| if i % 5 == 4 { "team-b" } else { "shop" };
+    let name = |i: u64| {
+        if i.is_multiple_of(3) {
+            format!("db-{i}")
+        } else {
+            format!("web-{i}")
+        }
+    };
+    let pod_of = |i: u64, deleting: bool| {
+        let n = name(i);
+        let labels: Vec<(&str, &str)> = if i.is_multiple_of(3) {
+            vec![("statefulset.kubernetes.io/pod-name", n.as_str())]
+        } else {
+            vec![]
+        };
+        let mut m = marked(namespace(i), &n, &labels, (i * 7 % 11) as i64);
+        m.deleting = deleting;
+        m
+    };
+    let plan_of = |vouched: bool, on_error: &str| {
+        plan(
+            "r1",
+            json!(if vouched { "velero" } else { "nobody" }),
+            &[
+                json!({"name": "db", "source": "restorehook/db", "onError": on_error}),
+                json!({"name": "migrate", "source": "restorehook/migrate", "runOn": "OnePod"}),
+                json!({"name": "warm", "source": "restorehook/warm",
+                       "after": [{"hook": "db", "kind": "RestoreHook", "namespace": "shop"}]}),
+            ],
+        )
+    };
+    let migrate_key = |ns: &str| {
+        let p = plan_of(true, "Fail");
+        one_pod_key("r1", ns, &p.hooks[1])
+    };
+
+    // Every answer the model gives, from all the pods at once.
+    let after_of = |live: &BTreeMap<String, Live>, waiter: &Live| {
+        let mut runs: Vec<(String, usize, AwaitedRun)> = live
+            .values()
+            .filter(|l| l.pod.namespace == "shop" && l.plan.is_vouched_for())
+            .flat_map(|l| {
+                let pod = format!("{}/{}", l.pod.namespace, l.pod.name);
+                l.plan
+                    .hooks
+                    .iter()
+                    .zip(&l.status.hooks)
+                    .enumerate()
+                    .filter(|(_, (h, _))| h.source == "restorehook/db")
+                    .map(move |(position, (h, s))| {
+                        let run = AwaitedRun {
+                            pod: pod.clone(),
+                            phase: s.phase,
+                            on_error: h.on_error,
+                        };
+                        (pod.clone(), position, run)
+                    })
+            })
+            .collect();
+        runs.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        let runs: Vec<AwaitedRun> = runs.into_iter().map(|r| r.2).collect();
+        let key = &waiter.plan.hooks[2].awaited(&waiter.pod.namespace)[0];
+        let names = [show_awaited(key, &waiter.pod.namespace)];
+        after_turn(&names, true, |_| &runs)
+    };
+    let candidates_of =
+        |live: &BTreeMap<String, Live>, standing: &BTreeMap<String, Standing>, ns: &str| {
+            live.iter()
+                .filter(|(_, l)| {
+                    l.pod.namespace == ns
+                        && l.plan.is_vouched_for()
+                        && l.status.hooks[1].phase == Pending
+                        && !l.pod.deleting
+                })
+                .filter_map(|(u, l)| {
+                    let s = standing.get(u).copied().unwrap_or_default();
+                    s.able.then(|| Candidate {
+                        uid: u.clone(),
+                        pod: format!("{}/{}", l.pod.namespace, l.pod.name),
+                        ordinal: statefulset_ordinal(&l.pod.labels, &l.pod.name),
+                        created: l.pod.created,
+                        up: s.up,
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+    // Per pod: its `after` turn's kind and its `OnePod` turns, able and not.
+    type Answers = BTreeMap<String, (Option<String>, Option<(OnePodTurn, OnePodTurn)>)>;
+    let kind = |t: &AfterTurn| match t {
+        AfterTurn::Go => "go",
+        AfterTurn::Wait(_) => "wait",
+        AfterTurn::Skip(_) => "skip",
+    };
+    let answers_from_scratch =
+        |live: &BTreeMap<String, Live>, standing: &BTreeMap<String, Standing>| -> Answers {
+            live.iter()
+                .map(|(u, l)| {
+                    let after = (l.status.hooks[2].phase == Pending)
+                        .then(|| kind(&after_of(live, l)).to_string());
+                    let one_pod = (l.status.hooks[1].phase == Pending).then(|| {
+                        let all = candidates_of(live, standing, &l.pod.namespace);
+                        (turn(u, None, &all, true), turn(u, None, &all, false))
+                    });
+                    (u.clone(), (after, one_pod))
+                })
+                .collect()
+        };
+
+    let mut rng = Rng(20261206);
+    let mut index = RestoreIndex::new();
+    index.set_listed();
+    let mut live: BTreeMap<String, Live> = BTreeMap::new();
+    let mut standing: BTreeMap<String, Standing> = BTreeMap::new();
+    // The counts of the pods retired so far, by target.
+    let mut gone: BTreeMap<Target, HookCounts> = BTreeMap::new();
+    let targets = [
+        Target::RestoreRun {
+            restore: "r1".into(),
+        },
+        Target::RestoreHook {
+            namespace: "shop".into(),
+            name: "db".into(),
+        },
+        Target::RestoreHook {
+            namespace: "shop".into(),
+            name: "migrate".into(),
+        },
+    ];
+    for step in 0..STEPS {
+        let before = answers_from_scratch(&live, &standing);
+        let i = rng.below(PODS);
+        let u = uid(i);
+        let action = rng.below(10);
+        let changes = match action {
+            0..=5 => {
+                let p = plan_of(
+                    rng.below(6) != 0,
+                    if rng.below(2) == 0 {
+                        "Fail"
+                    } else {
+                        "Continue"
+                    },
+                );
+                let phases: Vec<HookPhase> = (0..3)
+                    .map(|_| PHASES[rng.below(PHASES.len() as u64) as usize])
+                    .collect();
+                let s = status(&p, &phases);
+                let pod = pod_of(i, rng.below(8) == 0);
+                let changes = index.apply(&u, pod.clone(), verified(p.clone(), &phases));
+                live.insert(
+                    u.clone(),
+                    Live {
+                        pod,
+                        plan: p,
+                        status: s,
+                    },
+                );
+                changes
+            }
+            6 | 7 => {
+                let s = Standing {
+                    up: rng.below(2) == 0,
+                    able: rng.below(4) != 0,
+                };
+                standing.insert(u.clone(), s);
+                index.post_standing(&u, &migrate_key(namespace(i)), s)
+            }
+            8 => {
+                standing.remove(&u);
+                index.leave(&u)
+            }
+            _ => {
+                if let Some(l) = live.remove(&u) {
+                    for (target, part) in tally_pod(&l.pod.namespace, &l.plan, Some(&l.status)) {
+                        gone.entry(target).or_default().add(&part.counts);
+                    }
+                }
+                index.retire(&u)
+            }
+        };
+
+        // `after` and `OnePod`: the index's answers are those of every pod at once.
+        for (u, l) in &live {
+            if l.status.hooks[2].phase == Pending {
+                let got = index.after_turns(&l.pod.namespace, &l.plan, Some(&l.status));
+                assert_eq!(
+                    got.get(&2),
+                    Some(&after_of(&live, l)),
+                    "step {step}: {u}'s after"
+                );
+            }
+            if l.status.hooks[1].phase == Pending {
+                let all = candidates_of(&live, &standing, &l.pod.namespace);
+                let kept = index.one_pod_candidates(&migrate_key(&l.pod.namespace));
+                for able in [true, false] {
+                    assert_eq!(
+                        turn(u, None, &kept, able),
+                        turn(u, None, &all, able),
+                        "step {step}: {u}'s OnePod turn (able: {able}), from {kept:?} and {all:?}"
+                    );
+                }
+            }
+        }
+        // Whoever's turn changed was woken (the pod that changed runs anyway).
+        let after = answers_from_scratch(&live, &standing);
+        let woken: BTreeSet<&str> = changes.wake.iter().map(|u| &**u).collect();
+        for (w, answer) in &after {
+            if *w != u && before.get(w).is_some_and(|b| b != answer) {
+                assert!(
+                    woken.contains(w.as_str()),
+                    "step {step}: {w}'s turn went from {:?} to {answer:?}, not woken ({woken:?})",
+                    before[w]
+                );
+            }
+        }
+        // The counts: every live pod's part and every retired pod's last one.
+        for target in &targets {
+            let mut want = gone.get(target).copied().unwrap_or_default();
+            let mut failed = Vec::new();
+            for l in live.values() {
+                if let Some(part) =
+                    tally_pod(&l.pod.namespace, &l.plan, Some(&l.status)).remove(target)
+                {
+                    want.add(&part.counts);
+                    if part.first_failure.is_some() {
+                        failed.push((l.pod.namespace.clone(), l.pod.name.clone()));
+                    }
+                }
+            }
+            let got = index.totals(target, HookCounts::default());
+            assert_eq!(
+                got.map(|t| t.counts).unwrap_or_default(),
+                want,
+                "step {step}: {target:?}"
+            );
+            let listed: Vec<String> = index
+                .sum(target)
+                .map(|s| s.failed_pods().map(|f| f.pod.to_string()).collect())
+                .unwrap_or_default();
+            failed.sort();
+            let failed: Vec<String> = failed.into_iter().map(|(_, name)| name).collect();
+            assert_eq!(listed, failed, "step {step}: {target:?}'s failed pods");
+        }
+    }
+}

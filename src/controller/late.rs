@@ -259,14 +259,20 @@ impl LateHooks {
             return;
         }
         // Usually none: only namespaces the index does not show are collected (a new leader
-        // scans every object against every marked pod).
+        // scans every object against every marked pod). A RestoreHook selects pods of its own
+        // namespace only (docs/behaviour.md §7.2).
         let unknown: BTreeSet<String> = {
             let index = self.index.read();
+            let own = match object.kind {
+                SourceKind::RestoreHook => object.namespace.as_deref(),
+                _ => None,
+            };
             self.restores.read(|restores| {
                 restores
-                    .pods()
-                    .filter(|(_, p)| index.namespace_labels(&p.namespace).is_none())
-                    .map(|(_, p)| p.namespace.clone())
+                    .namespaces()
+                    .filter(|ns| own.is_none_or(|own| own == *ns))
+                    .filter(|ns| index.namespace_labels(ns).is_none())
+                    .map(str::to_string)
                     .collect()
             })
         };

@@ -51,6 +51,49 @@ pub fn show_awaited(key: &AwaitedKey, pod_namespace: &str) -> String {
     shown
 }
 
+/// What a waiter needs to know of the runs of one awaited hook, whatever their number: the first
+/// run (in pod order) that stops it, the first that has not ended, and whether any run counts.
+/// [`Awaiting::of`] reads it from the runs; the restore model keeps it per awaited hook as pods
+/// change (`RestoreIndex`), so a waiter's turn costs the same with ten pods or fifty thousand.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Awaiting<'a> {
+    /// The first run that failed or was skipped with `onError: Fail`: its pod, and whether it
+    /// failed (`Failed`) or was skipped (`Skipped`).
+    pub stopped: Option<(&'a str, HookPhase)>,
+    /// The pod of the first run that has not ended (`Pending` or `Running`).
+    pub unended: Option<&'a str>,
+    /// Some run counts for the waiter: any but `OtherPod` (another pod's `runOn: OnePod` turn).
+    pub planned: bool,
+}
+
+impl<'a> Awaiting<'a> {
+    /// The summary of `runs`, taken in their order (the restore model gives them by pod).
+    pub fn of(runs: &'a [AwaitedRun]) -> Self {
+        let mut seen = Awaiting::default();
+        for run in runs {
+            match run.phase {
+                HookPhase::OtherPod => continue,
+                HookPhase::Failed | HookPhase::Skipped if run.on_error == OnError::Fail => {
+                    seen.stopped.get_or_insert((&run.pod, run.phase));
+                }
+                HookPhase::Pending | HookPhase::Running => {
+                    seen.unended.get_or_insert(&run.pod);
+                }
+                HookPhase::Succeeded | HookPhase::Failed | HookPhase::Skipped => {}
+            }
+            seen.planned = true;
+        }
+        seen
+    }
+
+    /// What a waiter's turn depends on beyond messages: whether some run stops it, whether some
+    /// has not ended, whether any counts. The restore model wakes waiters only when this
+    /// changes: a woken worker reads its turn, messages included, when it looks.
+    pub fn gate(&self) -> (bool, bool, bool) {
+        (self.stopped.is_some(), self.unended.is_some(), self.planned)
+    }
+}
+
 /// The turn of a hook that waits for `after` (its awaited hooks, as [`show_awaited`] names them
 /// paired with their runs: `runs(i)` for the i-th), and whether the controller has seen every pod
 /// of the restore yet (`listed`: before that, a hook with no run may only be unlisted).
@@ -63,42 +106,40 @@ pub fn after_turn<'r>(
     listed: bool,
     mut runs: impl FnMut(usize) -> &'r [AwaitedRun],
 ) -> AfterTurn {
+    after_turn_of(awaited, listed, |i| Awaiting::of(runs(i)))
+}
+
+/// [`after_turn`] from each awaited hook's [`Awaiting`] (`seen(i)` for the i-th) rather than its
+/// runs.
+pub fn after_turn_of<'r>(
+    awaited: &[String],
+    listed: bool,
+    mut seen: impl FnMut(usize) -> Awaiting<'r>,
+) -> AfterTurn {
     if !listed {
         return AfterTurn::Wait("the restore's pods are still being listed".to_string());
     }
     let mut waiting = None;
     for (i, name) in awaited.iter().enumerate() {
-        let mut planned = false;
-        for run in runs(i) {
-            match run.phase {
-                HookPhase::OtherPod => {}
-                HookPhase::Succeeded => planned = true,
-                HookPhase::Failed | HookPhase::Skipped => {
-                    planned = true;
-                    if run.on_error == OnError::Fail {
-                        let what = if run.phase == HookPhase::Failed {
-                            "failed"
-                        } else {
-                            "was skipped"
-                        };
-                        return AfterTurn::Skip(format!(
-                            "after: hook {name} {what} in pod {} (onError: Fail); not executed",
-                            run.pod
-                        ));
-                    }
-                }
-                HookPhase::Pending | HookPhase::Running => {
-                    planned = true;
-                    waiting.get_or_insert_with(|| {
-                        format!("hook {name} has not ended in pod {}", run.pod)
-                    });
-                }
-            }
+        let seen = seen(i);
+        if let Some((pod, phase)) = seen.stopped {
+            let what = if phase == HookPhase::Failed {
+                "failed"
+            } else {
+                "was skipped"
+            };
+            return AfterTurn::Skip(format!(
+                "after: hook {name} {what} in pod {pod} (onError: Fail); not executed"
+            ));
         }
-        if !planned {
-            waiting.get_or_insert_with(|| {
-                format!("hook {name} is planned on no pod of the restore that counts for it")
-            });
+        if waiting.is_none() {
+            waiting = match (seen.unended, seen.planned) {
+                (Some(pod), _) => Some(format!("hook {name} has not ended in pod {pod}")),
+                (None, false) => Some(format!(
+                    "hook {name} is planned on no pod of the restore that counts for it"
+                )),
+                (None, true) => None,
+            };
         }
     }
     match waiting {

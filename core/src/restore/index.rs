@@ -9,14 +9,16 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use super::after::{AfterTurn, AwaitedRun, after_turn, show_awaited};
+use jiff::Timestamp;
+
+use super::after::{AfterTurn, Awaiting, after_turn_of, show_awaited};
 use super::counts::{Sum, Totals};
 use super::marked::MarkedPod;
 use super::one_pod::{Candidate, one_pod_key, statefulset_ordinal};
 use super::tally::{Contribution, Target, tally_pod};
 use crate::config::EngineConfig;
 use crate::exec_step::align;
-use crate::hooks::compiled::CompiledObject;
+use crate::hooks::compiled::{CompiledObject, SourceKind};
 use crate::hooks::plan::{AwaitedKey, ExecPlan, ExecStatus, HookPhase, OnError, RunOn};
 use crate::hooks::types::{HookCounts, Labels};
 use crate::index::HookIndex;
@@ -83,6 +85,142 @@ struct Run {
 
 /// What a pod adds to each status target, sorted by target.
 type Parts = Box<[(Target, Contribution)]>;
+
+/// One run of an awaited hook: where it is, in the order a waiter reads runs (by pod, then the
+/// hook's position in the pod's plan).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct RunAt {
+    /// `namespace/name`.
+    pod: Box<str>,
+    uid: Arc<str>,
+    position: usize,
+}
+
+/// The runs of one awaited hook in one restore, kept as far as a waiter's turn needs them
+/// ([`Awaiting`]): updated by each pod's old and new runs, so no turn reads every pod.
+#[derive(Debug, Default)]
+struct Runs {
+    /// Runs that failed or were skipped with `onError: Fail`, and which of the two.
+    stopped: BTreeMap<RunAt, HookPhase>,
+    /// Runs that have not ended.
+    unended: BTreeSet<RunAt>,
+    /// Runs that count for the waiters (any but `OtherPod`).
+    planned: usize,
+}
+
+impl Runs {
+    fn add(&mut self, at: &RunAt, phase: HookPhase, on_error: OnError) {
+        match phase {
+            HookPhase::OtherPod => return,
+            HookPhase::Failed | HookPhase::Skipped if on_error == OnError::Fail => {
+                self.stopped.insert(at.clone(), phase);
+            }
+            HookPhase::Pending | HookPhase::Running => {
+                self.unended.insert(at.clone());
+            }
+            HookPhase::Succeeded | HookPhase::Failed | HookPhase::Skipped => {}
+        }
+        self.planned += 1;
+    }
+
+    fn remove(&mut self, at: &RunAt, phase: HookPhase) {
+        if phase == HookPhase::OtherPod {
+            return;
+        }
+        self.stopped.remove(at);
+        self.unended.remove(at);
+        self.planned -= 1;
+    }
+
+    fn seen(&self) -> Awaiting<'_> {
+        Awaiting {
+            stopped: self
+                .stopped
+                .iter()
+                .next()
+                .map(|(at, phase)| (&*at.pod, *phase)),
+            unended: self.unended.iter().next().map(|at| &*at.pod),
+            planned: self.planned > 0,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.planned == 0
+    }
+}
+
+/// Where a candidate for a `OnePod` hook stands in the choice (docs/behaviour.md §6.15,
+/// [`super::one_pod::choose`]): StatefulSet pods by ordinal, then pods that are up by age, then
+/// the rest (candidates that cannot be chosen until they are up), each by pod name. The choice
+/// is the first when it is one of the first two kinds.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Rank {
+    /// 0: has an ordinal; 1: up, without one; 2: neither.
+    kind: u8,
+    ordinal: u64,
+    /// Creation time for kind 1 (`None` for the others, which are not ordered by age).
+    age: Option<Timestamp>,
+    /// `namespace/name`.
+    pod: Box<str>,
+    /// Unique: what follows never orders.
+    uid: Arc<str>,
+    up: bool,
+    created: Option<Timestamp>,
+}
+
+impl Rank {
+    fn candidate(&self) -> Candidate {
+        Candidate {
+            uid: self.uid.to_string(),
+            pod: self.pod.to_string(),
+            ordinal: (self.kind == 0).then_some(self.ordinal),
+            created: self.created,
+            up: self.up,
+        }
+    }
+}
+
+/// The members planning one `OnePod` hook with it pending.
+#[derive(Debug, Default)]
+struct Planners {
+    all: HashSet<Arc<str>>,
+    /// Those that may run it, in the order of the choice.
+    candidates: BTreeSet<Rank>,
+    /// Those that may not (nobody vouches for them, deleting, or unable as their worker said).
+    bystanders: HashSet<Arc<str>>,
+}
+
+impl Planners {
+    /// The first two candidates in the order of the choice: all that any planner's turn depends
+    /// on ([`RestoreIndex::one_pod_candidates`]).
+    fn deciders(&self) -> Vec<Rank> {
+        self.candidates.iter().take(2).cloned().collect()
+    }
+
+    fn remove(&mut self, uid: &Arc<str>, rank: Option<&Rank>) {
+        self.all.remove(uid);
+        match rank {
+            Some(rank) => {
+                self.candidates.remove(rank);
+            }
+            None => {
+                self.bystanders.remove(uid);
+            }
+        }
+    }
+
+    fn insert(&mut self, uid: &Arc<str>, rank: Option<Rank>) {
+        self.all.insert(uid.clone());
+        match rank {
+            Some(rank) => {
+                self.candidates.insert(rank);
+            }
+            None => {
+                self.bystanders.insert(uid.clone());
+            }
+        }
+    }
+}
 
 /// A marked pod whose plan verified: what it is in its restore.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -159,14 +297,6 @@ impl Member {
             .filter(|r| r.phase == HookPhase::Pending)
             .filter_map(|r| r.one_pod.as_deref())
     }
-
-    /// Its runs of `key`, as an `after` waiter sees them.
-    fn runs_of<'a>(&'a self, source: &'a str) -> impl Iterator<Item = (HookPhase, OnError)> + 'a {
-        self.hooks
-            .iter()
-            .filter(move |r| &*r.source == source)
-            .map(|r| (r.phase, r.on_error))
-    }
 }
 
 #[derive(Clone, Debug)]
@@ -181,12 +311,14 @@ struct Entry {
 #[derive(Debug, Default)]
 pub struct RestoreIndex {
     pods: HashMap<Arc<str>, Entry>,
-    /// Vouched members with runs of each awaited hook.
-    runs: HashMap<RunKey, HashSet<Arc<str>>>,
+    /// The runs of each awaited hook by vouched members, as far as waiters need them.
+    runs: HashMap<RunKey, Runs>,
     /// Members with a pending hook that waits for each.
     waiters: HashMap<RunKey, HashSet<Arc<str>>>,
-    /// Members with each `OnePod` hook pending.
-    planners: HashMap<Box<str>, HashSet<Arc<str>>>,
+    /// Members with each `OnePod` hook pending, its candidates in the order of the choice.
+    planners: HashMap<Box<str>, Planners>,
+    /// Known pods by namespace: a RestoreHook's late-hook scan looks at its own namespace only.
+    by_namespace: HashMap<Box<str>, HashSet<Arc<str>>>,
     /// What workers posted about their pods' `OnePod` hooks, by pod and key.
     standing: HashMap<Arc<str>, Vec<(Box<str>, Standing)>>,
     /// The controller's last word on pods that are gone, until the watch retires them: the
@@ -216,6 +348,12 @@ impl RestoreIndex {
             None => (Arc::from(uid), None),
         };
         let first_sight = old.is_none();
+        if first_sight {
+            self.by_namespace
+                .entry(pod.namespace.as_str().into())
+                .or_default()
+                .insert(uid.clone());
+        }
         let member = match self.last_word.get(&uid) {
             Some((plan, status)) => Some(Member::of(&pod, plan, Some(status))),
             None => verified.map(|v| Member::of(&pod, &v.plan, v.status.as_ref())),
@@ -235,6 +373,7 @@ impl RestoreIndex {
             return Changes::default();
         };
         let wake = self.replace(&uid, Some(&old), None);
+        remove_from(&mut self.by_namespace, old.pod.namespace.as_str(), &uid);
         let Some(member) = old.member else {
             return Changes {
                 wake,
@@ -318,7 +457,7 @@ impl RestoreIndex {
         let wake: BTreeSet<Arc<str>> = self
             .waiters
             .values()
-            .chain(self.planners.values())
+            .chain(self.planners.values().map(|p| &p.all))
             .flatten()
             .cloned()
             .collect();
@@ -366,8 +505,19 @@ impl RestoreIndex {
         hooks: &HookIndex,
         config: &EngineConfig,
     ) -> Vec<(String, String, String)> {
-        self.pods
-            .iter()
+        // A RestoreHook selects pods of its own namespace only (§7.2): its scan reads those.
+        let scoped: Box<dyn Iterator<Item = (&Arc<str>, &Entry)>> =
+            match (object.kind, object.namespace.as_deref()) {
+                (SourceKind::RestoreHook, Some(namespace)) => Box::new(
+                    self.by_namespace
+                        .get(namespace)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|uid| self.pods.get_key_value(uid)),
+                ),
+                _ => Box::new(self.pods.iter()),
+            };
+        scoped
             .filter(|(_, e)| {
                 namespace_labels(&e.pod.namespace)
                     .is_some_and(|labels| may_extend(object, &e.pod, labels, hooks, config))
@@ -376,10 +526,16 @@ impl RestoreIndex {
             .collect()
     }
 
+    /// The namespaces of the known pods.
+    pub fn namespaces(&self) -> impl Iterator<Item = &str> {
+        self.by_namespace.keys().map(|k| &**k)
+    }
+
     /// A worker's news about its pod's `OnePod` hook `key`. The other planners are woken when it
     /// changes what they see.
     pub fn post_standing(&mut self, uid: &str, key: &str, standing: Standing) -> Changes {
         let uid = self.uid(uid);
+        let before = self.standing_of(&uid, key);
         let posted = self.standing.entry(uid.clone()).or_default();
         let changed = match posted.iter_mut().find(|(k, _)| &**k == key) {
             Some((_, old)) if *old == standing => false,
@@ -396,9 +552,75 @@ impl RestoreIndex {
             return Changes::default();
         }
         Changes {
-            wake: self.planners_of(key, &uid),
+            wake: self.restand(&uid, key, before, standing),
             first_sight: false,
         }
+    }
+
+    /// Moves a planner of `key` whose standing changed to its new place among the candidates;
+    /// returns whom that wakes.
+    fn restand(
+        &mut self,
+        uid: &Arc<str>,
+        key: &str,
+        before: Standing,
+        after: Standing,
+    ) -> Vec<Arc<str>> {
+        let Some(entry) = self.pods.get(uid) else {
+            // Not applied yet: its rank is taken when it is.
+            return Vec::new();
+        };
+        let plans = member_of(Some(entry)).is_some_and(|(_, m)| m.one_pod_keys().any(|k| k == key));
+        if !plans {
+            return Vec::new();
+        }
+        let (was, is) = (rank(uid, entry, before), rank(uid, entry, after));
+        if was == is {
+            return Vec::new();
+        }
+        self.move_planner(key, uid, Some(was.as_ref()), Some(is))
+    }
+
+    /// Moves planner `uid` of `key` from `before` to `after` (`None`: not a planner; `Some(None)`:
+    /// a planner that is no candidate); returns whom that wakes: when the first two candidates
+    /// changed (all any turn depends on, [`RestoreIndex::one_pod_candidates`]), those that were
+    /// or are among them and the planners that are no candidates (their turn follows the
+    /// choice), but not `uid`.
+    fn move_planner(
+        &mut self,
+        key: &str,
+        uid: &Arc<str>,
+        before: Option<Option<&Rank>>,
+        after: Option<Option<Rank>>,
+    ) -> Vec<Arc<str>> {
+        let planners = match self.planners.get_mut(key) {
+            Some(p) => p,
+            None => self.planners.entry(key.into()).or_default(),
+        };
+        let deciders = planners.deciders();
+        if let Some(rank) = before {
+            planners.remove(uid, rank);
+        }
+        if let Some(rank) = after {
+            planners.insert(uid, rank);
+        }
+        let now = planners.deciders();
+        let wake = if deciders == now {
+            Vec::new()
+        } else {
+            let uids: BTreeSet<&Arc<str>> = deciders
+                .iter()
+                .chain(&now)
+                .map(|r| &r.uid)
+                .chain(&planners.bystanders)
+                .filter(|u| *u != uid)
+                .collect();
+            uids.into_iter().cloned().collect()
+        };
+        if planners.all.is_empty() {
+            self.planners.remove(key);
+        }
+        wake
     }
 
     /// A worker stopped: what it posted no longer stands.
@@ -409,7 +631,7 @@ impl RestoreIndex {
         let mut wake = BTreeSet::new();
         for (key, standing) in posted {
             if standing != Standing::default() {
-                wake.extend(self.planners_of(&key, &uid));
+                wake.extend(self.restand(&uid, &key, standing, Standing::default()));
             }
         }
         Changes {
@@ -438,68 +660,33 @@ impl RestoreIndex {
             }
             let awaited = hook.awaited(namespace);
             let names: Vec<String> = awaited.iter().map(|k| show_awaited(k, namespace)).collect();
-            let runs: Vec<Vec<AwaitedRun>> = awaited
+            let runs: Vec<Option<&Runs>> = awaited
                 .into_iter()
                 .map(|awaited| {
-                    self.runs(&RunKey {
+                    self.runs.get(&RunKey {
                         restore: restore.clone(),
                         awaited,
                     })
                 })
                 .collect();
-            turns.insert(i, after_turn(&names, self.listed, |k| &runs[k]));
+            let seen = |k: usize| runs[k].map(Runs::seen).unwrap_or_default();
+            turns.insert(i, after_turn_of(&names, self.listed, seen));
         }
         turns
     }
 
-    /// The runs of one awaited hook, by pod name.
-    fn runs(&self, key: &RunKey) -> Vec<AwaitedRun> {
-        let mut runs: Vec<AwaitedRun> = self
-            .runs
-            .get(key)
-            .into_iter()
-            .flatten()
-            .filter_map(|uid| self.pods.get(uid))
-            .flat_map(|entry| {
-                let pod = format!("{}/{}", entry.pod.namespace, entry.pod.name);
-                entry
-                    .member
-                    .iter()
-                    .flat_map(|m| m.runs_of(&key.awaited.source))
-                    .map(move |(phase, on_error)| AwaitedRun {
-                        pod: pod.clone(),
-                        phase,
-                        on_error,
-                    })
-            })
-            .collect();
-        runs.sort_by(|a, b| a.pod.cmp(&b.pod));
-        runs
-    }
-
-    /// The pods that may run `OnePod` hook `key` (docs/behaviour.md §6.15): vouched for, the hook
-    /// pending there, and able to run it as far as the watch and their workers know.
+    /// The candidates for `OnePod` hook `key` (docs/behaviour.md §6.15) that decide every
+    /// planner's turn: the first two in the order of the choice. A candidate is vouched for, has
+    /// the hook pending, is not being deleted and can run it as far as its worker said.
+    /// [`super::one_pod::turn`] gives every pod the same answer from these two as from all the
+    /// candidates: the choice is the first; a pod that cannot run it any more passes it to the
+    /// first other one, which is among the two, and needs to know only that one is left. Kept in
+    /// order as pods and standings change, so a turn costs the same whatever the restore's size.
     pub fn one_pod_candidates(&self, key: &str) -> Vec<Candidate> {
-        let mut out: Vec<Candidate> = self
-            .planners
+        self.planners
             .get(key)
-            .into_iter()
-            .flatten()
-            .filter_map(|uid| {
-                let entry = self.pods.get(uid)?;
-                let member = entry.member.as_ref().filter(|m| m.vouched)?;
-                let standing = self.standing_of(uid, key);
-                (standing.able && !entry.pod.deleting).then(|| Candidate {
-                    uid: uid.to_string(),
-                    pod: format!("{}/{}", entry.pod.namespace, entry.pod.name),
-                    ordinal: member.ordinal,
-                    created: entry.pod.created,
-                    up: standing.up,
-                })
-            })
-            .collect();
-        out.sort_by(|a, b| a.pod.cmp(&b.pod));
-        out
+            .map(|p| p.candidates.iter().take(2).map(Rank::candidate).collect())
+            .unwrap_or_default()
     }
 
     /// What a status write of `target` over a status whose `retired` is `prior` says; `None`
@@ -569,7 +756,7 @@ impl RestoreIndex {
         self.planners
             .get(key)
             .into_iter()
-            .flatten()
+            .flat_map(|p| &p.all)
             .filter(|u| &***u != except)
             .cloned()
             .collect()
@@ -586,29 +773,56 @@ impl RestoreIndex {
         let (old_m, new_m) = (member_of(old), member_of(new));
         let mut wake: BTreeSet<Arc<str>> = BTreeSet::new();
 
-        // Runs that others wait for: wake those waiters when what they see changed.
-        let runs_of = |m: Option<(&MarkedPod, &Member)>| -> BTreeMap<RunKey, Vec<(usize, HookPhase, OnError)>> {
-            let mut out: BTreeMap<RunKey, Vec<_>> = BTreeMap::new();
-            if let Some((pod, m)) = m {
-                for (key, run) in m.run_keys(&pod.namespace).zip(m.hooks.iter()) {
-                    out.entry(key).or_default().push((run.index, run.phase, run.on_error));
+        // Runs that others wait for: each awaited hook's runs take the pod's old runs out and
+        // its new ones in, and its waiters are woken when what their turn depends on changed.
+        let runs_of = |e: Option<&Entry>| -> Vec<(RunKey, RunAt, HookPhase, OnError)> {
+            let Some((pod, m)) = member_of(e) else {
+                return Vec::new();
+            };
+            let name: Box<str> = format!("{}/{}", pod.namespace, pod.name).into();
+            m.run_keys(&pod.namespace)
+                .zip(m.hooks.iter())
+                .enumerate()
+                .map(|(position, (key, run))| {
+                    let at = RunAt {
+                        pod: name.clone(),
+                        uid: uid.clone(),
+                        position,
+                    };
+                    (key, at, run.phase, run.on_error)
+                })
+                .collect()
+        };
+        let (old_runs, new_runs) = (runs_of(old), runs_of(new));
+        if old_runs != new_runs {
+            let keys: BTreeSet<&RunKey> = old_runs.iter().chain(&new_runs).map(|r| &r.0).collect();
+            let gate = |runs: &HashMap<RunKey, Runs>, key: &RunKey| {
+                runs.get(key).map(|r| r.seen().gate()).unwrap_or_default()
+            };
+            let before: Vec<_> = keys.iter().map(|k| gate(&self.runs, k)).collect();
+            for (key, at, phase, _) in &old_runs {
+                if let Some(runs) = self.runs.get_mut(key) {
+                    runs.remove(at, *phase);
                 }
             }
-            out
-        };
-        let (old_runs, new_runs) = (runs_of(old_m), runs_of(new_m));
-        for key in old_runs.keys().chain(new_runs.keys()) {
-            if old_runs.get(key) != new_runs.get(key) {
-                wake.extend(self.waiters.get(key).into_iter().flatten().cloned());
+            for (key, at, phase, on_error) in &new_runs {
+                match self.runs.get_mut(key) {
+                    Some(runs) => runs.add(at, *phase, *on_error),
+                    None => self
+                        .runs
+                        .entry(key.clone())
+                        .or_default()
+                        .add(at, *phase, *on_error),
+                }
             }
-        }
-        for key in old_runs.keys() {
-            if !new_runs.contains_key(key) {
-                remove_from(&mut self.runs, key, uid);
+            for (key, before) in keys.into_iter().zip(before) {
+                if gate(&self.runs, key) != before {
+                    wake.extend(self.waiters.get(key).into_iter().flatten().cloned());
+                }
+                if self.runs.get(key).is_some_and(Runs::is_empty) {
+                    self.runs.remove(key);
+                }
             }
-        }
-        for key in new_runs.into_keys() {
-            self.runs.entry(key).or_default().insert(uid.clone());
         }
 
         // Its own waits.
@@ -627,30 +841,27 @@ impl RestoreIndex {
                 .insert(uid.clone());
         }
 
-        // OnePod hooks it plans: the others are woken when its candidacy changed.
-        let candidacy = |e: Option<&Entry>| -> BTreeMap<Box<str>, (bool, Option<u64>, bool)> {
-            let Some((pod, m)) = member_of(e) else {
+        // OnePod hooks it plans: its place among each hook's candidates, and whom a move wakes.
+        let plans = |e: Option<&Entry>| -> BTreeMap<Box<str>, Option<Rank>> {
+            let Some((_, m)) = member_of(e) else {
                 return BTreeMap::new();
             };
+            let entry = e.expect("a member comes with its entry");
             m.one_pod_keys()
-                .map(|k| (k.into(), (m.vouched, m.ordinal, pod.deleting)))
+                .map(|k| (k.into(), rank(uid, entry, self.standing_of(uid, k))))
                 .collect()
         };
-        let (old_plans, new_plans) = (candidacy(old), candidacy(new));
-        let old_plans_keys: BTreeSet<Box<str>> = old_plans.keys().cloned().collect();
-        let new_plans_keys: BTreeSet<Box<str>> = new_plans.keys().cloned().collect();
-        for key in old_plans.keys().chain(new_plans.keys()) {
-            if old_plans.get(key) != new_plans.get(key) {
-                wake.extend(self.planners_of(key, uid));
+        let (old_plans, new_plans) = (plans(old), plans(new));
+        let old_plans_keys: BTreeSet<&Box<str>> = old_plans.keys().collect();
+        let new_plans_keys: BTreeSet<&Box<str>> = new_plans.keys().collect();
+        let plans_changed = old_plans_keys != new_plans_keys;
+        let keys: BTreeSet<&Box<str>> = old_plans_keys.union(&new_plans_keys).copied().collect();
+        for key in keys {
+            let (before, after) = (old_plans.get(key), new_plans.get(key));
+            if before != after {
+                let moved = self.move_planner(key, uid, before.map(Option::as_ref), after.cloned());
+                wake.extend(moved);
             }
-        }
-        for key in old_plans.keys() {
-            if !new_plans.contains_key(key) {
-                remove_from(&mut self.planners, &**key, uid);
-            }
-        }
-        for key in new_plans.into_keys() {
-            self.planners.entry(key).or_default().insert(uid.clone());
         }
 
         // The status targets' sums.
@@ -675,11 +886,34 @@ impl RestoreIndex {
         // The pod itself looks again when the model first learns what it waits for or plans:
         // it may have asked before the watch showed it (the two pod watches are separate
         // streams), and nothing it waits for need change again to wake it.
-        if old_waits == new_waits && old_plans_keys == new_plans_keys {
+        if old_waits == new_waits && !plans_changed {
             wake.remove(uid);
         }
         wake.into_iter().collect()
     }
+}
+
+/// A planner's place among a `OnePod` hook's candidates; `None` when it is no candidate
+/// (docs/behaviour.md §6.15, §6.20).
+fn rank(uid: &Arc<str>, entry: &Entry, standing: Standing) -> Option<Rank> {
+    let member = entry.member.as_ref().filter(|m| m.vouched)?;
+    if !standing.able || entry.pod.deleting {
+        return None;
+    }
+    let (kind, ordinal, age) = match (member.ordinal, standing.up) {
+        (Some(ordinal), _) => (0, ordinal, None),
+        (None, true) => (1, 0, entry.pod.created),
+        (None, false) => (2, 0, None),
+    };
+    Some(Rank {
+        kind,
+        ordinal,
+        age,
+        pod: format!("{}/{}", entry.pod.namespace, entry.pod.name).into(),
+        uid: uid.clone(),
+        up: standing.up,
+        created: entry.pod.created,
+    })
 }
 
 fn member_of(entry: Option<&Entry>) -> Option<(&MarkedPod, &Member)> {

@@ -10,7 +10,8 @@
 //! | `SCALE_SIZES` | `2000,$SCALE_PODS` | pod counts, each run on a fresh simulator and controller |
 //! | `SCALE_MODES` | `live,backlog` | `live`: pods are created while the controller runs; `backlog`: all N are pending before it starts |
 //! | `SCALE_CONCURRENCY` | 64 | the controller's `--max-concurrent-execs` |
-//! | `SCALE_PER_NAMESPACE` | `$SCALE_CONCURRENCY` | its `--max-concurrent-execs-per-namespace` (all pods share one namespace) |
+//! | `SCALE_PER_NAMESPACE` | `$SCALE_CONCURRENCY` | its `--max-concurrent-execs-per-namespace` |
+//! | `SCALE_NAMESPACES` | 1 | namespaces the pods are spread over (`default`; more: `scale-0`, `scale-1`, ...); one restore's record holds at most 10,000 pods of a namespace, so 50,000 pods need 5 or more |
 //! | `SCALE_CREATE_CONCURRENCY` | 32 | parallel pod creates by this process |
 //! | `SCALE_TICK_MS` | 1000 | timeline interval |
 //! | `SCALE_KEEP` | unset | keep each run's directory (controller log, pod directories) |
@@ -158,10 +159,24 @@ fn hooks() -> Vec<PlannedHook> {
     hooks
 }
 
-fn restored_pod(bed: &Testbed, name: &str) -> Pod {
+/// `SCALE_NAMESPACES`, read once.
+fn namespaces() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| env("SCALE_NAMESPACES", 1).max(1))
+}
+
+/// The namespace of pod `i`: `default` when there is one, else round-robin over `scale-<k>`.
+fn namespace_of(i: usize) -> String {
+    match namespaces() {
+        1 => NS.to_string(),
+        n => format!("scale-{}", i % n),
+    }
+}
+
+fn restored_pod(bed: &Testbed, i: usize) -> Pod {
     bed.planned_pod(
-        NS,
-        name,
+        &namespace_of(i),
+        &format!("scale-{i:05}"),
         hooks(),
         json!({"metadata": {"labels": {"app": "scale"}}}),
     )
@@ -359,7 +374,7 @@ struct Progress {
 
 async fn track(client: kube::Client, t0: Instant, progress: Arc<Mutex<Progress>>) {
     let config = watcher::Config::default().labels("app=scale");
-    let api: Api<PartialObjectMeta<Pod>> = Api::namespaced(client, NS);
+    let api: Api<PartialObjectMeta<Pod>> = Api::all(client);
     let mut stream = watcher::watcher(api, config).boxed();
     while let Some(ev) = stream.next().await {
         let metas = match ev {
@@ -420,11 +435,7 @@ async fn create_all(
     futures::stream::iter(0..n)
         .map(|i| {
             let bed = bed.clone();
-            async move {
-                bed.create_pod(&restored_pod(&bed, &format!("scale-{i:05}")))
-                    .await
-                    .map(|_| ())
-            }
+            async move { bed.create_pod(&restored_pod(&bed, i)).await.map(|_| ()) }
         })
         .buffer_unordered(concurrency)
         .try_collect::<Vec<_>>()
@@ -455,6 +466,12 @@ async fn run_once(
     let plan_key = dir.path().join("plan-key");
     bed.write_plan_key(&plan_key)?;
     let client = bed.client.clone();
+    if namespaces() > 1 {
+        for k in 0..namespaces() {
+            bed.create_namespace(&format!("scale-{k}"), json!({}))
+                .await?;
+        }
+    }
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let progress = Arc::new(Mutex::new(Progress::default()));
     // Backlog: every pod is pending before the controller starts.
@@ -593,8 +610,10 @@ async fn run_once(
     let mut wrong = Vec::new();
     for i in 0..n {
         let name = format!("scale-{i:05}");
-        let read =
-            |f: &str| std::fs::read_to_string(bed.pod_dir(NS, &name).join(f)).unwrap_or_default();
+        let read = |f: &str| {
+            std::fs::read_to_string(bed.pod_dir(&namespace_of(i), &name).join(f))
+                .unwrap_or_default()
+        };
         let (a, b) = (read("a.txt"), read("b.txt"));
         if a != "a\n" || b != "b\n" {
             wrong.push(format!("{name}: a.txt {a:?}, b.txt {b:?}"));

@@ -47,7 +47,7 @@ const LAZY: Duration = Duration::from_secs(1);
 /// How long the start of a claimed hook waits for company (docs/behaviour.md §6.9): it holds no
 /// exec slot while it waits, and a slot frees for it only after several hooks ended, so its
 /// write may gather the starts claimed meanwhile instead of being one write per start.
-const GATHER: Duration = Duration::from_millis(250);
+const GATHER: Duration = Duration::from_millis(100);
 /// Refusals of one write before its waiters are told it failed (backoff 200 ms doubling,
 /// jittered).
 const ATTEMPTS: u32 = 5;

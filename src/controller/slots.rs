@@ -89,6 +89,43 @@ struct State {
     claimed: HashMap<String, usize>,
     /// The namespace last handed a ticket.
     last_claim: Option<String>,
+    /// Tickets whose hook is still writing its start, by namespace and turn (first, later):
+    /// the hook keeps its place meanwhile. Nobody of its namespace that queued after it, and no
+    /// later hook while a first hook writes, takes a slot before it is queued as claimed.
+    writing: HashMap<String, [usize; 2]>,
+    /// Of those, first hooks in all namespaces.
+    writing_first: usize,
+}
+
+impl State {
+    /// Whether a waiter of `namespace` in queue `q` must leave a free slot to a claim still being
+    /// written that goes before it (docs/behaviour.md §6.11).
+    fn behind_a_claim(&self, namespace: &str, q: usize) -> bool {
+        let [first, later] = self.writing.get(namespace).copied().unwrap_or_default();
+        match q {
+            // A claimed hook is behind no claim of its own turn: claims go in the order their
+            // writes end.
+            CLAIMED_FIRST => false,
+            FIRST => first > 0,
+            CLAIMED_LATER => self.writing_first > 0,
+            _ => self.writing_first > 0 || later > 0,
+        }
+    }
+
+    fn write_started(&mut self, namespace: &str, turn: Turn) {
+        self.writing.entry(namespace.to_string()).or_default()[turn as usize] += 1;
+        self.writing_first += usize::from(turn == Turn::First);
+    }
+
+    fn write_ended(&mut self, namespace: &str, turn: Turn) {
+        if let Some(n) = self.writing.get_mut(namespace) {
+            n[turn as usize] -= 1;
+            if *n == [0, 0] {
+                self.writing.remove(namespace);
+            }
+        }
+        self.writing_first -= usize::from(turn == Turn::First);
+    }
 }
 
 /// How many namespaces hold, claim or wait for slots, `namespace` among them.
@@ -124,8 +161,9 @@ pub enum Grant {
 pub enum SlotWait {
     /// Granted when asked; `None` once taken.
     Granted(Option<Grant>),
-    /// In the queue of its namespace; counted as waiting until granted or dropped.
-    Queued(oneshot::Receiver<Grant>, Waiting),
+    /// In the queue of its namespace; counted as waiting until granted or dropped (a claimed
+    /// hook by its ticket).
+    Queued(oneshot::Receiver<Grant>, Option<Waiting>),
 }
 
 /// One hook counted in `restore_hooks_exec_slot_waiting` while it waits.
@@ -177,17 +215,24 @@ impl Drop for SlotPermit {
 }
 
 /// Leave to write a hook's start before a slot is free; given back when dropped (once the hook
-/// has its slot, or gave its claim up).
+/// has its slot, or gave its claim up). The hook counts as waiting (`turn="claimed"`) from the
+/// ticket to its exec, its writes included.
 pub struct ClaimTicket {
     slots: Arc<ExecSlots>,
     namespace: String,
+    /// The turn of the hook it was handed to.
+    turn: Turn,
+    /// Its hook is writing its start (not queued as claimed yet).
+    writing: bool,
     armed: bool,
+    _waiting: Waiting,
 }
 
 impl Drop for ClaimTicket {
     fn drop(&mut self) {
         if self.armed {
-            self.slots.release_claim(&self.namespace);
+            let writing = self.writing.then_some(self.turn);
+            self.slots.release_claim(&self.namespace, writing);
         }
     }
 }
@@ -222,18 +267,33 @@ impl ExecSlots {
         self.enqueue(namespace, queue(turn, false))
     }
 
-    /// The slot of a hook that holds a [`ClaimTicket`] and wrote its start, waiting in `turn`
-    /// as it did when it was handed the ticket: served before the unclaimed hooks of its turn.
-    pub fn acquire_claimed(self: &Arc<Self>, namespace: &str, turn: Turn) -> SlotWait {
-        self.enqueue(namespace, queue(turn, true))
+    /// The slot of a hook that holds `ticket` and wrote its start, in the turn it waited in when
+    /// it was handed the ticket: served before the unclaimed hooks of its turn.
+    pub fn acquire_claimed(self: &Arc<Self>, ticket: &mut ClaimTicket) -> SlotWait {
+        let mut state = self.lock();
+        if std::mem::take(&mut ticket.writing) {
+            state.write_ended(&ticket.namespace, ticket.turn);
+        }
+        self.enqueue_locked(state, &ticket.namespace, queue(ticket.turn, true))
     }
 
     fn enqueue(self: &Arc<Self>, namespace: &str, q: usize) -> SlotWait {
-        let mut state = self.lock();
-        // Nobody passes the namespace's hooks that queue before it.
+        let state = self.lock();
+        self.enqueue_locked(state, namespace, q)
+    }
+
+    fn enqueue_locked(
+        self: &Arc<Self>,
+        mut state: std::sync::MutexGuard<'_, State>,
+        namespace: &str,
+        q: usize,
+    ) -> SlotWait {
+        // Nobody passes the namespace's hooks that queue before it, nor a claim being written
+        // that goes before it.
         let queued = state.waiting[..=q]
             .iter()
-            .any(|queues| queues.get(namespace).is_some_and(|w| !w.is_empty()));
+            .any(|queues| queues.get(namespace).is_some_and(|w| !w.is_empty()))
+            || state.behind_a_claim(namespace, q);
         if !queued && self.can_grant(&state, namespace) {
             let permit = self.grant(&mut state, namespace.to_string());
             return SlotWait::Granted(Some(Grant::Slot(permit)));
@@ -243,11 +303,18 @@ impl ExecSlots {
             .entry(namespace.to_string())
             .or_default()
             .push_back(tx);
-        let gauge = self.waiting[LABEL_OF[q]].clone();
+        let waiting = UNCLAIMED.contains(&q).then(|| self.waiting(LABEL_OF[q]));
+        // A claim that stopped being written may free a slot for those it held back; every
+        // slot held (or the namespace at its share), a ticket may be free for this one.
+        self.dispatch(&mut state);
+        SlotWait::Queued(rx, waiting)
+    }
+
+    /// One more hook counted in `restore_hooks_exec_slot_waiting` with label `label`.
+    fn waiting(&self, label: usize) -> Waiting {
+        let gauge = self.waiting[label].clone();
         gauge.inc();
-        // Every slot is held (or the namespace is at its share): a ticket may be free for it.
-        self.hand_out_claims(&mut state);
-        SlotWait::Queued(rx, Waiting(gauge))
+        Waiting(gauge)
     }
 
     /// Slots held right now.
@@ -293,10 +360,17 @@ impl ExecSlots {
         self.dispatch(&mut state);
     }
 
-    fn release_claim(self: &Arc<Self>, namespace: &str) {
+    /// A ticket came back; `writing`: its hook had not queued as claimed (its claim failed or
+    /// was given up), so the slot it kept its place for may go to others now.
+    fn release_claim(self: &Arc<Self>, namespace: &str, writing: Option<Turn>) {
         let mut state = self.lock();
         self.unclaim(&mut state, namespace);
-        self.hand_out_claims(&mut state);
+        if let Some(turn) = writing {
+            state.write_ended(namespace, turn);
+            self.dispatch(&mut state);
+        } else {
+            self.hand_out_claims(&mut state);
+        }
     }
 
     fn unclaim(&self, state: &mut State, namespace: &str) {
@@ -348,18 +422,24 @@ impl ExecSlots {
             if queues.get(&namespace).is_some_and(VecDeque::is_empty) {
                 queues.remove(&namespace);
             }
+            let turn = if q == FIRST { Turn::First } else { Turn::Later };
             state.claims += 1;
             *state.claimed.entry(namespace.clone()).or_default() += 1;
             state.last_claim = Some(namespace.clone());
+            state.write_started(&namespace, turn);
             let ticket = ClaimTicket {
                 slots: self.clone(),
                 namespace: namespace.clone(),
+                turn,
+                writing: true,
                 armed: true,
+                _waiting: self.waiting(LABEL_OF[CLAIMED_FIRST]),
             };
             if let Err(Grant::Claim(mut ticket)) = tx.send(Grant::Claim(ticket)) {
                 // That waiter gave up: the ticket was never used.
                 ticket.armed = false;
                 self.unclaim(state, &namespace);
+                state.write_ended(&namespace, turn);
             }
         }
     }
@@ -414,7 +494,9 @@ impl ExecSlots {
             .keys()
             .filter(|ns| after.is_none_or(|a| *ns > a))
             .chain(queues.keys())
-            .find(|ns| !queues[*ns].is_empty() && self.can_grant(state, ns))
+            .find(|ns| {
+                !queues[*ns].is_empty() && !state.behind_a_claim(ns, q) && self.can_grant(state, ns)
+            })
             .cloned()
     }
 }
@@ -572,17 +654,17 @@ mod tests {
         let mut c = s.acquire("c", Turn::First);
         let mut d = s.acquire("d", Turn::First);
         let mut e = s.acquire("e", Turn::First);
-        let c_ticket = ticket(&mut c).await.expect("c is next in line");
+        let mut c_ticket = ticket(&mut c).await.expect("c is next in line");
         let _d_ticket = ticket(&mut d).await.expect("d is next");
         assert!(grant(&mut e).await.is_none(), "both tickets are out");
         assert_eq!(s.claims(), 2);
         // c writes its start, then waits as claimed; the next free slot is its.
-        let mut c_claimed = s.acquire_claimed("c", Turn::First);
+        let mut c_claimed = s.acquire_claimed(&mut c_ticket);
         assert!(
             granted(&mut c_claimed).await.is_none(),
             "every slot is held"
         );
-        assert_eq!(waiting(&s), [1, 1, 0], "c claimed, e waits");
+        assert_eq!(waiting(&s), [2, 1, 0], "c and d claimed, e waits");
         drop(b);
         let _c = granted(&mut c_claimed)
             .await
@@ -629,9 +711,9 @@ mod tests {
         let held = s.acquire("a", Turn::First).await;
         let mut b = s.acquire("b", Turn::First);
         let mut c = s.acquire("c", Turn::First);
-        let b_ticket = ticket(&mut b).await.expect("b is first in line");
+        let mut b_ticket = ticket(&mut b).await.expect("b is first in line");
         assert!(grant(&mut c).await.is_none(), "one ticket only");
-        let mut b_claimed = s.acquire_claimed("b", Turn::First);
+        let mut b_claimed = s.acquire_claimed(&mut b_ticket);
         drop(held);
         let _b = granted(&mut b_claimed).await.expect("b claimed: its slot");
         assert!(grant(&mut c).await.is_none(), "the slot went to b");
@@ -660,5 +742,44 @@ mod tests {
         let mut a = s.acquire("a", Turn::First);
         assert!(granted(&mut a).await.is_some(), "a slot was free");
         assert_eq!(s.claims(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_claim_being_written_keeps_its_place_for_a_slot_that_frees_meanwhile() {
+        let s = with_claims(1, 1, 1);
+        let held = s.acquire("a", Turn::First).await;
+        let mut b = s.acquire("b", Turn::First);
+        let mut b_ticket = ticket(&mut b).await.expect("b is next in line");
+        // The slot frees while b writes its start: neither a later hook of another namespace nor
+        // b's namespace's next first hook takes it.
+        drop(held);
+        let mut c_later = s.acquire("c", Turn::Later);
+        let mut b_next = s.acquire("b", Turn::First);
+        assert!(grant(&mut c_later).await.is_none());
+        assert!(grant(&mut b_next).await.is_none());
+        assert_eq!(s.in_use(), 0, "kept for b's claim");
+        let mut b_claimed = s.acquire_claimed(&mut b_ticket);
+        let _b = granted(&mut b_claimed).await.expect("b's claim takes it");
+        drop(_b);
+        let _b_next = granted(&mut b_next)
+            .await
+            .expect("then b's next first hook, before c's later one");
+        assert!(grant(&mut c_later).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_claim_given_up_while_written_lets_the_others_go() {
+        let s = with_claims(1, 1, 1);
+        let held = s.acquire("a", Turn::First).await;
+        let mut b = s.acquire("b", Turn::First);
+        let b_ticket = ticket(&mut b).await.expect("b is next in line");
+        drop(held);
+        let mut c_later = s.acquire("c", Turn::Later);
+        assert!(grant(&mut c_later).await.is_none(), "kept for b's claim");
+        drop(b_ticket);
+        assert!(
+            granted(&mut c_later).await.is_some(),
+            "b's claim failed: the slot goes on"
+        );
     }
 }

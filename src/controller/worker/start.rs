@@ -58,8 +58,6 @@ impl PodWorker {
             return Flow::Wait;
         };
         let granted = Instant::now();
-        // The queue it waited in: a claimed hook waits for its slot in the same turn.
-        let turn = self.turn(&status);
         let hook = plan.hooks[index].clone();
         // A OnePod hook is taken for this pod before anything is written: of two pods that both
         // saw themselves chosen, one starts it and the other records it ran elsewhere (§6.15).
@@ -199,9 +197,9 @@ impl PodWorker {
         }
         match grant {
             Grant::Slot(permit) => self.launch(plan, index, attempt, permit, granted),
-            Grant::Claim(ticket) => {
+            Grant::Claim(mut ticket) => {
                 debug!(pod = %self.pod_ref(), hook = %hook.name, index, attempt, "hook claimed; its exec starts when a slot is free");
-                let wait = self.shared.slots.acquire_claimed(&self.namespace, turn);
+                let wait = self.shared.slots.acquire_claimed(&mut ticket);
                 self.slot_waits.push((index, wait));
                 self.claims.insert(
                     index,

@@ -794,6 +794,8 @@ impl RestoreIndex {
                 .collect()
         };
         let (old_runs, new_runs) = (runs_of(old), runs_of(new));
+        // Whether the pod's own runs changed the answer of a hook it waits for itself.
+        let mut own_gate_changed = false;
         if old_runs != new_runs {
             let keys: BTreeSet<&RunKey> = old_runs.iter().chain(&new_runs).map(|r| &r.0).collect();
             let gate = |runs: &HashMap<RunKey, Runs>, key: &RunKey| {
@@ -818,6 +820,7 @@ impl RestoreIndex {
             for (key, before) in keys.into_iter().zip(before) {
                 if gate(&self.runs, key) != before {
                     wake.extend(self.waiters.get(key).into_iter().flatten().cloned());
+                    own_gate_changed |= self.waiters.get(key).is_some_and(|w| w.contains(uid));
                 }
                 if self.runs.get(key).is_some_and(Runs::is_empty) {
                     self.runs.remove(key);
@@ -883,10 +886,11 @@ impl RestoreIndex {
                 self.dirty.insert(target.clone());
             }
         }
-        // The pod itself looks again when the model first learns what it waits for or plans:
-        // it may have asked before the watch showed it (the two pod watches are separate
-        // streams), and nothing it waits for need change again to wake it.
-        if old_waits == new_waits && !plans_changed {
+        // The pod itself looks again when the model first learns what it waits for or plans, and
+        // when its own runs changed the answer of a hook it waits for: it may have asked before
+        // the watch showed it (its worker writes, the model learns from a separate watch), and
+        // nothing else need change again to wake it.
+        if old_waits == new_waits && !plans_changed && !own_gate_changed {
             wake.remove(uid);
         }
         wake.into_iter().collect()

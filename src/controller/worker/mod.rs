@@ -543,9 +543,17 @@ impl PodWorker {
     async fn api_error(&mut self, what: &str, e: kube::Error) -> Flow {
         let wait = self.api_backoff().after(Some(&e));
         warn!(pod = %self.pod_ref(), error = %e, retry_in = ?wait, "{what} failed; retrying");
+        self.return_unused_tickets();
         tokio::time::sleep(wait).await;
         self.maybe_gone = true;
         Flow::Again
+    }
+
+    /// Claim tickets handed to this worker and not used yet go back before it backs off: a hook
+    /// holding one keeps its place ahead of others (§6.11), and the ticket is handed on. Its hook
+    /// queues again when the worker looks next.
+    fn return_unused_tickets(&mut self) {
+        self.granted.retain(|(_, g)| matches!(g, Grant::Slot(_)));
     }
 
     /// A fresh read of the pod (after a conflict or an error).

@@ -280,6 +280,7 @@ impl PodWorker {
             Err(WriteError::Api(e)) => {
                 let wait = self.api_backoff().after(Some(&e));
                 warn!(pod = %self.pod_ref(), error = %e, retry_in = ?wait, "recording hook results failed; retrying");
+                self.return_unused_tickets();
                 tokio::time::sleep(wait).await;
                 self.refresh()
             }

@@ -128,6 +128,34 @@ impl State {
     }
 }
 
+/// Round-robin over `queues`: the first namespace after `after`, in name order and wrapping
+/// around, that has a waiter and is `eligible`.
+fn next_after(
+    queues: &Queues,
+    after: Option<&String>,
+    eligible: impl Fn(&str) -> bool,
+) -> Option<String> {
+    queues
+        .keys()
+        .filter(|ns| after.is_none_or(|a| *ns > a))
+        .chain(queues.keys())
+        .find(|ns| !queues[*ns].is_empty() && eligible(ns))
+        .cloned()
+}
+
+/// The first waiter of `namespace` in `queues`, taken out (the namespace's queue goes once
+/// empty); only for a namespace `next_after` chose.
+fn pop_waiter(queues: &mut Queues, namespace: &str) -> oneshot::Sender<Grant> {
+    let tx = queues
+        .get_mut(namespace)
+        .and_then(VecDeque::pop_front)
+        .expect("eligible namespaces have a waiter");
+    if queues.get(namespace).is_some_and(VecDeque::is_empty) {
+        queues.remove(namespace);
+    }
+    tx
+}
+
 /// How many namespaces hold, claim or wait for slots, `namespace` among them.
 fn active(state: &State, namespace: &str) -> usize {
     let mut names: std::collections::HashSet<&str> = state
@@ -414,14 +442,7 @@ impl ExecSlots {
             else {
                 return;
             };
-            let queues = &mut state.waiting[q];
-            let tx = queues
-                .get_mut(&namespace)
-                .and_then(VecDeque::pop_front)
-                .expect("eligible namespaces have a waiter");
-            if queues.get(&namespace).is_some_and(VecDeque::is_empty) {
-                queues.remove(&namespace);
-            }
+            let tx = pop_waiter(&mut state.waiting[q], &namespace);
             let turn = if q == FIRST { Turn::First } else { Turn::Later };
             state.claims += 1;
             *state.claimed.entry(namespace.clone()).or_default() += 1;
@@ -447,14 +468,9 @@ impl ExecSlots {
     /// The namespace whose unclaimed waiter of queue `q` gets the next ticket: the first after
     /// the one handed one last, in name order, that has a waiter and may take a ticket.
     fn next_claim_in(&self, state: &State, q: usize) -> Option<String> {
-        let queues = &state.waiting[q];
-        let after = state.last_claim.as_ref();
-        queues
-            .keys()
-            .filter(|ns| after.is_none_or(|a| *ns > a))
-            .chain(queues.keys())
-            .find(|ns| !queues[*ns].is_empty() && self.can_claim(state, ns))
-            .cloned()
+        next_after(&state.waiting[q], state.last_claim.as_ref(), |ns| {
+            self.can_claim(state, ns)
+        })
     }
 
     /// Hands free slots to waiting namespaces, round-robin, within their per-namespace share:
@@ -467,14 +483,7 @@ impl ExecSlots {
             else {
                 break;
             };
-            let queues = &mut state.waiting[q];
-            let tx = queues
-                .get_mut(&namespace)
-                .and_then(VecDeque::pop_front)
-                .expect("eligible namespaces have a waiter");
-            if queues.get(&namespace).is_some_and(VecDeque::is_empty) {
-                queues.remove(&namespace);
-            }
+            let tx = pop_waiter(&mut state.waiting[q], &namespace);
             let permit = self.grant(state, namespace.clone());
             if let Err(Grant::Slot(mut permit)) = tx.send(Grant::Slot(permit)) {
                 // That waiter gave up (its hook expired): the slot was never used.
@@ -488,16 +497,9 @@ impl ExecSlots {
     /// The namespace whose waiter of queue `q` is served next: the first after the one served
     /// last, in name order, that has one and is below its share.
     fn next_in(&self, state: &State, q: usize) -> Option<String> {
-        let queues = &state.waiting[q];
-        let after = state.last.as_ref();
-        queues
-            .keys()
-            .filter(|ns| after.is_none_or(|a| *ns > a))
-            .chain(queues.keys())
-            .find(|ns| {
-                !queues[*ns].is_empty() && !state.behind_a_claim(ns, q) && self.can_grant(state, ns)
-            })
-            .cloned()
+        next_after(&state.waiting[q], state.last.as_ref(), |ns| {
+            !state.behind_a_claim(ns, q) && self.can_grant(state, ns)
+        })
     }
 }
 

@@ -494,6 +494,36 @@ fn release(bed: &Testbed, pod: &str) {
     std::fs::write(bed.pod_dir(NS, pod).join("release"), "").expect("release written");
 }
 
+/// `replica-a` leads with one exec slot, so one claim ticket: `hold`'s hook (exec timeout
+/// `hold_ms`) holds the slot until released, `c1`'s hook is claimed and `c2`'s waits unclaimed
+/// (both `true`, exec timeout `hook_ms`).
+async fn one_claim_outstanding(
+    bed: &Testbed,
+    hold_ms: u64,
+    hook_ms: u64,
+) -> (ControllerArgs, ControllerHandle) {
+    let mut args = bed.controller_args();
+    args.max_concurrent_execs = 1;
+    let a = bed.start_controller("replica-a", args.clone(), None);
+    wait_for("replica-a leads", WAIT, async || a.is_leader()).await;
+    bed.create_pod(&bed.planned_pod(NS, "hold", vec![holding_hook(hold_ms)], json!({})))
+        .await
+        .unwrap();
+    running(bed, "hold", "h").await;
+    for pod in ["c1", "c2"] {
+        bed.create_pod(&bed.planned_pod(
+            NS,
+            pod,
+            vec![recorded_hook("h", "true", hook_ms)],
+            json!({}),
+        ))
+        .await
+        .unwrap();
+    }
+    claimed(bed, "c1", "h").await;
+    (args, a)
+}
+
 /// One exec slot, so one claim ticket: `hold` holds the slot while `c1`'s hook is claimed and
 /// `c2`'s waits unclaimed; then the leader shuts down (SIGTERM). It gives its claim back on the
 /// pod while its running hook still runs, before it lets go of the Lease: the next leader runs
@@ -505,25 +535,7 @@ async fn a_claim_outstanding_at_a_graceful_leader_change_is_given_back_and_runs_
         let bed = Testbed::start(TestbedOptions::default())
             .await
             .expect("testbed starts");
-        let mut args = bed.controller_args();
-        args.max_concurrent_execs = 1;
-        let a = bed.start_controller("replica-a", args.clone(), None);
-        wait_for("replica-a leads", WAIT, async || a.is_leader()).await;
-        bed.create_pod(&bed.planned_pod(NS, "hold", vec![holding_hook(30_000)], json!({})))
-            .await
-            .unwrap();
-        running(&bed, "hold", "h").await;
-        for pod in ["c1", "c2"] {
-            bed.create_pod(&bed.planned_pod(
-                NS,
-                pod,
-                vec![recorded_hook("h", "true", 10_000)],
-                json!({}),
-            ))
-            .await
-            .unwrap();
-        }
-        claimed(&bed, "c1", "h").await;
+        let (args, a) = one_claim_outstanding(&bed, 30_000, 10_000).await;
         let b = bed.start_controller("replica-b", args.clone(), None);
         let given_back = a.metrics.exec_claims_given_back.clone();
         let stopping = tokio::spawn(a.stop());
@@ -571,25 +583,7 @@ async fn claims_outstanding_when_a_leader_is_killed_end_interrupted_never_run_tw
             .await
             .expect("testbed starts");
         bed.sim.faults().set_orphaned_execs_survive(true);
-        let mut args = bed.controller_args();
-        args.max_concurrent_execs = 1;
-        let a = bed.start_controller("replica-a", args.clone(), None);
-        wait_for("replica-a leads", WAIT, async || a.is_leader()).await;
-        bed.create_pod(&bed.planned_pod(NS, "hold", vec![holding_hook(3_000)], json!({})))
-            .await
-            .unwrap();
-        running(&bed, "hold", "h").await;
-        for pod in ["c1", "c2"] {
-            bed.create_pod(&bed.planned_pod(
-                NS,
-                pod,
-                vec![recorded_hook("h", "true", 3_000)],
-                json!({}),
-            ))
-            .await
-            .unwrap();
-        }
-        claimed(&bed, "c1", "h").await;
+        let (args, a) = one_claim_outstanding(&bed, 3_000, 3_000).await;
         a.kill();
         let b = bed.start_controller("replica-b", args.clone(), None);
 
